@@ -1,0 +1,62 @@
+"""The agent's tools and `run_tool`, which turns one tool call into a ToolResult, never raising."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from evo_magic.tools.base import Tool, ToolContext, ToolError, ToolResult, check_input
+from evo_magic.tools.bash import BASH
+from evo_magic.tools.compact import COMPACT
+from evo_magic.tools.files import EDIT_FILE, READ_FILE, WRITE_FILE
+
+__all__ = [
+    "BASH",
+    "COMPACT",
+    "EDIT_FILE",
+    "READ_FILE",
+    "WRITE_FILE",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolResult",
+    "default_tools",
+    "run_tool",
+]
+
+
+def default_tools() -> list[Tool]:
+    """The tools every session offers, always in this order (a stable order keeps the prompt
+    cache valid): bash, read_file, write_file, edit_file, compact."""
+    return [BASH, READ_FILE, WRITE_FILE, EDIT_FILE, COMPACT]
+
+
+def run_tool(
+    tools: Sequence[Tool], tool_use_id: str, name: str, tool_input: object, ctx: ToolContext
+) -> ToolResult:
+    """Run the tool called `name` on `tool_input`; every failure becomes an `is_error` result.
+
+    An unknown name, invalid input, a ToolError and any other Exception all return a result the
+    model can read; only KeyboardInterrupt and SystemExit propagate. `duration` is in seconds.
+    """
+    started = time.perf_counter()
+    content, is_error = _call(tools, name, tool_input, ctx)
+    return ToolResult(
+        tool_use_id, name, content, is_error=is_error, duration=time.perf_counter() - started
+    )
+
+
+def _call(
+    tools: Sequence[Tool], name: str, tool_input: object, ctx: ToolContext
+) -> tuple[str, bool]:
+    """The tool's text and whether it is an error."""
+    tool = next((tool for tool in tools if tool.name == name), None)
+    if tool is None:
+        known = ", ".join(tool.name for tool in tools) or "none"
+        return f"Unknown tool {name!r}; the known tools are: {known}", True
+    try:
+        return tool.run(check_input(tool, tool_input), ctx), False
+    except ToolError as error:
+        return str(error), True
+    except Exception as error:  # a tool never raises into the loop
+        return f"{type(error).__name__}: {error}", True

@@ -1,0 +1,93 @@
+"""What every tool is: a name, a JSON schema, and a function from input to text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ToolError(Exception):
+    """A tool refused or failed; the message goes back to the model as an `is_error` tool_result."""
+
+
+@dataclass
+class ToolContext:
+    """What a tool may touch: the workspace, and two hooks back into the session."""
+
+    workspace: Path
+    on_file: Callable[[str], None] = lambda path: None
+    """Called with the workspace-relative path of a file read, written or edited."""
+    request_compaction: Callable[[str | None], None] = lambda focus: None
+    """Called by the `compact` tool: compaction runs after the current tool batch."""
+    bash_timeout: float = 120.0
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool the model can call."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    run: Callable[[dict[str, Any], ToolContext], str]
+    main_argument: str | None = None
+    """The input field a one-line summary shows (e.g. `command` for bash)."""
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as the Messages API `tools` parameter lists it."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+
+@dataclass
+class ToolResult:
+    """The outcome of one tool call, before it becomes a tool_result block."""
+
+    tool_use_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    duration: float = 0.0
+    saved_to: str | None = None
+    """Set when the full output was too large and was saved to this file (layer 0)."""
+    original_chars: int = field(default=0)
+
+    def block(self) -> dict[str, Any]:
+        """The tool_result content block sent back to the model."""
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": self.tool_use_id,
+            "content": self.content,
+        }
+        if self.is_error:
+            block["is_error"] = True
+        return block
+
+
+def check_input(tool: Tool, tool_input: Any) -> dict[str, Any]:
+    """Validate `tool_input` against the tool's schema: an object, required fields, simple types."""
+    if not isinstance(tool_input, dict):
+        raise ToolError(
+            f"{tool.name}: input must be a JSON object, got {type(tool_input).__name__}"
+        )
+    schema = tool.input_schema
+    missing = [name for name in schema.get("required", []) if name not in tool_input]
+    if missing:
+        raise ToolError(f"{tool.name}: missing required field(s): {', '.join(missing)}")
+    types = {"string": str, "integer": int, "boolean": bool, "number": (int, float)}
+    for name, value in tool_input.items():
+        spec = schema.get("properties", {}).get(name)
+        if spec is None:
+            continue
+        expected = types.get(spec.get("type", ""))
+        wrong = expected is not None and not isinstance(value, expected)
+        if spec.get("type") == "integer" and isinstance(value, bool):
+            wrong = True
+        if wrong:
+            raise ToolError(f"{tool.name}: field {name!r} must be a {spec['type']}, got {value!r}")
+    return tool_input

@@ -1,0 +1,443 @@
+"""The agent's tools on real files and real processes: nothing is mocked."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evo_magic.tools import (
+    BASH,
+    COMPACT,
+    EDIT_FILE,
+    READ_FILE,
+    WRITE_FILE,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    default_tools,
+    run_tool,
+)
+from evo_magic.tools.bash import OUTPUT_CAP
+from evo_magic.tools.files import READ_CAP
+from evo_magic.tools.sandbox import display_path, resolve_in_workspace
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A directory next to the workspace, holding a secret file."""
+    other = tmp_path / "outside"
+    other.mkdir()
+    (other / "secret.txt").write_text("secret\n")
+    return other
+
+
+@pytest.fixture
+def files_seen() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def ctx(workspace: Path, files_seen: list[str]) -> ToolContext:
+    return ToolContext(workspace=workspace, on_file=files_seen.append, bash_timeout=10)
+
+
+def call(name: str, tool_input: Any, ctx: ToolContext) -> ToolResult:
+    return run_tool(default_tools(), "toolu_1", name, tool_input, ctx)
+
+
+def ok(name: str, tool_input: Any, ctx: ToolContext) -> str:
+    result = call(name, tool_input, ctx)
+    assert not result.is_error, result.content
+    return result.content
+
+
+def error(name: str, tool_input: Any, ctx: ToolContext) -> str:
+    result = call(name, tool_input, ctx)
+    assert result.is_error, result.content
+    return result.content
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs; a zombie (killed, not yet reaped by init) counts as dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_dead(pid: int, seconds: float = 3.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+# sandbox
+
+
+def test_resolve_accepts_relative_absolute_inside_and_new_paths(workspace: Path) -> None:
+    root = workspace.resolve()
+    assert resolve_in_workspace(workspace, "a/b.txt") == root / "a" / "b.txt"
+    assert resolve_in_workspace(workspace, str(root / "x.py")) == root / "x.py"
+    assert resolve_in_workspace(workspace, "a/../c.txt") == root / "c.txt"
+    assert display_path(workspace, root / "a" / "b.txt") == "a/b.txt"
+    assert display_path(workspace, root) == "."
+
+
+@pytest.mark.parametrize("path", ["../x", "a/../../x", "/etc/passwd", "~/x", ""])
+def test_resolve_refuses_escapes(workspace: Path, path: str) -> None:
+    with pytest.raises(ToolError):
+        resolve_in_workspace(workspace, path)
+
+
+def test_resolve_refuses_symlinks_leading_outside(workspace: Path, outside: Path) -> None:
+    (workspace / "link.txt").symlink_to(outside / "secret.txt")
+    (workspace / "linkdir").symlink_to(outside)
+    with pytest.raises(ToolError, match="outside the workspace"):
+        resolve_in_workspace(workspace, "link.txt")
+    with pytest.raises(ToolError, match="outside the workspace"):
+        resolve_in_workspace(workspace, "linkdir/new.txt")
+
+
+def test_resolve_follows_symlinks_inside(workspace: Path) -> None:
+    (workspace / "real").mkdir()
+    (workspace / "alias").symlink_to(workspace / "real")
+    assert resolve_in_workspace(workspace, "alias/f") == workspace.resolve() / "real" / "f"
+
+
+ESCAPES = ["../outside/secret.txt", "linkdir/secret.txt", "link.txt", "ABS"]
+
+
+@pytest.fixture
+def escapes(workspace: Path, outside: Path) -> list[str]:
+    (workspace / "link.txt").symlink_to(outside / "secret.txt")
+    (workspace / "linkdir").symlink_to(outside)
+    return [path.replace("ABS", str(outside / "secret.txt")) for path in ESCAPES]
+
+
+@pytest.mark.parametrize("index", range(len(ESCAPES)))
+def test_file_tools_refuse_paths_outside(
+    ctx: ToolContext, outside: Path, escapes: list[str], index: int, files_seen: list[str]
+) -> None:
+    path = escapes[index]
+    assert "outside the workspace" in error("read_file", {"path": path}, ctx)
+    assert "outside" in error("write_file", {"path": path, "content": "pwned"}, ctx)
+    edit = {"path": path, "old_str": "secret", "new_str": "pwned"}
+    assert "outside" in error("edit_file", edit, ctx)
+    assert (outside / "secret.txt").read_text() == "secret\n"
+    assert files_seen == []
+
+
+# read_file
+
+
+def test_read_file_returns_exact_text_and_reports_the_file(
+    ctx: ToolContext, workspace: Path, files_seen: list[str]
+) -> None:
+    (workspace / "src").mkdir()
+    (workspace / "src" / "a.py").write_bytes(b"x = 1\r\ny = 2\n")
+    assert ok("read_file", {"path": "src/a.py"}, ctx) == "x = 1\r\ny = 2\n"
+    assert ok("read_file", {"path": str(workspace / "src" / "a.py")}, ctx).startswith("x = 1")
+    assert files_seen == ["src/a.py", "src/a.py"]
+
+
+def test_read_file_offset_limit_and_continuation_note(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "n.txt").write_text("".join(f"line {i}\n" for i in range(1, 321)))
+    text = ok("read_file", {"path": "n.txt", "offset": 101, "limit": 100}, ctx)
+    lines = text.splitlines()
+    assert lines[0] == "line 101" and lines[99] == "line 200"
+    assert lines[100] == "[... 120 more lines; call read_file with offset=201 to continue]"
+    assert ok("read_file", {"path": "n.txt", "offset": 301}, ctx).endswith("line 320\n")
+    assert "past the end" in error("read_file", {"path": "n.txt", "offset": 400}, ctx)
+    assert "at least 1" in error("read_file", {"path": "n.txt", "offset": 0}, ctx)
+
+
+def test_read_file_caps_large_files(ctx: ToolContext, workspace: Path) -> None:
+    line = "x" * 99 + "\n"
+    (workspace / "big.txt").write_text(line * 2000)  # 200,000 characters
+    text = ok("read_file", {"path": "big.txt"}, ctx)
+    body, note = text.rsplit("\n[", 1)
+    assert body + "\n" == line * 500 and len(body) < READ_CAP
+    assert note == "... 1500 more lines; call read_file with offset=501 to continue]"
+    rest = ok("read_file", {"path": "big.txt", "offset": 501}, ctx)
+    assert "offset=1001" in rest
+
+
+def test_read_file_cuts_a_single_overlong_line(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "min.js").write_text("a" * (READ_CAP + 10) + "\nnext\n")
+    text = ok("read_file", {"path": "min.js"}, ctx)
+    assert text.startswith("a" * READ_CAP + "\n[line 1 is longer than")
+    assert "offset=2" in text
+
+
+def test_read_file_refusals(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "dir").mkdir()
+    (workspace / "nul.bin").write_bytes(b"abc\0def")
+    (workspace / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    (workspace / "empty.txt").write_text("")
+    assert "does not exist" in error("read_file", {"path": "missing.txt"}, ctx)
+    assert "is a directory" in error("read_file", {"path": "dir"}, ctx)
+    assert "binary" in error("read_file", {"path": "nul.bin"}, ctx)
+    assert "not valid UTF-8" in error("read_file", {"path": "latin1.txt"}, ctx)
+    assert "is empty" in ok("read_file", {"path": "empty.txt"}, ctx)
+
+
+# write_file
+
+
+def test_write_file_creates_parents_and_counts_utf8_bytes(
+    ctx: ToolContext, workspace: Path, files_seen: list[str]
+) -> None:
+    text = ok("write_file", {"path": "deep/er/é.txt", "content": "héllo\n"}, ctx)
+    assert text == "Wrote 7 bytes to deep/er/é.txt"
+    assert (workspace / "deep" / "er" / "é.txt").read_text() == "héllo\n"
+    assert ok("write_file", {"path": "deep/er/é.txt", "content": ""}, ctx).startswith("Wrote 0")
+    assert files_seen == ["deep/er/é.txt", "deep/er/é.txt"]
+    assert "is a directory" in error("write_file", {"path": "deep", "content": "x"}, ctx)
+
+
+# edit_file
+
+
+def test_edit_file_replaces_a_unique_occurrence(
+    ctx: ToolContext, workspace: Path, files_seen: list[str]
+) -> None:
+    (workspace / "m.py").write_text("def f():\n    return 1\n\n\ndef g():\n    return 2\n")
+    edit = {"path": "m.py", "old_str": "    return 2\n", "new_str": "    x = 2\n    return x\n"}
+    text = ok("edit_file", edit, ctx)
+    assert text == "Edited m.py: replaced 1 occurrence at line 6 (1 lines -> 2 lines)"
+    assert (workspace / "m.py").read_text().endswith("def g():\n    x = 2\n    return x\n")
+    assert files_seen == ["m.py"]
+
+
+def test_edit_file_refuses_ambiguous_and_missing_matches(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "m.py").write_text("return 1\nreturn 1\n")
+    many = error("edit_file", {"path": "m.py", "old_str": "return 1", "new_str": "x"}, ctx)
+    assert "2 times" in many and "surrounding lines" in many
+    none = error("edit_file", {"path": "m.py", "old_str": "return 3", "new_str": "x"}, ctx)
+    assert "0 occurrences" in none
+    assert (workspace / "m.py").read_text() == "return 1\nreturn 1\n"
+
+
+def test_edit_file_empty_old_str_creates_only_new_files(
+    ctx: ToolContext, workspace: Path, files_seen: list[str]
+) -> None:
+    created = ok("edit_file", {"path": "new/f.txt", "old_str": "", "new_str": "a\nb\n"}, ctx)
+    assert created == "Created new/f.txt (2 lines)"
+    assert (workspace / "new" / "f.txt").read_text() == "a\nb\n"
+    again = error("edit_file", {"path": "new/f.txt", "old_str": "", "new_str": "z"}, ctx)
+    assert "already exists" in again
+    assert (workspace / "new" / "f.txt").read_text() == "a\nb\n"
+    assert files_seen == ["new/f.txt"]
+
+
+def test_edit_file_missing_file_and_binary(ctx: ToolContext, workspace: Path) -> None:
+    missing = error("edit_file", {"path": "nope.txt", "old_str": "a", "new_str": "b"}, ctx)
+    assert "does not exist" in missing and "write_file" in missing
+    (workspace / "b.bin").write_bytes(b"a\0b")
+    assert "binary" in error("edit_file", {"path": "b.bin", "old_str": "a", "new_str": "c"}, ctx)
+
+
+# bash
+
+
+def test_bash_runs_in_workspace_and_reports_exit_code(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "here.txt").write_text("")
+    assert ok("bash", {"command": "ls; echo err >&2"}, ctx) == "here.txt\nerr\n\n[exit code: 0]"
+    assert ok("bash", {"command": "exit 3"}, ctx) == "(no output)\n[exit code: 3]"
+
+
+def test_bash_timeout_kills_the_whole_process_group(ctx: ToolContext, workspace: Path) -> None:
+    command = "echo started; sleep 100 & echo $! > child.pid; sleep 100"
+    started = time.monotonic()
+    text = error("bash", {"command": command, "timeout": 1}, ctx)
+    assert time.monotonic() - started < 5
+    assert text.startswith("started\n") and "timed out after 1 s and was killed" in text
+    assert wait_dead(int((workspace / "child.pid").read_text()))
+
+
+def test_bash_timeout_is_capped_by_the_context(workspace: Path) -> None:
+    short = ToolContext(workspace=workspace, bash_timeout=0.5)
+    assert "timed out after 0.5 s" in error("bash", {"command": "sleep 5", "timeout": 60}, short)
+
+
+def test_bash_kills_background_processes_when_the_command_ends(
+    ctx: ToolContext, workspace: Path
+) -> None:
+    text = ok("bash", {"command": "sleep 100 & echo $! > bg.pid; echo done"}, ctx)
+    assert text == "done\n\n[exit code: 0]"
+    assert wait_dead(int((workspace / "bg.pid").read_text()))
+
+
+def test_bash_interrupt_kills_the_group_and_propagates(ctx: ToolContext, workspace: Path) -> None:
+    pid_file = workspace / "child.pid"
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 5
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        call("bash", {"command": "sleep 100 & echo $! > child.pid; sleep 100"}, ctx)
+    assert wait_dead(int(pid_file.read_text()))
+
+
+def test_bash_output_cap_keeps_head_and_tail(ctx: ToolContext) -> None:
+    command = "echo HEAD; seq 1 30000; echo TAIL"  # 168,904 characters
+    text = ok("bash", {"command": command}, ctx)
+    assert len(text) <= OUTPUT_CAP
+    assert text.startswith("HEAD\n1\n2\n") and text.endswith("29999\n30000\nTAIL\n\n[exit code: 0]")
+    assert "[... 120,904 characters cut from the middle of the output ...]" in text
+
+
+def test_bash_reads_huge_output_with_bounded_memory(ctx: ToolContext) -> None:
+    tracemalloc.start()
+    try:
+        text = ok("bash", {"command": "yes | head -c 50000000"}, ctx)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000
+    assert "49,952,000 characters cut" in text
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf /",
+        "rm -fr /*",
+        "rm -rf ~",
+        "cd /tmp && rm -rf $HOME",
+        "rm -r --no-preserve-root /",
+        "sudo apt-get install x",
+        "ls; sudo ls",
+        "su -",
+        "shutdown -h now",
+        "reboot",
+        "mkfs.ext4 /dev/sdb1",
+        "dd if=/dev/zero of=/dev/sda bs=1M",
+        "cat img > /dev/sda",
+        "chmod -R 777 /",
+        ":(){ :|:& };:",
+    ],
+)
+def test_bash_refuses_destructive_commands(ctx: ToolContext, workspace: Path, command: str) -> None:
+    marker = workspace / "ran"
+    text = error("bash", {"command": f"touch {marker}; {command}"}, ctx)
+    assert "refused" in text and "Nothing was run" in text
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["rm -rf ./build", "rm -rf build/", "echo sudo reboot", "dd if=/dev/zero of=/dev/null count=1"],
+)
+def test_bash_runs_harmless_lookalikes(ctx: ToolContext, workspace: Path, command: str) -> None:
+    (workspace / "build").mkdir()
+    assert ok("bash", {"command": command}, ctx).endswith("[exit code: 0]")
+
+
+def test_bash_rm_of_a_build_directory_really_runs(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "build" / "sub").mkdir(parents=True)
+    ok("bash", {"command": "rm -rf ./build"}, ctx)
+    assert not (workspace / "build").exists()
+
+
+def test_bash_hides_the_api_key(ctx: ToolContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "token-secret")
+    monkeypatch.setenv("EVO_VISIBLE", "yes")
+    text = ok("bash", {"command": "env"}, ctx)
+    assert "secret" not in text and "EVO_VISIBLE=yes" in text
+
+
+# compact
+
+
+def test_compact_requests_compaction(workspace: Path) -> None:
+    requested: list[str | None] = []
+    ctx = ToolContext(workspace=workspace, request_compaction=requested.append)
+    assert ok("compact", {}, ctx) == "Compaction scheduled: it runs after this tool batch."
+    text = ok("compact", {"focus": "the failing test"}, ctx)
+    assert text.endswith("\nFocus: the failing test")
+    assert requested == [None, "the failing test"]
+
+
+# run_tool and the tool list
+
+
+def test_default_tools_order_and_schemas() -> None:
+    tools = default_tools()
+    assert [tool.name for tool in tools] == [
+        "bash",
+        "read_file",
+        "write_file",
+        "edit_file",
+        "compact",
+    ]
+    assert tools == [BASH, READ_FILE, WRITE_FILE, EDIT_FILE, COMPACT]
+    for tool in tools:
+        schema = tool.input_schema
+        assert schema["type"] == "object" and set(schema["required"]) <= set(schema["properties"])
+        assert all(spec.get("description") for spec in schema["properties"].values())
+        assert tool.main_argument in schema["properties"]
+        assert tool.definition()["name"] == tool.name
+
+
+def test_run_tool_turns_failures_into_error_results(ctx: ToolContext) -> None:
+    unknown = call("grep", {}, ctx)
+    assert unknown.is_error and "grep" in unknown.content and "read_file" in unknown.content
+    assert "missing required field(s): path" in error("read_file", {}, ctx)
+    assert "must be a JSON object" in error("bash", "ls", ctx)
+    assert "must be a integer" in error("bash", {"command": "ls", "timeout": "5"}, ctx)
+
+    def crash(tool_input: dict[str, Any], ctx: ToolContext) -> str:
+        raise ValueError("boom")
+
+    broken = Tool("broken", "", {"type": "object", "properties": {}, "required": []}, crash)
+    result = run_tool([broken], "toolu_9", "broken", {}, ctx)
+    assert (result.is_error, result.content, result.tool_use_id) == (
+        True,
+        "ValueError: boom",
+        "toolu_9",
+    )
+    assert result.duration >= 0
+    assert result.block()["is_error"] is True
+
+
+def test_run_tool_lets_keyboard_interrupt_through(ctx: ToolContext) -> None:
+    def interrupted(tool_input: dict[str, Any], ctx: ToolContext) -> str:
+        raise KeyboardInterrupt
+
+    tool = Tool("stop", "", {"type": "object", "properties": {}, "required": []}, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_tool([tool], "toolu_2", "stop", {}, ctx)
+
+
+def test_run_tool_measures_duration(ctx: ToolContext) -> None:
+    result = call("bash", {"command": "sleep 0.2"}, ctx)
+    assert 0.2 <= result.duration < 2
