@@ -1,0 +1,56 @@
+"""evo_magic: run a context-compacting Claude agent loop inside IPython and Jupyter.
+
+    %load_ext evo_magic
+
+Loading the extension is cheap: the anthropic SDK and pandas are imported on first use. The core
+(`Session`, `CompactPolicy`, `load_transcripts`, ...) works in plain Python scripts too.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# Public name -> module that defines it; imported on first access to keep `import` cheap.
+_LAZY = {
+    "Session": "evo_magic.session",
+    "AskResult": "evo_magic.session",
+    "CompactPolicy": "evo_magic.compact.policy",
+    "CompactState": "evo_magic.state",
+    "Usage": "evo_magic.state",
+    "AnthropicModel": "evo_magic.models",
+    "OfflineModel": "evo_magic.models",
+    "ModelError": "evo_magic.models",
+    "load_transcripts": "evo_magic.analysis",
+}
+
+__all__ = [*_LAZY, "load_ipython_extension", "unload_ipython_extension"]
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports on demand
+    from evo_magic.analysis import load_transcripts  # noqa: F401
+    from evo_magic.compact.policy import CompactPolicy  # noqa: F401
+    from evo_magic.models import AnthropicModel, ModelError, OfflineModel  # noqa: F401
+    from evo_magic.session import AskResult, Session  # noqa: F401
+    from evo_magic.state import CompactState, Usage  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'evo_magic' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register the magics (`%load_ext evo_magic`)."""
+    from evo_magic.magics import load  # noqa: F401
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Remove the magics (`%unload_ext evo_magic`)."""
+    from evo_magic.magics import unload  # noqa: F401
+
+    unload(ipython)

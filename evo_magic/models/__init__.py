@@ -1,0 +1,38 @@
+"""Models the loop can talk to: Claude through the anthropic SDK, or the offline stand-in."""
+
+from __future__ import annotations
+
+import os
+
+from evo_magic.models.anthropic import DEFAULT_MODEL, AnthropicModel
+from evo_magic.models.base import Model, ModelError, ModelReply, ModelRequest
+from evo_magic.models.offline import OfflineModel
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "AnthropicModel",
+    "Model",
+    "ModelError",
+    "ModelReply",
+    "ModelRequest",
+    "OfflineModel",
+    "has_credentials",
+    "resolve_model",
+]
+
+
+def has_credentials() -> bool:
+    """True when the environment holds an Anthropic API key or auth token."""
+    return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
+
+
+def resolve_model(spec: Model | str | None) -> Model:
+    """A Model from what a user passes: None picks Claude when a key is set, else the offline
+    stand-in; "offline" is the stand-in; any other string names a Claude model."""
+    if spec is None:
+        return AnthropicModel() if has_credentials() else OfflineModel()
+    if isinstance(spec, str):
+        if not spec.strip():
+            raise ValueError("the model name is empty")
+        return OfflineModel() if spec.strip() == "offline" else AnthropicModel(spec.strip())
+    return spec

@@ -1,0 +1,127 @@
+"""The adapter over the official `anthropic` SDK: sync client, streaming, usage captured.
+
+`import anthropic` costs about two seconds, so it happens on the first call, not at import.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evo_magic.models.base import ModelError, ModelReply, ModelRequest, TextCallback
+from evo_magic.state import Usage
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+
+
+class AnthropicModel:
+    """A Claude model reached through `anthropic.Anthropic`.
+
+    The API key and base URL come from the SDK's usual sources (`ANTHROPIC_API_KEY`,
+    `ANTHROPIC_BASE_URL`, ...) unless given, so any Anthropic-compatible server works.
+    Transient errors (429, 5xx, 529, dropped connections) are retried by the SDK.
+    """
+
+    offline = False
+
+    def __init__(
+        self,
+        name: str = DEFAULT_MODEL,
+        *,
+        client: Any = None,
+        max_retries: int = 2,
+        **client_options: Any,
+    ):
+        self.name = name
+        self._client = client
+        self._client_options = {"max_retries": max_retries, **client_options}
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import anthropic  # deferred: expensive
+
+            self._client = anthropic.Anthropic(**self._client_options)
+        return self._client
+
+    def respond(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelReply:
+        import anthropic
+
+        params: dict[str, Any] = {
+            "model": self.name,
+            "max_tokens": request.max_tokens,
+            "messages": request.messages,
+        }
+        if request.system:
+            params["system"] = request.system
+        if request.tools:
+            params["tools"] = request.tools
+        try:
+            with self.client.messages.stream(**params) as stream:
+                for event in stream:
+                    if event.type == "text" and on_text is not None and event.text:
+                        on_text(event.text)
+                final = stream.get_final_message()
+        except anthropic.APIStatusError as exc:
+            raise ModelError(
+                _status_message(exc), status=exc.status_code, error_type=_error_type(exc)
+            ) from exc
+        except (anthropic.APIError, *_transport_errors()) as exc:
+            # Connection errors and timeouts; a stream cut mid-way surfaces as the HTTP
+            # library's own error, which the SDK does not wrap (nor retry).
+            raise ModelError(f"{type(exc).__name__}: {exc}") from exc
+        return ModelReply(
+            content=[_block_param(block) for block in final.content],
+            stop_reason=final.stop_reason,
+            usage=_usage(final.usage),
+            model=final.model or self.name,
+        )
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP library's error base classes (the SDK uses httpx, or httpx2 in 2.x)."""
+    errors: list[type[BaseException]] = []
+    for module_name in ("httpx2", "httpx"):
+        try:
+            module = __import__(module_name)
+        except ImportError:
+            continue
+        errors += [
+            getattr(module, name) for name in ("HTTPError", "StreamError") if hasattr(module, name)
+        ]
+    return tuple(errors)
+
+
+def _block_param(block: Any) -> dict[str, Any]:
+    """An SDK content block as a request parameter dict (what we keep in the history)."""
+    if block.type == "text":
+        return {"type": "text", "text": block.text}
+    if block.type == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    if block.type == "thinking":
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if block.type == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": block.data}
+    return block.model_dump(exclude_none=True)
+
+
+def _usage(usage: Any) -> Usage:
+    return Usage(
+        input_tokens=usage.input_tokens or 0,
+        output_tokens=usage.output_tokens or 0,
+        cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+        cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
+    )
+
+
+def _error_type(exc: Any) -> str | None:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    return error.get("type")
+
+
+def _status_message(exc: Any) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    detail = error.get("message") or str(exc)
+    kind = error.get("type") or type(exc).__name__
+    return f"API error {exc.status_code} ({kind}): {detail}"

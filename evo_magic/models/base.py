@@ -1,0 +1,53 @@
+"""The model interface the loop talks to, whatever answers behind it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from evo_magic.state import Usage
+
+TextCallback = Callable[[str], None]
+
+
+@dataclass
+class ModelRequest:
+    """One Messages API call in parameter shape. `tools` empty means no tools are offered."""
+
+    messages: list[dict[str, Any]]
+    max_tokens: int
+    system: str = ""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class ModelReply:
+    """The assistant's answer as plain JSON-able content blocks."""
+
+    content: list[dict[str, Any]]
+    stop_reason: str | None
+    usage: Usage
+    model: str
+
+
+class ModelError(Exception):
+    """A model call failed for good (after the SDK's retries). The history is left untouched."""
+
+    def __init__(self, message: str, *, status: int | None = None, error_type: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+
+
+class Model(Protocol):
+    """Anything that answers a ModelRequest: the Anthropic adapter or the offline stand-in."""
+
+    name: str
+    """The model name sent in requests (or the offline model's label)."""
+    offline: bool
+    """True for a scripted stand-in: front-ends label its output as such."""
+
+    def respond(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelReply:
+        """Answer the request, calling `on_text` with each piece of streamed assistant text."""
+        ...

@@ -1,0 +1,123 @@
+"""Plain-text rendering of session events: one line per tool call, compaction or notice.
+
+Shared by the terminal front ends (quick start, terminal IPython) and the notebook display's
+`text/plain` fallback. Pure functions of events; nothing here prints on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from evo_magic.events import (
+    AskFinished,
+    AskStarted,
+    CompactionFinished,
+    ContextSize,
+    ErrorOccurred,
+    Event,
+    MicroCompacted,
+    Notice,
+    TextDelta,
+    ToolFinished,
+)
+
+MAIN_ARGUMENT = {"bash": "command", "read_file": "path", "write_file": "path", "edit_file": "path"}
+
+
+def size(context: ContextSize) -> str:
+    approx = "" if context.tokens_exact else "~"
+    return f"{context.messages} msgs, {context.chars:,} chars, {approx}{context.tokens:,} tokens"
+
+
+def short(text: str, limit: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def main_argument(name: str, tool_input: dict[str, Any]) -> str:
+    """The one input field that says what a tool call did."""
+    key = MAIN_ARGUMENT.get(name)
+    if key and key in tool_input:
+        return str(tool_input[key])
+    if name == "compact":
+        return str(tool_input.get("focus") or "")
+    return json.dumps(tool_input, ensure_ascii=False)
+
+
+def tool_line(event: ToolFinished) -> str:
+    status = "error" if event.is_error else "ok"
+    chars = event.original_chars or len(event.output)
+    saved = " (saved to file)" if event.saved_to else ""
+    argument = short(main_argument(event.name, event.input))
+    return f"{event.name}: {argument} -> {status}, {chars:,} chars{saved}, {event.duration:.2f}s"
+
+
+def compaction_line(event: CompactionFinished) -> str:
+    layer = {"auto": "auto", "model": "model's compact tool", "user": "user"}.get(
+        event.trigger, event.trigger
+    )
+    focus = f" focus={short(event.focus, 50)!r}" if event.focus else ""
+    if not event.success:
+        return f"compaction ({layer}){focus} FAILED, history kept: {event.error}"
+    return f"compaction ({layer}){focus}: {size(event.before)} -> {size(event.after)}"
+
+
+def micro_line(event: MicroCompacted) -> str:
+    return (
+        f"micro-compaction: cleared {len(event.cleared_ids)} old tool result(s), freed "
+        f"{event.chars_freed:,} chars ({event.before.chars:,} -> {event.after.chars:,})"
+    )
+
+
+def footer(event: AskFinished, compactions: int) -> str:
+    u = event.usage
+    return (
+        f"{event.turns} model calls, stop: {event.stop_reason}; tokens in {u.input_tokens:,} / "
+        f"out {u.output_tokens:,} / cache write {u.cache_creation_input_tokens:,} / cache read "
+        f"{u.cache_read_input_tokens:,}; {event.duration:.1f}s; context {size(event.context)}; "
+        f"{compactions} compaction(s)"
+    )
+
+
+def event_line(event: Event) -> str | None:
+    """The line a terminal shows for `event`, or None for events it does not show."""
+    if isinstance(event, ToolFinished):
+        return tool_line(event)
+    if isinstance(event, CompactionFinished):
+        return compaction_line(event)
+    if isinstance(event, MicroCompacted):
+        return micro_line(event)
+    if isinstance(event, Notice):
+        return f"note: {event.message}"
+    if isinstance(event, ErrorOccurred):
+        return f"error: {event.message}"
+    return None
+
+
+class TextRenderer:
+    """An observer that writes a session's events as plain text through `write`."""
+
+    def __init__(self, write: Callable[[str], Any]):
+        self.write = write
+        self._in_text = False
+        self.compactions = 0
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, AskStarted):
+            self.compactions = 0
+        if isinstance(event, TextDelta):
+            self.write(event.text)
+            self._in_text = True
+            return
+        if isinstance(event, CompactionFinished) and event.success:
+            self.compactions += 1
+        line = footer(event, self.compactions) if isinstance(event, AskFinished) else None
+        line = line or event_line(event)
+        if line is None:
+            return
+        if self._in_text:
+            self.write("\n")
+            self._in_text = False
+        self.write(f"  · {line}\n")

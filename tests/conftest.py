@@ -1,0 +1,61 @@
+"""Shared fixtures: a loopback fake of the Messages API, a Claude model pointed at it, and a
+workspace holding the sample project."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fake_api import FakeAnthropic, Reply  # noqa: E402
+
+from evo_magic.demo import make_demo_workspace  # noqa: E402
+from evo_magic.models import AnthropicModel, ModelRequest, OfflineModel  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_real_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never see a real key or endpoint: only the loopback fake is reachable."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAnthropic]:
+    """A started fake; at teardown it asserts that it rejected nothing."""
+    with FakeAnthropic() as server:
+        yield server
+        server.assert_no_rejections()
+
+
+@pytest.fixture
+def claude(fake: FakeAnthropic) -> AnthropicModel:
+    """A Claude model that talks to the fake through the real SDK."""
+    return AnthropicModel("claude-sonnet-5-5", client=fake.client())
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    return make_demo_workspace(tmp_path / "work")
+
+
+def offline_responder() -> object:
+    """A fake responder that answers like the offline model, so whole scripted sessions can run
+    through the real SDK and the fake's validation."""
+    model = OfflineModel()
+
+    def respond(body: dict) -> Reply:
+        request = ModelRequest(
+            messages=body["messages"],
+            max_tokens=body["max_tokens"],
+            system=body.get("system", "") if isinstance(body.get("system"), str) else "",
+            tools=body.get("tools", []),
+        )
+        reply = model.respond(request)
+        return Reply(content=reply.content, stop_reason=reply.stop_reason or "end_turn")
+
+    return respond
