@@ -28,7 +28,7 @@ class Event:
     kind: ClassVar[str] = "event"
 
     def as_record(self) -> dict[str, Any]:
-        """A JSON-able dict of the event, with its kind."""
+        """A JSON-able dict of the event, with its kind: what the transcript stores."""
         return {"kind": self.kind, **asdict(self)}
 
 
@@ -100,6 +100,12 @@ class ToolFinished(Event):
     duration: float
     saved_to: str | None = None
     original_chars: int = 0
+
+    def as_record(self) -> dict[str, Any]:
+        # The output is already in the transcript as the tool_result of the next message.
+        record = super().as_record()
+        record.pop("output")
+        return record
 
 
 @dataclass

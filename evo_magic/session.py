@@ -82,7 +82,7 @@ class Session:
             raise FileNotFoundError(f"workspace {self.workspace} is not a directory")
         self.model: Model = resolve_model(model)
         self.system = DEFAULT_SYSTEM if system is None else system
-        self.policy = policy or CompactPolicy()
+        self._policy = policy or CompactPolicy()
         self.max_turns = max_turns
         self.max_tokens = max_tokens
         self.tools = list(tools) if tools is not None else default_tools()
@@ -98,6 +98,19 @@ class Session:
         self.active_request: str | None = None
         self._observers: list[Observer] = []
         self._record_start()
+
+    @property
+    def policy(self) -> CompactPolicy:
+        """The compaction settings; assigning a new policy applies from the next model call."""
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: CompactPolicy) -> None:
+        if not isinstance(policy, CompactPolicy):
+            raise TypeError(f"policy must be a CompactPolicy, got {type(policy).__name__}")
+        if policy != self._policy:
+            self._policy = policy
+            self.transcript.write("policy", {"policy": _policy_record(policy)})
 
     @property
     def session_id(self) -> str:
