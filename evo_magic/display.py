@@ -1,0 +1,214 @@
+"""What a `%%agent` cell shows while it runs: streamed text, one line per tool call (expanding to
+its input and output), compactions as they happen, errors, and a footer.
+
+Two renderings of the same events: rich (one display updated in place, HTML with a plain-text
+fallback, throttled) for Jupyter front ends, and plain text written as it comes for terminal
+IPython. Secrets known from the environment are redacted from both.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from evo_magic import render
+from evo_magic.events import (
+    AskFinished,
+    CompactionFinished,
+    ErrorOccurred,
+    Event,
+    MicroCompacted,
+    Notice,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+)
+from evo_magic.transcript import known_secrets, redact
+
+THROTTLE_SECONDS = 0.1
+OUTPUT_PREVIEW = 4_000
+
+
+@dataclass
+class Item:
+    """One entry of the cell's log."""
+
+    kind: str  # text, tool, compaction, micro, notice, error, footer
+    text: str = ""
+    event: Event | None = None
+    started: ToolStarted | None = None
+
+
+@dataclass
+class CellLog:
+    """The entries of one cell, folded from its events."""
+
+    items: list[Item] = field(default_factory=list)
+    compactions: int = 0
+
+    def add(self, event: Event) -> bool:
+        """Fold in an event; True when what the cell shows changed."""
+        if isinstance(event, TextDelta):
+            if self.items and self.items[-1].kind == "text":
+                self.items[-1].text += event.text
+            else:
+                self.items.append(Item("text", event.text))
+            return True
+        if isinstance(event, ToolStarted):
+            self.items.append(Item("tool", started=event))
+            return True
+        if isinstance(event, ToolFinished):
+            for item in reversed(self.items):
+                if item.started and item.started.tool_use_id == event.tool_use_id:
+                    item.event = event
+                    return True
+            self.items.append(Item("tool", event=event))
+            return True
+        kinds: dict[type, str] = {
+            CompactionFinished: "compaction",
+            MicroCompacted: "micro",
+            Notice: "notice",
+            ErrorOccurred: "error",
+        }
+        kind = kinds.get(type(event))
+        if kind is None:
+            return False
+        if isinstance(event, CompactionFinished) and event.success:
+            self.compactions += 1
+        self.items.append(Item(kind, render.event_line(event) or "", event))
+        return True
+
+    def finish(self, event: AskFinished) -> None:
+        self.items.append(Item("footer", render.footer(event, self.compactions), event))
+
+    def plain(self) -> str:
+        lines = []
+        for item in self.items:
+            if item.kind == "text":
+                lines.append(item.text.strip("\n"))
+            elif item.kind == "tool":
+                lines.append("  · " + _tool_summary(item))
+            else:
+                lines.append(f"  · {item.text}")
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        parts = [_item_html(item) for item in self.items]
+        return "<div class='evo-magic-cell' style='font-size:13px'>" + "".join(parts) + "</div>"
+
+
+def _tool_summary(item: Item) -> str:
+    if item.event is not None:
+        assert isinstance(item.event, ToolFinished)
+        return render.tool_line(item.event)
+    started = item.started
+    assert started is not None
+    return f"{started.name}: {render.short(render.main_argument(started.name, started.input))} …"
+
+
+def _item_html(item: Item) -> str:
+    if item.kind == "text":
+        return f"<div style='white-space:pre-wrap;margin:4px 0'>{html.escape(item.text)}</div>"
+    if item.kind == "tool":
+        return _tool_html(item)
+    styles = {
+        "compaction": "color:#6a1b9a;font-weight:bold",
+        "micro": "color:#6a1b9a",
+        "notice": "color:#e65100",
+        "error": "color:#c62828;font-weight:bold",
+        "footer": "color:#555;border-top:1px solid #ddd;margin-top:4px;padding-top:2px",
+    }
+    icon = {"compaction": "⇣ ", "micro": "⇣ ", "notice": "ⓘ ", "error": "✗ "}.get(item.kind, "")
+    style = styles.get(item.kind, "")
+    return f"<div style='{style};font-family:monospace'>{icon}{html.escape(item.text)}</div>"
+
+
+def _tool_html(item: Item) -> str:
+    started = item.started
+    event = item.event if isinstance(item.event, ToolFinished) else None
+    name = event.name if event else started.name if started else "?"
+    tool_input = event.input if event else started.input if started else {}
+    summary = html.escape(_tool_summary(item))
+    mark = "…" if event is None else "✗" if event.is_error else "✓"
+    body = f"<pre style='margin:2px 0'>{html.escape(json.dumps(tool_input, indent=1))}</pre>"
+    if event is not None:
+        output = event.output
+        if len(output) > OUTPUT_PREVIEW:
+            output = output[:OUTPUT_PREVIEW] + f"\n… ({len(event.output):,} chars in all)"
+        body += (
+            "<pre style='margin:2px 0;max-height:20em;overflow:auto;background:#f6f6f6'>"
+            f"{html.escape(output)}</pre>"
+        )
+    return (
+        f"<details style='margin:1px 0' data-tool='{html.escape(name)}'><summary "
+        f"style='font-family:monospace;cursor:pointer'>{mark} {summary}</summary>{body}</details>"
+    )
+
+
+class CellView:
+    """Observer that shows one cell's events, rich (updated display) or plain (streamed text).
+
+    Create it on the main thread: the display handle must belong to the cell.
+    """
+
+    def __init__(
+        self,
+        rich: bool,
+        write: Callable[[str], Any],
+        *,
+        quiet: bool = False,
+        throttle: float = THROTTLE_SECONDS,
+    ):
+        self.rich = rich
+        self.quiet = quiet
+        self.log = CellLog()
+        self._write = write
+        self._throttle = throttle
+        self._secrets = known_secrets()
+        self._last_update = 0.0
+        self._handle: Any = None
+        self._plain = render.TextRenderer(lambda text: write(redact(text, self._secrets)))
+        if rich and not quiet:
+            from IPython.display import display
+
+            self._handle = display(self._bundle(), raw=True, display_id=True)
+
+    def __call__(self, event: Event) -> None:
+        changed = self.log.add(event)
+        if self.quiet:
+            return
+        if not self.rich:
+            self._plain(event)
+            return
+        if changed and time.monotonic() - self._last_update >= self._throttle:
+            self.update()
+
+    def finish(self, event: AskFinished | None) -> None:
+        """Add the footer (when the ask finished) and show the final state."""
+        if event is not None:
+            self.log.finish(event)
+            if self.quiet:  # otherwise the live view has shown it already
+                self._write(f"  · {self.log.items[-1].text}\n")
+        self.update()
+
+    def show(self, line: str, kind: str = "notice") -> None:
+        """Add a line of our own (e.g. "interrupted") to the cell."""
+        self.log.items.append(Item(kind, line))
+        if not self.rich:
+            self._write(f"  · {line}\n")
+        self.update()
+
+    def update(self) -> None:
+        if self._handle is not None:
+            self._handle.update(self._bundle(), raw=True)
+            self._last_update = time.monotonic()
+
+    def _bundle(self) -> dict[str, str]:
+        return {
+            "text/plain": redact(self.log.plain(), self._secrets),
+            "text/html": redact(self.log.html(), self._secrets),
+        }

@@ -1,0 +1,143 @@
+"""Real notebooks on a real ipykernel: executed with nbclient, and interrupted mid-cell."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from fake_api import FakeAnthropic, reply, text, tool_use
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+
+TESTS = Path(__file__).parent
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def kernel_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
+    env.update(extra)
+    return env
+
+
+def run_notebook(cells: list[str], workspace: Path) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    client = NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(workspace)}},
+        km=KernelManager(kernel_name="python3"),
+    )
+    client.km.kernel_spec  # noqa: B018 - resolve the spec before we set the environment
+    with _env(kernel_env()):
+        client.execute()
+    return nb
+
+
+class _env:
+    """Temporarily replace os.environ (the kernel inherits it)."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+
+    def __enter__(self) -> None:
+        self.saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(self.env)
+
+    def __exit__(self, *exc: object) -> None:
+        os.environ.clear()
+        os.environ.update(self.saved)
+
+
+def outputs_of(nb: nbformat.NotebookNode) -> list[dict]:
+    return [output for cell in nb.cells for output in cell.get("outputs", [])]
+
+
+def test_a_notebook_runs_with_the_offline_model(workspace: Path):
+    nb = run_notebook(
+        [
+            "%load_ext evo_magic\n%config AgentMagics.context_limit = 9000",
+            "%%agent\nSurvey the project and keep notes.",
+            '%compact focus="the TODOs and the notes"',
+            "%agent context",
+            "assert _agent.stop_reason == 'end_turn', _agent\nprint(_agent.text[:40])",
+        ],
+        workspace,
+    )
+    outputs = outputs_of(nb)
+    assert not [o for o in outputs if o["output_type"] == "error"]
+    htmls = [o.get("data", {}).get("text/html", "") for o in outputs]
+    assert any("evo-magic-cell" in h and "<details" in h for h in htmls)
+    assert any("evo-magic-meter" in h and "layer 2 (auto)" in h for h in htmls)
+    assert any("layer 3 (%compact)" in h for h in htmls)
+    state = nb.metadata["widgets"][WIDGET_STATE]["state"]
+    meters = [s["state"] for s in state.values() if "context_limit" in s["state"]]
+    assert meters and meters[-1]["context_limit"] == 9000
+    assert any(c["layer"] == "layer 3 (%compact)" for c in meters[-1]["compactions"])
+
+
+def test_kernel_interrupt_mid_agent_keeps_a_valid_history(workspace: Path):
+    with FakeAnthropic() as api:
+        api.queue(reply(text("Running it."), tool_use("bash", {"command": "sleep 60"})))
+        env = kernel_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-ant-test-kernel-00")
+        km = KernelManager(kernel_name="python3")
+        km.start_kernel(cwd=str(workspace), env=env)
+        kc = km.client()
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=60)
+            setup = "%load_ext evo_magic\n%config AgentMagics.display_mode = 'plain'"
+            assert kc.execute_interactive(setup, timeout=60)["content"]["status"] == "ok"
+            msg_id = kc.execute("%%agent\nRun the slow command.")
+            _wait_for_request(api, 1)
+            time.sleep(1.0)  # the tool is running now
+            km.interrupt_kernel()
+            interrupted = _reply_to(kc, msg_id)
+            assert interrupted["content"]["status"] == "error"
+            assert "KeyboardInterrupt" in interrupted["content"]["ename"] or (
+                "Interrupted" in interrupted["content"]["ename"]
+            )
+            check = (
+                "from fake_api import validate_messages\n"
+                "m = next(c for c in get_ipython().configurables "
+                "if type(c).__name__ == 'AgentMagics')\n"
+                "h = m.sessions['default'].messages\n"
+                "assert validate_messages(h) is None, validate_messages(h)\n"
+                "assert h[-1]['content'][0]['is_error'], h[-1]\n"
+            )
+            assert kc.execute_interactive(check, timeout=60)["content"]["status"] == "ok"
+            api.queue(reply(text("Continuing after the interrupt.")))
+            again = kc.execute_interactive("%%agent\nGo on.", timeout=60)
+            assert again["content"]["status"] == "ok"
+            api.assert_no_rejections()
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+
+
+def _wait_for_request(api: FakeAnthropic, count: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while len(api.accepted) < count:
+        if time.monotonic() > deadline:
+            pytest.fail("the kernel never called the API")
+        time.sleep(0.05)
+
+
+def _reply_to(kc, msg_id: str, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = kc.get_shell_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") == msg_id:
+            return msg
+    raise AssertionError("no reply to the interrupted cell")
