@@ -51,6 +51,7 @@ def run_ask(session: Session, text: str) -> AskFinished:
     stop_reason = "end_turn"
     final_text = ""
     turns = 0
+    answered = False
     try:
         while True:
             if turns >= session.max_turns:
@@ -71,6 +72,7 @@ def run_ask(session: Session, text: str) -> AskFinished:
             tool_uses = _append_reply(session, reply)
             if not tool_uses:
                 if stop_reason != "max_tokens":
+                    answered = True
                     break
                 continue
             requested = _run_tools(session, tool_uses)
@@ -83,7 +85,10 @@ def run_ask(session: Session, text: str) -> AskFinished:
         session.emit(Notice("interrupted", "Interrupted by the user; the history is kept."))
         raise
     finally:
-        session.active_request = None
+        # A request the model did not finish (turn limit, error, interrupt) stays pending, so a
+        # compaction before the next ask (Session.compact) still carries it over verbatim.
+        if answered:
+            session.active_request = None
         session.transcript.sync()
     finished = AskFinished(
         final_text, turns, stop_reason, usage, time.perf_counter() - started, session.context()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from evo_magic.compact.measure import measure
+from evo_magic.compact.measure import message_chars
 from evo_magic.compact.summary import (
     SummaryError,
     compacted_message,
@@ -61,9 +61,11 @@ def compact_history(session: Session, *, trigger: str, focus: str | None) -> Com
         message = compacted_message(
             summary, focus, list(session.state.recent_files), session.active_request
         )
-        if measure([message], None).chars >= before.chars:
+        compacted_chars = message_chars([message])
+        if compacted_chars >= before.chars:
             raise SummaryError(
-                f"the summary ({len(summary):,} characters) is not smaller than the history"
+                f"the compacted history ({compacted_chars:,} characters, summary "
+                f"{len(summary):,}) would not be smaller than the history ({before.chars:,})"
             )
     except (ModelError, SummaryError) as exc:
         return _fail(session, trigger, focus, before, started, str(exc), snapshot, usage)

@@ -7,11 +7,14 @@ unanswered request is carried over verbatim.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evo_magic.compact.measure import to_json
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.models.base import ModelReply, ModelRequest
+
+if TYPE_CHECKING:
+    # Not at run time: evo_magic.models imports the offline model, which imports this module.
+    from evo_magic.models.base import ModelReply, ModelRequest
 
 COMPACTED_HEADER = (
     "This conversation was compacted to save context. "
@@ -44,18 +47,32 @@ def conversation_text(messages: list[dict[str, Any]], limit: int) -> str:
     text = "\n".join(to_json(message) for message in messages)
     if len(text) <= limit:
         return text
+    # The marker is sized for the largest count it can state, so the result never exceeds limit.
     marker_room = len(OMITTED.format(n=len(text)))
-    budget = max(limit - marker_room, 0)
-    head = int(budget * HEAD_SHARE)
-    tail = budget - head
+    if limit < marker_room + 2:
+        # No room for the marker and both ends: the ends alone, still within the limit.
+        head, tail = _split(limit)
+        return text[:head] + text[len(text) - tail :]
+    head, tail = _split(limit - marker_room)
     omitted = len(text) - head - tail
-    return text[:head] + OMITTED.format(n=omitted) + (text[-tail:] if tail else "")
+    return text[:head] + OMITTED.format(n=omitted) + text[len(text) - tail :]
+
+
+def _split(budget: int) -> tuple[int, int]:
+    """Characters for the head and the tail: the tail (the newest turns) gets the larger share,
+    and each end gets at least one character when there are two to give."""
+    head = int(budget * HEAD_SHARE)
+    if budget >= 2:
+        head = max(head, 1)
+    return head, budget - head
 
 
 def summary_request(
     messages: list[dict[str, Any]], policy: CompactPolicy, focus: str | None
 ) -> ModelRequest:
     """One request, no tools, asking for a summary of `messages`."""
+    from evo_magic.models.base import ModelRequest
+
     prompt = SUMMARY_INSTRUCTIONS
     if focus:
         prompt += f"\n\nThe user asked that the summary preserve, above all: {focus}"
