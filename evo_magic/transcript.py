@@ -40,11 +40,15 @@ def new_session_id(now: dt.datetime | None = None) -> str:
 
 
 def known_secrets() -> list[str]:
-    """Credentials from the environment that must never reach a record."""
+    """Credentials from the environment that must never reach a record.
+
+    Read afresh on every write (about a microsecond), so a key set after the session started,
+    e.g. with `%env` in a notebook, is redacted too."""
     return [v for name in SECRET_ENV_VARS if len(v := os.environ.get(name, "")) >= 8]
 
 
 def redact(text: str, secret_values: Iterable[str]) -> str:
+    """`text` with every occurrence of each secret value replaced by `REDACTED`."""
     for value in secret_values:
         if value in text:
             text = text.replace(value, REDACTED)
@@ -59,11 +63,11 @@ class Transcript:
         self.root.mkdir(parents=True, exist_ok=True)
         self.session_id, self.directory = self._claim_directory(session_id)
         self.path = self.directory / LOG_NAME
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (lives with the object)
+        # Open for the object's life; newline="\n": one record per "\n" line on every platform.
+        self._file = open(self.path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
         self._lock = threading.Lock()
         self._seq = 0
         self._snapshots = 0
-        self._secrets = known_secrets()
         _open_transcripts.add(self)
 
     def _claim_directory(self, session_id: str | None) -> tuple[str, Path]:
@@ -86,20 +90,29 @@ class Transcript:
         return self._file.closed
 
     def write(self, kind: str, fields: dict[str, Any]) -> int:
-        """Append one record; returns its sequence number."""
+        """Append one record and flush it to the OS; returns its sequence number.
+
+        The record is serialised before this returns, so later in-place edits of `fields` do not
+        change what was written. Credentials found in the environment at this moment are replaced
+        by `REDACTED`. A value that is not JSON-able raises TypeError and writes nothing (and uses
+        up no sequence number).
+        """
         with self._lock:
             if self._file.closed:
                 raise ValueError(f"transcript {self.path} is closed")
-            self._seq += 1
             record = {
                 "v": SCHEMA_VERSION,
                 "session_id": self.session_id,
-                "seq": self._seq,
+                "seq": self._seq + 1,
                 "ts": dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"),
                 "kind": kind,
                 **fields,
             }
-            self._file.write(redact(to_json(record), self._secrets) + "\n")
+            line = redact(to_json(record), known_secrets()) + "\n"
+            self._seq += 1
+            # One write of the whole line, then a flush: a crash loses at most this record,
+            # and leaves at most one torn line, the last (the loader skips it and says so).
+            self._file.write(line)
             self._file.flush()
             return self._seq
 
@@ -110,7 +123,8 @@ class Transcript:
             directory = self.directory / "snapshots"
             directory.mkdir(exist_ok=True)
             path = directory / f"compaction-{self._snapshots:04d}.jsonl"
-            lines = "".join(redact(to_json(m), self._secrets) + "\n" for m in messages)
+            secret_values = known_secrets()
+            lines = "".join(redact(to_json(m), secret_values) + "\n" for m in messages)
             with open(path, "x", encoding="utf-8") as f:
                 f.write(lines)
                 f.flush()
@@ -124,7 +138,7 @@ class Transcript:
         directory.mkdir(exist_ok=True)
         safe_id = "".join(c if c.isalnum() or c in "-_" else "_" for c in tool_use_id)
         path = directory / f"{safe_id}.txt"
-        path.write_text(redact(text, self._secrets), encoding="utf-8")
+        path.write_text(redact(text, known_secrets()), encoding="utf-8")
         return path
 
     def sync(self) -> None:

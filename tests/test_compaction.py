@@ -8,12 +8,28 @@ from pathlib import Path
 
 import pytest
 from conftest import offline_responder
-from fake_api import FakeAnthropic, Reply, reply, server_error, text, tool_use
+from fake_api import (
+    FakeAnthropic,
+    Reply,
+    reply,
+    server_error,
+    text,
+    tool_use,
+    validate_messages,
+)
 
 from evo_magic.compact.measure import message_chars
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.summary import FILES_HEADER, FOCUS_PREFIX, REQUEST_HEADER
-from evo_magic.events import CompactionFinished, CompactionStarted, MessageAppended, Notice
+from evo_magic.events import (
+    CompactionFinished,
+    CompactionStarted,
+    MessageAppended,
+    MicroCompacted,
+    ModelResponded,
+    Notice,
+    ToolFinished,
+)
 from evo_magic.models import AnthropicModel
 from evo_magic.session import Session
 
@@ -178,6 +194,7 @@ def test_failed_summary_leaves_history_byte_identical(workspace: Path):
     ("answer", "reason"),
     [
         (reply(text(" ")), "no text"),
+        (Reply(content=[]), "no text"),
         (reply(tool_use("bash", {"command": "ls"})), "no text"),
         (reply(text("x" * 200_000)), "not be smaller"),
     ],
@@ -266,3 +283,172 @@ def test_policy_swap_between_asks_and_state_across_asks(workspace: Path):
         assert session.state.recent_files[-1] == "notes/offline-notes.md"
         assert len(session.state.recent_files) <= 5
         server.assert_no_rejections()
+
+
+def agent_script(*replies: Reply) -> Callable[[dict], object]:
+    """Agent calls get `replies` in turn (then a final text); summaries come from the offline
+    model. Unlike `FakeAnthropic.queue`, a summarisation call never takes an agent's reply."""
+    pending = list(replies)
+    summaries = offline_responder()
+
+    def respond(body: dict) -> object:
+        if is_summary(body):
+            return summaries(body)
+        return pending.pop(0) if pending else reply(text("Done."))
+
+    return respond
+
+
+def test_model_compaction_returns_at_once_and_runs_once_per_batch(workspace: Path):
+    script = agent_script(
+        reply(tool_use("read_file", {"path": "inventory.py"})),
+        reply(
+            tool_use("compact", {"focus": "FOCUS-ONE"}),
+            tool_use("compact", {"focus": "FOCUS-TWO"}),
+        ),
+    )
+    with FakeAnthropic(script) as server:
+        session = session_on(server, workspace, policy=CompactPolicy(context_limit=100_000))
+        result = session.ask("Read inventory.py, then compact.")
+        server.assert_no_rejections()
+    tools = [e for e in result.events if isinstance(e, ToolFinished) and e.name == "compact"]
+    assert [e.output.splitlines()[0] for e in tools] == [
+        "Compaction scheduled: it runs after this tool batch."
+    ] * 2
+    (event,) = result.compactions
+    assert event.trigger == "model" and event.focus == "FOCUS-ONE" and event.success
+    (summary,) = [b for b in server.accepted if is_summary(b)]
+    assert "FOCUS-ONE" in summary_prompt(summary)
+    assert summary["max_tokens"] == CompactPolicy().summary_max_tokens
+    history = first_text(server.accepted[-1])
+    assert f"{FOCUS_PREFIX}FOCUS-ONE" in history
+    assert f"{FILES_HEADER}\n- inventory.py" in history
+    assert history.endswith(f"{REQUEST_HEADER}\nRead inventory.py, then compact.")
+    assert len(server.accepted[-1]["messages"]) == 1
+
+
+def test_recent_files_are_fifo_with_move_to_end_across_asks(workspace: Path):
+    for name in "abcef":
+        (workspace / f"{name}.txt").write_text(f"file {name}\n")
+    script = agent_script(
+        reply(*(tool_use("read_file", {"path": f"{n}.txt"}) for n in "abc")),
+        reply(tool_use("write_file", {"path": "d.txt", "content": "one\n"})),
+        reply(text("First done.")),
+        reply(tool_use("read_file", {"path": "a.txt"})),
+        reply(tool_use("edit_file", {"path": "d.txt", "old_str": "one", "new_str": "two"})),
+        reply(tool_use("read_file", {"path": "e.txt"}), tool_use("read_file", {"path": "f.txt"})),
+        reply(text("Second done.")),
+    )
+    with FakeAnthropic(script) as server:
+        session = session_on(server, workspace, policy=CompactPolicy(context_limit=100_000))
+        session.ask("Read a, b and c; write d.")
+        assert session.state.recent_files == ["a.txt", "b.txt", "c.txt", "d.txt"]
+        session.ask("Read a again, edit d, read e and f.")
+        # a and d moved to the end when touched again; b fell off the front (at most 5).
+        expected = ["c.txt", "a.txt", "d.txt", "e.txt", "f.txt"]
+        assert session.state.recent_files == expected
+        first = session.compact()
+        assert first.success
+        listing = "\n".join([FILES_HEADER, *(f"- {path}" for path in expected)])
+        assert listing in session.messages[0]["content"][0]["text"]
+        session.ask("Anything else?")
+        assert session.compact().success
+        server.assert_no_rejections()
+    # The state lasts the session: two compactions, the same files, the last summary kept.
+    assert session.state.compact_count == 2 and session.state.has_compacted
+    assert session.state.recent_files == expected
+    assert session.state.last_summary in session.messages[0]["content"][0]["text"]
+
+
+def test_an_unfinished_request_is_carried_by_a_later_compact(workspace: Path):
+    task = "Run the checks {exactly} as listed; keep $PATH untouched."
+    script = agent_script(
+        reply(tool_use("read_file", {"path": "inventory.py"})),
+        reply(tool_use("bash", {"command": "echo 1"})),
+        reply(tool_use("read_file", {"path": "samples.csv"})),  # the next ask, answered
+    )
+    with FakeAnthropic(script) as server:
+        session = session_on(server, workspace, max_turns=2)
+        assert session.ask(task).stop_reason == "max_turns"
+        assert session.compact().success
+        assert session.messages[0]["content"][0]["text"].endswith(f"{REQUEST_HEADER}\n{task}")
+        session.max_turns = 5
+        assert session.ask("Now finish.").stop_reason == "end_turn"
+        event = session.compact()
+        assert event.success, event.error
+        # Answered: nothing pending any more.
+        assert REQUEST_HEADER not in session.messages[0]["content"][0]["text"]
+        server.assert_no_rejections()
+
+
+def test_still_over_the_limit_after_compacting_does_not_loop(workspace: Path):
+    (workspace / "big.txt").write_text("filler line\n" * 400)
+    request = "Keep this request verbatim: " + "every word matters here. " * 200  # ~5,000
+    script = agent_script(
+        reply(tool_use("read_file", {"path": "big.txt"})),
+        reply(tool_use("bash", {"command": "echo more"})),
+        *(reply(tool_use("bash", {"command": f"echo {n}"})) for n in range(8)),
+    )
+    limit = 3_000
+    with FakeAnthropic(script) as server:
+        session = session_on(
+            server, workspace, max_turns=2, policy=CompactPolicy(context_limit=100_000)
+        )
+        session.ask(request)  # stops at max_turns: the request stays pending
+        session.policy = CompactPolicy(context_limit=limit)
+        first = session.compact()
+        # A success, but the verbatim request alone is over the new limit.
+        assert first.success and first.after.chars > limit
+        session.max_turns = 10
+        result = session.ask("Go on with small steps.")
+        server.assert_no_rejections()
+    assert result.stop_reason == "end_turn"
+    # Over the limit, yet a compaction only runs again once the context grew by a tenth of the
+    # limit past what the last one left: not at the next call, and never at every call.
+    calls = [b for b in server.accepted if not is_summary(b)][-result.turns :]
+    assert message_chars(calls[0]["messages"]) > limit
+    assert message_chars(calls[1]["messages"]) > limit  # and still no second compaction
+    assert result.compactions and result.compactions[0].before.chars > message_chars(
+        calls[1]["messages"]
+    )
+    left = first.after.chars
+    for event in result.compactions:
+        assert event.trigger == "auto"
+        assert event.before.chars >= left + limit // 10
+        left = event.after.chars if event.success else event.before.chars
+    assert len(result.compactions) <= result.turns // 2
+    assert validate_messages(session.messages) is None
+
+
+def test_sizes_are_reported_before_and_after_each_layer(workspace: Path):
+    with FakeAnthropic(scripted()) as server:
+        session = session_on(server, workspace)
+        events: list[object] = []
+        session.subscribe(events.append)
+        session.ask("Survey the project.")
+        session.ask("And again.")
+        server.assert_no_rejections()
+    micro = [e for e in events if isinstance(e, MicroCompacted)]
+    assert micro
+    for event in micro:
+        assert event.before.chars - event.after.chars == event.chars_freed > 0
+        assert event.before.messages == event.after.messages
+    responses = [e for e in events if isinstance(e, ModelResponded)]
+    agent_calls = [b for b in server.accepted if not is_summary(b)]
+    assert len(responses) == len(agent_calls)
+    for event, body in zip(responses, agent_calls, strict=True):
+        # What was sent, measured as the seed does, with the API's exact token count.
+        assert event.context_sent.chars == message_chars(body["messages"])
+        assert event.context_sent.messages == len(body["messages"])
+        assert event.context_sent.tokens_exact
+        assert event.context_sent.tokens == event.usage.context_tokens
+        assert event.context_before_micro.chars >= event.context_sent.chars or any(
+            isinstance(e, CompactionFinished) for e in events
+        )
+    finished = [e for e in events if isinstance(e, CompactionFinished)]
+    assert finished
+    for event in finished:
+        assert event.success and event.duration > 0 and event.summary_chars > 0
+        assert event.before.messages > 1 == event.after.messages
+        assert event.before.tokens > event.after.tokens > 0
+        assert event.summary_usage.output_tokens > 0

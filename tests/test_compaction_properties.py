@@ -52,6 +52,16 @@ def nonblank(max_size: int = 40) -> st.SearchStrategy[str]:
     return st.builds(lambda s: "t" + s, st.text(ALPHABET, max_size=max_size))
 
 
+# Built once: a strategy made inside the composite would be validated again on every draw.
+TEXTS = nonblank()
+FOCUSES = nonblank(20)
+TOOLS = st.sampled_from(TOOL_NAMES)
+ROUNDS = st.integers(0, 12)
+CALLS = st.integers(0, 4)
+ONE_IN_FIVE = st.integers(0, 4).map(lambda n: n == 0)
+ONE_IN_SIX = st.integers(0, 5).map(lambda n: n == 0)
+
+
 # Result text of any length from empty to a few thousand characters, clustered around the
 # interesting sizes (the placeholder, the default min_chars) by repeating a short unit.
 result_strings = st.one_of(
@@ -76,17 +86,17 @@ def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
     """A valid history ending in a user message (or, sometimes, in an answer)."""
     next_id = iter(range(10**6))
     messages: list[dict[str, Any]] = [
-        {"role": "user", "content": [{"type": "text", "text": draw(nonblank())}]}
+        {"role": "user", "content": [{"type": "text", "text": draw(TEXTS)}]}
     ]
-    for _ in range(draw(st.integers(0, 12))):
-        calls = draw(st.integers(0, 4))
+    for _ in range(draw(ROUNDS)):
+        calls = draw(CALLS)
         blocks: list[dict[str, Any]] = []
         if calls == 0 or draw(st.booleans()):
-            blocks.append({"type": "text", "text": draw(nonblank())})
+            blocks.append({"type": "text", "text": draw(TEXTS)})
         uses = []
         for _ in range(calls):
-            name = draw(st.sampled_from(TOOL_NAMES))
-            tool_input = {"focus": draw(nonblank(20))} if name == "compact" else {"arg": "x"}
+            name = draw(TOOLS)
+            tool_input = {"focus": draw(FOCUSES)} if name == "compact" else {"arg": "x"}
             uses.append(
                 {
                     "type": "tool_use",
@@ -97,9 +107,7 @@ def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
             )
         messages.append({"role": "assistant", "content": blocks + uses})
         if not uses:  # an answer, then the user's next request
-            messages.append(
-                {"role": "user", "content": [{"type": "text", "text": draw(nonblank())}]}
-            )
+            messages.append({"role": "user", "content": [{"type": "text", "text": draw(TEXTS)}]})
             continue
         order = draw(st.permutations(uses))
         results = []
@@ -109,16 +117,14 @@ def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
                 "tool_use_id": use["id"],
                 "content": draw(result_contents),
             }
-            if draw(st.integers(0, 4)) == 0:
+            if draw(ONE_IN_FIVE):
                 result["is_error"] = True
             results.append(result)
         # After an interrupted or failed turn the user's next words follow the results.
-        extra = [{"type": "text", "text": draw(nonblank())}] if draw(st.integers(0, 5)) == 0 else []
+        extra = [{"type": "text", "text": draw(TEXTS)}] if draw(ONE_IN_SIX) else []
         messages.append({"role": "user", "content": results + extra})
-    if draw(st.integers(0, 5)) == 0:
-        messages.append(
-            {"role": "assistant", "content": [{"type": "text", "text": draw(nonblank())}]}
-        )
+    if draw(ONE_IN_SIX):
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": draw(TEXTS)}]})
     assert validate_messages(messages) is None
     return messages
 
@@ -197,7 +203,7 @@ def shape(messages: list[dict[str, Any]]) -> list[list[tuple[Any, ...]]]:
 # -- layer 1 ---------------------------------------------------------------------------------
 
 
-@examples(120)
+@examples(200)
 @given(histories(), policies)
 def test_micro_compact_properties(messages: list[dict[str, Any]], policy: CompactPolicy) -> None:
     original = copy.deepcopy(messages)
@@ -261,7 +267,7 @@ def test_micro_compact_properties(messages: list[dict[str, Any]], policy: Compac
     assert to_json(messages) == compacted
 
 
-@examples(50)
+@examples(100)
 @given(histories(), policies)
 def test_micro_compact_in_a_loop_only_ever_clears(
     messages: list[dict[str, Any]], policy: CompactPolicy
@@ -297,7 +303,7 @@ def test_micro_compact_in_a_loop_only_ever_clears(
 # -- measurement -----------------------------------------------------------------------------
 
 
-@examples(30)
+@examples(60)
 @given(histories(), st.integers(0, 100_000))
 def test_measure_is_the_seeds_measure_with_anchored_tokens(
     messages: list[dict[str, Any]], tokens: int
@@ -323,7 +329,7 @@ OMITTED_MARKER = re.compile(
 )
 
 
-@examples(60)
+@examples(150)
 @given(histories(), st.data())
 def test_conversation_text_keeps_head_and_tail_within_the_limit(
     messages: list[dict[str, Any]], data: st.DataObject
@@ -361,7 +367,7 @@ def test_conversation_text_keeps_head_and_tail_within_the_limit(
     assert len(tail) >= len(head)
 
 
-@examples(30)
+@examples(60)
 @given(
     histories(),
     policies,

@@ -13,6 +13,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 TESTS = Path(__file__).parent
+NOTEBOOKS = sorted((TESTS.parent / "notebooks").glob("*.ipynb"))
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 
@@ -26,6 +27,11 @@ def kernel_env(**extra: str) -> dict[str, str]:
 def run_notebook(cells: list[str], workspace: Path) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+    return execute(nb, workspace)
+
+
+def execute(nb: nbformat.NotebookNode, workspace: Path) -> nbformat.NotebookNode:
+    """Run `nb` on a fresh python3 ipykernel in `workspace`, with no Anthropic credentials."""
     nb.metadata["kernelspec"] = {
         "name": "python3",
         "display_name": "Python 3",
@@ -85,6 +91,20 @@ def test_a_notebook_runs_with_the_offline_model(workspace: Path):
     meters = [s["state"] for s in state.values() if "context_limit" in s["state"]]
     assert meters and meters[-1]["context_limit"] == 9000
     assert any(c["layer"] == "layer 3 (%compact)" for c in meters[-1]["compactions"])
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_example_notebooks_run_without_errors(path: Path, tmp_path: Path):
+    nb = nbformat.read(path, as_version=4)
+    assert not [c for c in nb.cells if c.get("outputs")], "commit notebooks without outputs"
+    executed = execute(nb, tmp_path)
+    errors = [o for o in outputs_of(executed) if o["output_type"] == "error"]
+    assert not errors, errors[0].get("evalue") if errors else ""
+    assert any("offline" in json_text(o) for o in outputs_of(executed))
+
+
+def json_text(output: dict) -> str:
+    return output.get("text", "") + str(output.get("data", {}).get("text/plain", ""))
 
 
 def test_kernel_interrupt_mid_agent_keeps_a_valid_history(workspace: Path):
