@@ -22,7 +22,7 @@ from traitlets import Bool, Enum, Float, Int, List, Unicode
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.display import CellView
 from evo_magic.events import Event
-from evo_magic.models import DEFAULT_MODEL, ModelError, has_credentials, resolve_model
+from evo_magic.models import DEFAULT_MODEL, ModelError, default_model_name, resolve_model
 from evo_magic.render import size
 
 DEFAULT_SESSION = "default"
@@ -448,7 +448,7 @@ class AgentMagics(Magics):
         if self.system_prompt:
             session.system = self.system_prompt
         spec = self._model_spec(opts)
-        wanted = spec or (DEFAULT_MODEL if has_credentials() else "offline")
+        wanted = spec or default_model_name()
         if session.model.name != wanted:
             session.model = resolve_model(wanted)
 

@@ -22,8 +22,10 @@ from evo_magic.events import (
     TextDelta,
     ToolFinished,
 )
+from evo_magic.tools import default_tools
 
-MAIN_ARGUMENT = {"bash": "command", "read_file": "path", "write_file": "path", "edit_file": "path"}
+# Each tool declares the input field that says what a call did; read it from there.
+MAIN_ARGUMENT = {tool.name: tool.main_argument for tool in default_tools() if tool.main_argument}
 
 
 def size(context: ContextSize) -> str:
@@ -39,10 +41,8 @@ def short(text: str, limit: int = 60) -> str:
 def main_argument(name: str, tool_input: dict[str, Any]) -> str:
     """The one input field that says what a tool call did."""
     key = MAIN_ARGUMENT.get(name)
-    if key and key in tool_input:
-        return str(tool_input[key])
-    if name == "compact":
-        return str(tool_input.get("focus") or "")
+    if key:
+        return str(tool_input.get(key) or "")
     return json.dumps(tool_input, ensure_ascii=False)
 
 

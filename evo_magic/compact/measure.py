@@ -21,9 +21,14 @@ from evo_magic.events import ContextSize
 CHARS_PER_TOKEN = 4
 
 
+# json.dumps builds a new encoder for every call with non-default options; this runs per record
+# and per measured message, so keep one.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def to_json(value: Any) -> str:
     """The compact JSON encoding used for every size in evo_magic."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def message_chars(messages: list[dict[str, Any]]) -> int:

@@ -16,6 +16,7 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "OfflineModel",
+    "default_model_name",
     "has_credentials",
     "resolve_model",
 ]
@@ -26,11 +27,16 @@ def has_credentials() -> bool:
     return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
 
 
+def default_model_name() -> str:
+    """The model used when none is named: Claude with credentials, else the offline model."""
+    return DEFAULT_MODEL if has_credentials() else OfflineModel.name
+
+
 def resolve_model(spec: Model | str | None) -> Model:
     """A Model from what a user passes: None picks Claude when a key is set, else the offline
     stand-in; "offline" is the stand-in; any other string names a Claude model."""
     if spec is None:
-        return AnthropicModel() if has_credentials() else OfflineModel()
+        spec = default_model_name()
     if isinstance(spec, str):
         if not spec.strip():
             raise ValueError("the model name is empty")

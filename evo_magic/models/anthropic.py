@@ -113,15 +113,18 @@ def _usage(usage: Any) -> Usage:
     )
 
 
-def _error_type(exc: Any) -> str | None:
+def _error_body(exc: Any) -> dict[str, Any]:
+    """The `error` object of an Anthropic-shaped error response ({} when there is none)."""
     body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error") if isinstance(body.get("error"), dict) else {}
-    return error.get("type")
+    return body["error"] if isinstance(body.get("error"), dict) else {}
+
+
+def _error_type(exc: Any) -> str | None:
+    return _error_body(exc).get("type")
 
 
 def _status_message(exc: Any) -> str:
-    body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    error = _error_body(exc)
     detail = error.get("message") or str(exc)
     kind = error.get("type") or type(exc).__name__
     return f"API error {exc.status_code} ({kind}): {detail}"
