@@ -44,13 +44,13 @@ def __getattr__(name: str) -> Any:
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register the magics (`%load_ext evo_magic`)."""
-    from evo_magic.magics import load  # noqa: F401
+    from evo_magic.notebook.magics import load  # noqa: F401
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """Remove the magics (`%unload_ext evo_magic`)."""
-    from evo_magic.magics import unload  # noqa: F401
+    from evo_magic.notebook.magics import unload  # noqa: F401
 
     unload(ipython)

@@ -15,7 +15,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
 
-from evo_magic.magics import AgentMagics, parse_compact_line
+from evo_magic.notebook.magics import AgentMagics, parse_compact_line
 
 FOCUS = "keep the {braces} and $dollars"
 

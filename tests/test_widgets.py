@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.notebook.widget import ContextMeter
 from evo_magic.session import Session
-from evo_magic.widgets import ContextMeter
 
 SECRET = "sk-ant-test-WIDGET-SECRET-1234"
 

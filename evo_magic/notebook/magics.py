@@ -20,9 +20,9 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from traitlets import Bool, Enum, Float, Int, List, Unicode
 
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.display import CellView
 from evo_magic.events import Event
 from evo_magic.models import DEFAULT_MODEL, ModelError, default_model_name, resolve_model
+from evo_magic.notebook.cell import CellView
 from evo_magic.render import size
 
 DEFAULT_SESSION = "default"
@@ -468,7 +468,7 @@ class AgentMagics(Magics):
         return meter, display(meter, display_id=True)
 
     def _meter(self, session: Any) -> Any:
-        from evo_magic.widgets import ContextMeter
+        from evo_magic.notebook.widget import ContextMeter
 
         meter = self._meters.get(session.session_id)
         if meter is None:

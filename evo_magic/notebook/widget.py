@@ -17,7 +17,7 @@ import ipywidgets as widgets
 import traitlets
 
 from evo_magic.events import AskFinished, CompactionFinished, Event, MicroCompacted
-from evo_magic.meter import MeterData, meter_text
+from evo_magic.notebook.meter import MeterData, meter_text
 
 if TYPE_CHECKING:
     from evo_magic.session import Session

@@ -1,6 +1,6 @@
 """What the context meter shows, as plain data built from session events (no widgets here).
 
-The widget (widgets.py), the static HTML of an exported notebook and the terminal's text line
+The widget (widget.py), the static HTML of an exported notebook and the terminal's text line
 are three renderings of one `MeterData`.
 """
 
