@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evo_magic.compact.measure import measure
+from evo_magic.measure import measure
 from evo_magic.compact.micro import micro_compact
 from evo_magic.compact.policy import CompactPolicy
 

@@ -18,9 +18,11 @@ _LAZY = {
     "Session": "evo_magic.session",
     "AskResult": "evo_magic.session",
     "CompactPolicy": "evo_magic.compact.policy",
-    "CompactState": "evo_magic.state",
-    "Usage": "evo_magic.state",
+    "CompactState": "evo_magic.compact.state",
+    "Usage": "evo_magic.usage",
+    "Summariser": "evo_magic.summariser",
     "AnthropicModel": "evo_magic.models",
+    "FunctionModel": "evo_magic.models",
     "OfflineModel": "evo_magic.models",
     "ModelError": "evo_magic.models",
     "load_transcripts": "evo_magic.analysis",
@@ -31,9 +33,11 @@ __all__ = [*_LAZY, "load_ipython_extension", "unload_ipython_extension"]
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports on demand
     from evo_magic.analysis import load_transcripts  # noqa: F401
     from evo_magic.compact.policy import CompactPolicy  # noqa: F401
-    from evo_magic.models import AnthropicModel, ModelError, OfflineModel  # noqa: F401
+    from evo_magic.compact.state import CompactState  # noqa: F401
+    from evo_magic.models import AnthropicModel, FunctionModel, ModelError, OfflineModel  # noqa: F401
     from evo_magic.session import AskResult, Session  # noqa: F401
-    from evo_magic.state import CompactState, Usage  # noqa: F401
+    from evo_magic.summariser import Summariser  # noqa: F401
+    from evo_magic.usage import Usage  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:

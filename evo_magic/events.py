@@ -1,47 +1,74 @@
-"""The events a session emits. Front-ends (display, meter, transcript writer) observe this stream;
-the core itself never prints.
+"""The events a session emits. Front ends (cell view, meter) and the transcript recorder observe
+this one stream; the core itself never prints.
 
-Every event is a small dataclass; `kind` names it in transcripts and DataFrames.
+Events are values: frozen dataclasses whose messages and blocks are copies taken when the event
+was made, so an event kept in a list still says what happened then, whatever the history became
+afterwards. `kind` names an event in transcripts and DataFrames; `as_record()` is what the
+transcript stores.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, ClassVar
 
-from evo_magic.state import Usage
+from evo_magic.measure import ContextSize
+from evo_magic.usage import Usage
+
+__all__ = [
+    "AskFinished",
+    "AskStarted",
+    "CompactionFinished",
+    "CompactionStarted",
+    "ContextSize",
+    "ErrorOccurred",
+    "Event",
+    "MessageAppended",
+    "MicroCompacted",
+    "ModelCalled",
+    "ModelResponded",
+    "Notice",
+    "TextDelta",
+    "ToolFinished",
+    "ToolResultAppended",
+    "ToolStarted",
+]
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-able form of an event field."""
+    if isinstance(value, Usage):
+        return value.as_record()
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
 
 
 @dataclass(frozen=True)
-class ContextSize:
-    """How big the context is: messages, characters of their JSON, and tokens."""
-
-    messages: int
-    chars: int
-    tokens: int
-    tokens_exact: bool = False
-    """True when `tokens` is the model's own count for exactly these messages."""
-
-
-@dataclass
 class Event:
     kind: ClassVar[str] = "event"
+    recorded: ClassVar[bool] = True
+    """False for live-only events, whose content the transcript has in other records."""
 
     def as_record(self) -> dict[str, Any]:
         """A JSON-able dict of the event, with its kind: what the transcript stores."""
-        return {"kind": self.kind, **asdict(self)}
+        return {"kind": self.kind, **{f.name: _plain(getattr(self, f.name)) for f in fields(self)}}
 
 
-@dataclass
+@dataclass(frozen=True)
 class AskStarted(Event):
     kind: ClassVar[str] = "ask_started"
     text: str
     context: ContextSize
 
 
-@dataclass
+@dataclass(frozen=True)
 class MessageAppended(Event):
-    """A message joined the history (or, for a user turn, was merged into the last one)."""
+    """A message joined the history (a copy of it, as it joined)."""
 
     kind: ClassVar[str] = "message"
     index: int
@@ -52,22 +79,40 @@ class MessageAppended(Event):
     """How many full compactions came before it."""
 
 
-@dataclass
+@dataclass(frozen=True)
+class ToolResultAppended(Event):
+    """A tool_result block joined the tool-results message at `index`, the moment its tool
+    returned (or, with `status` "interrupted" / "not_run", when the loop had to answer a call
+    whose tool never finished)."""
+
+    kind: ClassVar[str] = "tool_result"
+    index: int
+    block_index: int
+    block: dict[str, Any]
+    turn: int
+    epoch: int
+    status: str
+    """"ok", "error", "interrupted" or "not_run"."""
+
+
+@dataclass(frozen=True)
 class TextDelta(Event):
     kind: ClassVar[str] = "text_delta"
+    recorded: ClassVar[bool] = False
     text: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelCalled(Event):
     """A model call is about to be sent with a context of this size."""
 
     kind: ClassVar[str] = "model_called"
+    recorded: ClassVar[bool] = False
     call: int
     context: ContextSize
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelResponded(Event):
     kind: ClassVar[str] = "model_response"
     call: int
@@ -78,18 +123,23 @@ class ModelResponded(Event):
     usage: Usage
     duration: float
     context_before_micro: ContextSize
+    """The history before this call's every-call strategies ran."""
     context_sent: ContextSize
+    cost_usd: float | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ToolStarted(Event):
     kind: ClassVar[str] = "tool_started"
+    recorded: ClassVar[bool] = False
     tool_use_id: str
     name: str
     input: dict[str, Any]
+    summary: str = ""
+    """The input field that says what the call does (a command, a path), for one-line views."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ToolFinished(Event):
     kind: ClassVar[str] = "tool_finished"
     tool_use_id: str
@@ -98,42 +148,63 @@ class ToolFinished(Event):
     output: str
     is_error: bool
     duration: float
+    summary: str = ""
     saved_to: str | None = None
     original_chars: int = 0
 
     def as_record(self) -> dict[str, Any]:
-        # The output is already in the transcript as the tool_result of the next message.
+        # The output is in the `tool_result` record written just before this one.
         record = super().as_record()
         record.pop("output")
+        record.pop("summary")
         return record
 
 
-@dataclass
+@dataclass(frozen=True)
+class BlockEdit:
+    """A content block an every-call strategy rewrote: where it is, and its new version."""
+
+    index: int
+    block_index: int
+    block: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class MicroCompacted(Event):
-    """Layer 1 replaced old tool results by the placeholder."""
+    """A strategy that runs before every model call rewrote blocks in place (old tool results
+    became a placeholder, a large output a preview, ...). The originals stay in the transcript."""
 
     kind: ClassVar[str] = "micro_compaction"
-    cleared_ids: list[str]
+    cleared_ids: tuple[str, ...]
+    """tool_use_ids of the tool results (or uses) it changed."""
     chars_freed: int
     before: ContextSize
     after: ContextSize
+    strategy: str = "micro"
+    edits: tuple[BlockEdit, ...] = ()
+    cleared_tokens: int = 0
+    """Tokens freed (an estimate from the characters)."""
+    cache_invalidated_tokens: int = 0
+    """Tokens of cached prompt prefix the change invalidated (0 when caching is off)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompactionStarted(Event):
     kind: ClassVar[str] = "compaction_started"
     trigger: str
     focus: str | None
     before: ContextSize
+    strategy: str = "summarise"
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompactionFinished(Event):
-    """Layer 2 or 3 ran: the history was replaced by a summary (or, on failure, kept as it was)."""
+    """A strategy replaced the history (or, on failure, left it exactly as it was)."""
 
     kind: ClassVar[str] = "compaction"
     trigger: str
-    """"auto", "model" (the compact tool) or "user" (Session.compact / %compact)."""
+    """"auto" (over the limit), "model" (the compact tool), "user" (Session.compact /
+    %compact) or "every_call"."""
     focus: str | None
     before: ContextSize
     after: ContextSize
@@ -142,14 +213,18 @@ class CompactionFinished(Event):
     summary: str = ""
     error: str | None = None
     snapshot_path: str | None = None
-    summary_usage: Usage = field(default_factory=Usage)
+    summary_usage: Usage = Usage()
+    strategy: str = "summarise"
+    layer: str = "over_limit"
+    """The strategy's `when`: "every_call", "over_limit" or "on_request"."""
+    summary_cost_usd: float | None = None
 
     @property
     def summary_chars(self) -> int:
         return len(self.summary)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Notice(Event):
     """Something the user should know that is not an error (turn limit, max_tokens, paused)."""
 
@@ -158,14 +233,14 @@ class Notice(Event):
     message: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class ErrorOccurred(Event):
     kind: ClassVar[str] = "error"
     error_type: str
     message: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class AskFinished(Event):
     kind: ClassVar[str] = "ask_finished"
     text: str
@@ -174,3 +249,4 @@ class AskFinished(Event):
     usage: Usage
     duration: float
     context: ContextSize
+    cost_usd: float | None = None

@@ -1,23 +1,29 @@
 """The ReAct loop: call the model, run the tools it asks for, repeat; compact on the way.
 
-Before every model call layer 1 (micro-compaction) runs, then layer 2 when the context is still
-over the limit. After a tool batch in which the model called `compact`, layer 3 runs.
-Whatever happens (a failed call, an interrupt) the history stays one the API accepts.
+Before every model call the compactor runs the strategies that are due. Whatever happens (a
+failed call, an interrupt, an observer or a transcript that fails, a server that sends odd
+replies) the history stays one the API accepts: what the model sent is normalised before it
+joins the history, each tool result joins it as its tool returns, and every call left without
+a result is answered with an error saying what happened.
+
+The loop gets the narrow parts it needs (`LoopParts`), not the session.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from evo_magic.compact.history import compact_history, should_auto_compact
-from evo_magic.compact.measure import TokenAnchor, measure
-from evo_magic.compact.micro import micro_compact
+from evo_magic.compact.compactor import Compactor
 from evo_magic.events import (
     AskFinished,
     AskStarted,
     ErrorOccurred,
-    MicroCompacted,
+    Event,
     ModelCalled,
     ModelResponded,
     Notice,
@@ -25,225 +31,365 @@ from evo_magic.events import (
     ToolFinished,
     ToolStarted,
 )
-from evo_magic.models.base import ModelError, ModelReply, ModelRequest
-from evo_magic.state import Usage
-from evo_magic.tools import ToolContext, ToolResult, run_tool
+from evo_magic.history import History
+from evo_magic.models.base import Model, ModelError, ModelReply, ModelRequest
+from evo_magic.tools import Tool, ToolContext, ToolResult, run_tool
+from evo_magic.usage import Usage
 
-if TYPE_CHECKING:
-    from evo_magic.session import Session
-
-INTERRUPTED_TOOL = "Interrupted by the user before this tool finished; it may have partly run."
+INTERRUPTED_TOOL = "Interrupted by the user while this tool was running; it may have partly run."
+STOPPED_TOOL = (
+    "Stopped by an error in evo_magic while this tool was running ({error}); it may have "
+    "partly run."
+)
+NOT_RUN = "Not run: the turn stopped ({why}) before this tool started."
 INTERRUPTED_TEXT = "\n\n[interrupted by the user]"
 MAX_TOKENS_NOTE = (
     "[Your previous response was cut off at the max_tokens limit ({limit} tokens); tool calls "
     "in it were dropped. Continue from where you stopped, in smaller steps.]"
 )
+BAD_INPUT = (
+    "Not run: the input of this {name} call was {kind}, not a JSON object. Send the arguments "
+    'as an object, e.g. {{"{example}": ...}}.'
+)
+COMPACT_FAILED = "[The compaction you asked for did not happen: {error}. The history is unchanged.]"
+_TOOL_USE_ID = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def run_ask(session: Session, text: str) -> AskFinished:
+@dataclass
+class Totals:
+    """What the session has used over all its asks (owned by the session, counted here)."""
+
+    calls: int = 0
+    usage: Usage = Usage()
+
+
+@dataclass
+class LoopParts:
+    """What one ask needs from the session."""
+
+    history: History
+    compactor: Compactor
+    model: Model
+    tools: Sequence[Tool]
+    tool_context: Callable[[Callable[[str | None], None]], ToolContext]
+    """Makes the tools' context, given the hook the compact tool calls."""
+    emit: Callable[[Event], None]
+    system: str
+    max_turns: int
+    max_tokens: int
+    totals: Totals
+    redact: Callable[[str], str] = lambda text: text
+    """Applied to tool output before it joins the history (and so reaches the model)."""
+    sync: Callable[[], None] = lambda: None
+    """Make the transcript durable (called when the ask ends)."""
+
+
+def run_ask(parts: LoopParts, text: str) -> AskFinished:
     """Run one user request to the end; see Session.ask."""
     started = time.perf_counter()
-    session.asks += 1
-    session.active_request = text
-    session.emit(AskStarted(text, session.context()))
-    session.append({"role": "user", "content": [{"type": "text", "text": text}]})
+    history = parts.history
+    answer_left_over(history, "an earlier turn was stopped")
+    parts.emit(AskStarted(text, history.size()))
+    history.begin_request(text)
     usage = Usage()
     stop_reason = "end_turn"
     final_text = ""
     turns = 0
-    answered = False
+    why = "it was interrupted"
     try:
         while True:
-            if turns >= session.max_turns:
+            if turns >= parts.max_turns:
                 stop_reason = "max_turns"
-                session.emit(
+                parts.emit(
                     Notice(
                         "max_turns",
-                        f"Stopped after {turns} model calls (max_turns={session.max_turns}); "
+                        f"Stopped after {turns} model calls (max_turns={parts.max_turns}); "
                         "the next request continues this conversation.",
                     )
                 )
                 break
             turns += 1
-            reply = _call_model(session, turns)
+            reply = _call_model(parts)
             usage = usage + reply.usage
             stop_reason = reply.stop_reason or "end_turn"
             final_text = _text_of(reply.content) or final_text
-            tool_uses = _append_reply(session, reply)
+            tool_uses, bad_inputs = _append_reply(parts, reply)
             if not tool_uses:
                 if stop_reason != "max_tokens":
-                    answered = True
+                    # Answered: nothing is pending any more (a later compaction carries nothing).
+                    history.finish_request()
                     break
                 continue
-            requested = _run_tools(session, tool_uses)
+            requested = _run_tools(parts, tool_uses, bad_inputs)
             if requested is not None:
-                compact_history(session, trigger="model", focus=requested or None)
+                _compact_for_model(parts, requested or None)
     except ModelError as exc:
-        session.emit(ErrorOccurred("ModelError", str(exc)))
+        why = "the model call failed"
+        parts.emit(ErrorOccurred("ModelError", str(exc)))
         raise
     except KeyboardInterrupt:
-        session.emit(Notice("interrupted", "Interrupted by the user; the history is kept."))
+        parts.emit(Notice("interrupted", "Interrupted by the user; the history is kept."))
+        raise
+    except BaseException as exc:
+        why = f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        # A request the model did not finish (turn limit, error, interrupt) stays pending, so a
-        # compaction before the next ask (Session.compact) still carries it over verbatim.
-        if answered:
-            session.active_request = None
-        session.transcript.sync()
+        # Whatever stopped the turn, every call gets a result, so the next request is valid.
+        answer_left_over(history, why)
+        parts.sync()
     finished = AskFinished(
-        final_text, turns, stop_reason, usage, time.perf_counter() - started, session.context()
+        final_text, turns, stop_reason, usage, time.perf_counter() - started, history.size()
     )
-    session.emit(finished)
+    parts.emit(finished)
     return finished
 
 
-def _call_model(session: Session, turn: int) -> ModelReply:
-    """Layers 1 and 2, then one streamed model call. Nothing is appended here."""
-    before = session.context()
-    cleared = micro_compact(session.messages, session.policy)
-    sent = session.context()
-    if cleared.cleared_ids:
-        session.emit(MicroCompacted(cleared.cleared_ids, cleared.chars_freed, before, sent))
-    if should_auto_compact(session, sent):
-        compact_history(session, trigger="auto", focus=None)
-        sent = session.context()
-    session.calls += 1
-    session.emit(ModelCalled(session.calls, sent))
+def answer_left_over(history: History, why: str) -> None:
+    """Answer every call of the last assistant turn that has no result yet (an interrupt or an
+    error between the turn and its results): the history becomes valid again."""
+    history.answer_unanswered(lambda block: (NOT_RUN.format(why=why), "not_run"))
+
+
+# -- one model call ----------------------------------------------------------------------------
+
+
+def _call_model(parts: LoopParts) -> ModelReply:
+    """The strategies that are due, then one streamed model call. Nothing is appended here."""
+    history = parts.history
+    before = history.size()
+    parts.compactor.before_call()
+    sent = history.size()
+    parts.totals.calls += 1
+    call = parts.totals.calls
+    parts.emit(ModelCalled(call, sent))
     request = ModelRequest(
-        messages=session.messages,
-        max_tokens=session.max_tokens,
-        system=session.system,
-        tools=[tool.definition() for tool in session.tools],
+        messages=history.messages,
+        max_tokens=parts.max_tokens,
+        system=parts.system,
+        tools=[tool.definition() for tool in parts.tools],
     )
     streamed: list[str] = []
 
     def on_text(delta: str) -> None:
         streamed.append(delta)
-        session.emit(TextDelta(delta))
+        parts.emit(TextDelta(delta))
 
     call_started = time.perf_counter()
     try:
-        reply = session.model.respond(request, on_text)
+        reply = parts.model.respond(request, on_text)
     except KeyboardInterrupt:
-        _keep_partial_text(session, "".join(streamed))
+        _keep_partial_text(parts, "".join(streamed))
         raise
+    except ModelError:
+        raise
+    except Exception as exc:  # a model object's own failure: the same promise as the API's
+        failure = f"{type(exc).__name__}: {exc}"
+        raise ModelError(f"the model {parts.model.name!r} failed: {failure}") from exc
     duration = time.perf_counter() - call_started
-    session.usage = session.usage + reply.usage
-    session.token_anchor = TokenAnchor(sent.chars, reply.usage.context_tokens)
-    sent = measure(session.messages, session.token_anchor)
-    session.emit(
+    parts.totals.usage = parts.totals.usage + reply.usage
+    if reply.usage.context_tokens > 0:
+        history.anchor(sent.chars, reply.usage.context_tokens)
+    parts.emit(
         ModelResponded(
-            session.calls,
-            session.asks,
+            call,
+            history.turn,
             reply.model,
             reply.stop_reason,
             reply.usage,
             duration,
             before,
-            sent,
+            history.size(),
         )
     )
     return reply
 
 
-def _append_reply(session: Session, reply: ModelReply) -> list[dict[str, Any]]:
-    """Append the assistant's content (minus what the API would reject); return its tool calls."""
-    content = [block for block in reply.content if not _empty_text(block)]
+def _keep_partial_text(parts: LoopParts, text: str) -> None:
+    """An interrupted stream: keep what the model already said, as a valid assistant message."""
+    if text.strip():
+        content = [{"type": "text", "text": text + INTERRUPTED_TEXT}]
+        parts.history.append({"role": "assistant", "content": content})
+
+
+# -- what the model sent ---------------------------------------------------------------------
+
+
+def _append_reply(
+    parts: LoopParts, reply: ModelReply
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Append the assistant's content, normalised; return its tool calls and, by id, those
+    whose input was unusable (they are answered with an error, not run)."""
+    content, bad_inputs, fixes = normalise_reply(reply.content, parts.history)
+    if fixes:
+        note = "The model's reply was adjusted: " + "; ".join(fixes)
+        parts.emit(Notice("reply_normalised", note))
     if reply.stop_reason == "max_tokens":
         # A tool call cut off mid-input cannot be run safely: drop them all and say so.
         content = [block for block in content if block.get("type") != "tool_use"]
         content = content or [{"type": "text", "text": "[response cut off at max_tokens]"}]
-        session.append({"role": "assistant", "content": content})
-        note = MAX_TOKENS_NOTE.format(limit=session.max_tokens)
-        session.emit(Notice("max_tokens", note))
-        session.append({"role": "user", "content": [{"type": "text", "text": note}]})
-        return []
+        parts.history.append({"role": "assistant", "content": content})
+        note = MAX_TOKENS_NOTE.format(limit=parts.max_tokens)
+        parts.emit(Notice("max_tokens", note))
+        parts.history.append({"role": "user", "content": [{"type": "text", "text": note}]})
+        return [], {}
     if not content:
         content = [{"type": "text", "text": "(no response)"}]
-    session.append({"role": "assistant", "content": content})
-    return [block for block in content if block.get("type") == "tool_use"]
+    parts.history.append({"role": "assistant", "content": content})
+    return [block for block in content if block.get("type") == "tool_use"], bad_inputs
 
 
-def _run_tools(session: Session, tool_uses: list[dict[str, Any]]) -> str | None:
-    """Run every tool call in order and append all results in one user message.
+def normalise_reply(
+    content: Sequence[dict[str, Any]], history: History
+) -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:
+    """What the model sent, made valid for the history: no empty text, tool_use ids that are
+    well-formed and unique in the session, object inputs. Returns the content, the ids whose
+    input was unusable (with what it was), and a note of each fix."""
+    result: list[dict[str, Any]] = []
+    bad_inputs: dict[str, str] = {}
+    fixes: list[str] = []
+    seen: set[str] = set()
+    for block in content:
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            fixes.append("dropped a block that was not a content block")
+            continue
+        if block["type"] == "text" and not str(block.get("text") or "").strip():
+            continue
+        if block["type"] != "tool_use":
+            result.append(block)
+            continue
+        block = dict(block)
+        block_id = block.get("id")
+        well_formed = isinstance(block_id, str) and bool(_TOOL_USE_ID.fullmatch(block_id))
+        repeated = well_formed and (block_id in seen or history.id_taken(block_id))
+        if repeated or not well_formed:
+            new_id = history.fresh_tool_use_id(seen)
+            problem = "repeated" if repeated else "not a valid id"
+            fixes.append(f"tool_use id {block_id!r} was {problem}; it is now {new_id}")
+            block["id"] = block_id = new_id
+        seen.add(block_id)
+        if not isinstance(block.get("name"), str) or not block.get("name"):
+            block["name"] = "unknown_tool"
+        tool_input, problem = _object_input(block.get("input"))
+        if problem:
+            bad_inputs[block_id] = problem
+            fixes.append(f"the input of {block['name']} ({block_id}) was {problem}")
+        elif tool_input is not block.get("input"):
+            kind = _kind(block.get("input"))
+            fixes.append(
+                f"the input of {block['name']} ({block_id}) was {kind}; it is now an object"
+            )
+        block["input"] = tool_input
+        result.append(block)
+    return result, bad_inputs, fixes
+
+
+def _object_input(value: Any) -> tuple[dict[str, Any], str | None]:
+    """The tool input as an object, and what was wrong when it could not be one. A missing
+    input (servers send none for argument-less calls) is an empty object; a string holding a
+    JSON object is that object."""
+    if isinstance(value, dict):
+        return value, None
+    if value is None:
+        return {}, None
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value) if value.strip() else {}
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed, None
+    return {}, _kind(value)
+
+
+def _kind(value: Any) -> str:
+    shown = json.dumps(value, ensure_ascii=False, default=str)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"a {type(value).__name__} ({shown})"
+
+
+# -- tools -------------------------------------------------------------------------------------
+
+
+def _run_tools(
+    parts: LoopParts, tool_uses: list[dict[str, Any]], bad_inputs: dict[str, str]
+) -> str | None:
+    """Run every tool call in order; each result joins the history as its tool returns.
 
     Returns the focus ("" for none) when the model called `compact`, else None.
     """
     requested: list[str] = []
-    context = ToolContext(
-        workspace=session.workspace,
-        on_file=lambda path: session.state.note_file(path, session.policy.max_recent_files),
-        request_compaction=lambda focus: requested.append(focus or ""),
-        bash_timeout=session.bash_timeout,
-    )
-    results: list[ToolResult] = []
-    try:
-        for block in tool_uses:
-            session.emit(ToolStarted(block["id"], block["name"], block.get("input", {})))
-            result = run_tool(
-                session.tools, block["id"], block["name"], block.get("input"), context
+    context = parts.tool_context(lambda focus: requested.append(focus or ""))
+    for block in tool_uses:
+        result: ToolResult | None = None
+        try:
+            summary = _summary(parts.tools, block)
+            parts.emit(ToolStarted(block["id"], block["name"], block["input"], summary))
+            if block["id"] in bad_inputs:
+                example = _first_property(parts.tools, block["name"])
+                kind = bad_inputs[block["id"]]
+                text = BAD_INPUT.format(name=block["name"], kind=kind, example=example)
+                result = ToolResult(block["id"], block["name"], text, is_error=True)
+            else:
+                result = run_tool(parts.tools, block["id"], block["name"], block["input"], context)
+            result.content = parts.redact(result.content)
+            parts.history.add_tool_result(result.block(), "error" if result.is_error else "ok")
+        except BaseException as exc:
+            _stop_batch(parts.history, block, result, exc)
+            raise
+        parts.emit(
+            ToolFinished(
+                block["id"],
+                block["name"],
+                block["input"],
+                result.content,
+                result.is_error,
+                result.duration,
+                summary,
+                original_chars=len(result.content),
             )
-            result = _spill_large_output(session, result)
-            results.append(result)
-            session.emit(
-                ToolFinished(
-                    block["id"],
-                    block["name"],
-                    block.get("input", {}),
-                    result.content,
-                    result.is_error,
-                    result.duration,
-                    result.saved_to,
-                    result.original_chars or len(result.content),
-                )
-            )
-    except KeyboardInterrupt:
-        done = {result.tool_use_id for result in results}
-        results += [
-            ToolResult(b["id"], b["name"], INTERRUPTED_TOOL, is_error=True)
-            for b in tool_uses
-            if b["id"] not in done
-        ]
-        raise
-    finally:
-        session.append({"role": "user", "content": [result.block() for result in results]})
+        )
     return requested[0] if requested else None
 
 
-def _spill_large_output(session: Session, result: ToolResult) -> ToolResult:
-    """Layer 0: an output over `large_output_limit` goes to a file; the context gets a preview."""
-    policy = session.policy
-    if len(result.content) <= policy.large_output_limit:
-        return result
-    path = session.transcript.save_tool_output(result.tool_use_id, result.content)
-    shown = _display_path(session, path)
-    preview = result.content[: policy.preview_chars]
-    result.original_chars = len(result.content)
-    result.saved_to = str(path)
-    result.content = (
-        f"[Output too large for the context: {len(result.content):,} characters, saved to "
-        f"{shown}. Read it with read_file (offset/limit) if you need more. "
-        f"The first {len(preview):,} characters:]\n{preview}"
-    )
-    return result
+def _stop_batch(
+    history: History, current: dict[str, Any], result: ToolResult | None, exc: BaseException
+) -> None:
+    """The batch stops at `current`: keep its real output when its tool had returned, say it
+    was cut short otherwise, and mark the calls after it as not run."""
+    interrupted = isinstance(exc, KeyboardInterrupt)
+    why = "it was interrupted" if interrupted else f"{type(exc).__name__}: {exc}"
+
+    def reason(block: dict[str, Any]) -> tuple[str, str]:
+        if block["id"] != current["id"]:
+            return NOT_RUN.format(why=why), "not_run"
+        if result is not None:
+            return result.content, "error" if result.is_error else "ok"
+        text = INTERRUPTED_TOOL if interrupted else STOPPED_TOOL.format(error=why)
+        return text, "interrupted"
+
+    history.answer_unanswered(reason)
 
 
-def _display_path(session: Session, path: Any) -> str:
-    try:
-        return path.relative_to(session.workspace).as_posix()
-    except ValueError:
-        return str(path)
+def _summary(tools: Sequence[Tool], block: dict[str, Any]) -> str:
+    """The input field that says what a call does, as the tool declares it."""
+    tool = next((t for t in tools if t.name == block["name"]), None)
+    if tool is not None and tool.main_argument:
+        return str(block["input"].get(tool.main_argument) or "")
+    return json.dumps(block["input"], ensure_ascii=False)
 
 
-def _keep_partial_text(session: Session, text: str) -> None:
-    """An interrupted stream: keep what the model already said, as a valid assistant message."""
-    if text.strip():
-        content = [{"type": "text", "text": text + INTERRUPTED_TEXT}]
-        session.append({"role": "assistant", "content": content})
+def _first_property(tools: Sequence[Tool], name: str) -> str:
+    tool = next((t for t in tools if t.name == name), None)
+    properties = list(tool.input_schema.get("properties", {})) if tool else []
+    return properties[0] if properties else "argument"
 
 
-def _empty_text(block: dict[str, Any]) -> bool:
-    return block.get("type") == "text" and not block.get("text", "").strip()
+def _compact_for_model(parts: LoopParts, focus: str | None) -> None:
+    """The model's compact tool: compact after its batch, and tell the model when it failed."""
+    event = parts.compactor.request("model", focus)
+    if not event.success:
+        note = COMPACT_FAILED.format(error=event.error)
+        parts.history.append({"role": "user", "content": [{"type": "text", "text": note}]})
 
 
 def _text_of(content: list[dict[str, Any]]) -> str:

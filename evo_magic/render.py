@@ -22,10 +22,6 @@ from evo_magic.events import (
     TextDelta,
     ToolFinished,
 )
-from evo_magic.tools import default_tools
-
-# Each tool declares the input field that says what a call did; read it from there.
-MAIN_ARGUMENT = {tool.name: tool.main_argument for tool in default_tools() if tool.main_argument}
 
 
 def size(context: ContextSize) -> str:
@@ -38,19 +34,11 @@ def short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def main_argument(name: str, tool_input: dict[str, Any]) -> str:
-    """The one input field that says what a tool call did."""
-    key = MAIN_ARGUMENT.get(name)
-    if key:
-        return str(tool_input.get(key) or "")
-    return json.dumps(tool_input, ensure_ascii=False)
-
-
 def tool_line(event: ToolFinished) -> str:
     status = "error" if event.is_error else "ok"
     chars = event.original_chars or len(event.output)
     saved = " (saved to file)" if event.saved_to else ""
-    argument = short(main_argument(event.name, event.input))
+    argument = short(event.summary or json.dumps(event.input, ensure_ascii=False))
     return f"{event.name}: {argument} -> {status}, {chars:,} chars{saved}, {event.duration:.2f}s"
 
 
@@ -58,6 +46,8 @@ def compaction_line(event: CompactionFinished) -> str:
     layer = {"auto": "auto", "model": "model's compact tool", "user": "user"}.get(
         event.trigger, event.trigger
     )
+    if event.strategy != "summarise":
+        layer += f", {event.strategy}"
     focus = f" focus={short(event.focus, 50)!r}" if event.focus else ""
     if not event.success:
         return f"compaction ({layer}){focus} FAILED, history kept: {event.error}"
@@ -65,9 +55,20 @@ def compaction_line(event: CompactionFinished) -> str:
 
 
 def micro_line(event: MicroCompacted) -> str:
+    sizes = f"({event.before.chars:,} -> {event.after.chars:,})"
+    if event.strategy == "micro":
+        return (
+            f"micro-compaction: cleared {len(event.cleared_ids)} old tool result(s), freed "
+            f"{event.chars_freed:,} chars {sizes}"
+        )
+    if event.strategy == "large-outputs":
+        return (
+            f"large outputs: {len(event.cleared_ids)} saved to file(s) with a preview in "
+            f"context, freed {event.chars_freed:,} chars {sizes}"
+        )
     return (
-        f"micro-compaction: cleared {len(event.cleared_ids)} old tool result(s), freed "
-        f"{event.chars_freed:,} chars ({event.before.chars:,} -> {event.after.chars:,})"
+        f"{event.strategy}: rewrote {len(event.edits)} block(s) of "
+        f"{len(event.cleared_ids)} tool call(s), freed {event.chars_freed:,} chars {sizes}"
     )
 
 

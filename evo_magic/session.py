@@ -1,33 +1,33 @@
 """Session: one conversation with an agent, as long as a kernel (or a script) keeps it.
 
-It owns the message history, the system prompt, the workspace, the tools, the compaction policy
-and state, and the transcript. `ask(text)` runs the agent loop; `compact(focus)` compacts on
-demand. Front-ends observe the session's events; nothing here prints.
+The composition root: it owns the `History` (messages, sizes, the pending request), the
+`Compactor` (the strategies and the guarantees around them), the model, the tools, the
+transcript and the observers, and wires them together. `ask(text)` runs the agent loop;
+`compact(focus)` compacts on demand. Front ends observe the session's events; nothing here
+prints, and nothing imports this module but the front ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evo_magic.compact.measure import TokenAnchor, measure
+from evo_magic.compact.base import Strategy, check_strategy, describe
+from evo_magic.compact.compactor import Compactor
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.events import (
-    AskFinished,
-    CompactionFinished,
-    ContextSize,
-    Event,
-    MessageAppended,
-    ModelCalled,
-    TextDelta,
-    ToolStarted,
-)
+from evo_magic.compact.state import CompactState
+from evo_magic.events import AskFinished, CompactionFinished, ContextSize, Event
+from evo_magic.history import History
+from evo_magic.loop import LoopParts, Totals, answer_left_over, run_ask
+from evo_magic.measure import to_json
 from evo_magic.models import Model, resolve_model
-from evo_magic.state import CompactState, Usage
-from evo_magic.tools import Tool, default_tools
-from evo_magic.transcript import Transcript
+from evo_magic.strategies import default_pipeline
+from evo_magic.summariser import Summariser, Summary
+from evo_magic.tools import Tool, ToolContext, default_tools
+from evo_magic.transcript import Transcript, known_secrets, redact
+from evo_magic.usage import Usage
 
 Observer = Callable[[Event], None]
 
@@ -38,8 +38,10 @@ change anything, keep tool outputs small (head, grep, offset/limit), and say wha
 When the context grows long, or before switching to a new part of the task, call `compact` with \
 a focus that names what must survive."""
 
-# Events that are only for live display: the transcript has their content in other records.
-_NOT_RECORDED = (TextDelta, ToolStarted, ModelCalled)
+
+class ObserverError(RuntimeError):
+    """An observer raised while handling an event. The history is kept (and valid); the
+    message names the observer and its error."""
 
 
 @dataclass
@@ -61,7 +63,25 @@ class AskResult:
 
 
 class Session:
-    """A conversation with an agent in a workspace. See the module docstring."""
+    """A conversation with an agent in a workspace.
+
+    Parameters:
+        workspace: the directory the agent works in (its file tools cannot leave it).
+        model: a `Model` (e.g. `FunctionModel(fn)`), a Claude model name, "offline", or None
+            (Claude when ANTHROPIC_API_KEY is set, else the offline stand-in).
+        system: the system prompt (None: evo_magic's default).
+        policy: the limits (`context_limit`, `token_limit`, `max_failures`, ...) and the
+            numbers of the default pipeline.
+        strategies: the compaction strategies, cheapest first (None: the seed's pipeline,
+            `default_pipeline(policy)`); changeable between asks.
+        summariser: how summaries are made (None: the session's model with the seed's prompt
+            and the policy's `summary_input_limit` / `summary_max_tokens`).
+        max_turns, max_tokens: model calls per ask at most; max_tokens of each call.
+        transcripts_root: where transcripts go (None: `<workspace>/.evo_magic`).
+        session_id: the transcript directory's name (None: a new sortable id).
+        tools: the tools offered (None: bash, read_file, write_file, edit_file, compact).
+        bash_timeout: seconds before a bash command, and all it started, is killed.
+    """
 
     def __init__(
         self,
@@ -70,6 +90,8 @@ class Session:
         model: Model | str | None = None,
         system: str | None = None,
         policy: CompactPolicy | None = None,
+        strategies: Sequence[Strategy] | None = None,
+        summariser: Summariser | None = None,
         max_turns: int = 30,
         max_tokens: int = 8_192,
         transcripts_root: str | Path | None = None,
@@ -82,35 +104,113 @@ class Session:
             raise FileNotFoundError(f"workspace {self.workspace} is not a directory")
         self.model: Model = resolve_model(model)
         self.system = DEFAULT_SYSTEM if system is None else system
-        self._policy = policy or CompactPolicy()
         self.max_turns = max_turns
         self.max_tokens = max_tokens
         self.tools = list(tools) if tools is not None else default_tools()
         self.bash_timeout = bash_timeout
-        root = Path(transcripts_root) if transcripts_root else self.workspace / ".evo_magic"
-        self.transcript = Transcript(root.expanduser(), session_id)
-        self.messages: list[dict[str, Any]] = []
-        self.state = CompactState()
-        self.usage = Usage()
-        self.asks = 0
-        self.calls = 0
-        self.token_anchor: TokenAnchor | None = None
-        self.active_request: str | None = None
+        self._policy = policy or CompactPolicy()
+        self._summariser = summariser
+        self._custom_strategies = strategies is not None
         self._observers: list[Observer] = []
+        self.totals = Totals()
+        root = Path(transcripts_root) if transcripts_root else self.workspace / ".evo_magic"
+        self.transcript = Transcript(root.expanduser(), session_id, secrets=self.secrets)
+        self.history = History(self.emit, overhead_chars=self._prompt_overhead())
+        chosen = list(strategies) if strategies is not None else default_pipeline(self._policy)
+        self.compactor = Compactor(
+            self.history,
+            emit=self.emit,
+            summarise=self._summarise,
+            snapshot=lambda messages: str(self.transcript.snapshot(messages)),
+            save_output=self._save_output,
+            policy=self._policy,
+            strategies=[check_strategy(s) for s in chosen],
+        )
         self._record_start()
+
+    # -- settings ------------------------------------------------------------------------
 
     @property
     def policy(self) -> CompactPolicy:
-        """The compaction settings; assigning a new policy applies from the next model call."""
+        """The limits and the default pipeline's numbers; a new policy applies from the next
+        model call (and rebuilds the default pipeline unless strategies were set)."""
         return self._policy
 
     @policy.setter
     def policy(self, policy: CompactPolicy) -> None:
         if not isinstance(policy, CompactPolicy):
             raise TypeError(f"policy must be a CompactPolicy, got {type(policy).__name__}")
-        if policy != self._policy:
-            self._policy = policy
-            self.transcript.write("policy", {"policy": _policy_record(policy)})
+        if policy == self._policy:
+            return
+        self._policy = policy
+        self.compactor.policy = policy
+        self.transcript.write("policy", {"policy": _policy_record(policy)})
+        if not self._custom_strategies:
+            self._set_strategies(default_pipeline(policy))
+
+    @property
+    def strategies(self) -> tuple[Strategy, ...]:
+        """The compaction strategies, cheapest first. Assign a list to change them (from the
+        next model call); assign None for the seed's pipeline."""
+        return self.compactor.strategies
+
+    @strategies.setter
+    def strategies(self, strategies: Sequence[Strategy] | None) -> None:
+        self._custom_strategies = strategies is not None
+        chosen = list(strategies) if strategies is not None else default_pipeline(self._policy)
+        self._set_strategies(chosen)
+
+    def _set_strategies(self, strategies: list[Strategy]) -> None:
+        checked = [check_strategy(s) for s in strategies]
+        if [describe(s) for s in checked] == [describe(s) for s in self.compactor.strategies]:
+            self.compactor.strategies = checked  # same settings: keep it quiet
+            return
+        self.compactor.strategies = checked
+        self.transcript.write("strategies", {"strategies": [describe(s) for s in checked]})
+
+    @property
+    def summariser(self) -> Summariser:
+        """How summaries are made (see `Summariser`)."""
+        if self._summariser is not None:
+            return self._summariser
+        return Summariser(
+            input_limit=self._policy.summary_input_limit,
+            max_tokens=self._policy.summary_max_tokens,
+        )
+
+    @summariser.setter
+    def summariser(self, summariser: Summariser | None) -> None:
+        self._summariser = summariser
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The history, as Messages API dicts (a new list; treat the dicts as read-only)."""
+        return self.history.messages
+
+    @property
+    def state(self) -> CompactState:
+        """has_compacted, last_summary, recent_files, compact_count, and the back-off."""
+        return self.compactor.state
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens of every model call of the session (summaries not included)."""
+        return self.totals.usage
+
+    @property
+    def calls(self) -> int:
+        return self.totals.calls
+
+    @property
+    def asks(self) -> int:
+        return self.history.turn
+
+    @property
+    def pending_request(self) -> str | None:
+        """The request the model has not finished answering (carried over by a compaction)."""
+        return self.history.pending_request
 
     @property
     def session_id(self) -> str:
@@ -121,6 +221,23 @@ class Session:
         """The session's own directory under the transcripts root."""
         return self.transcript.directory
 
+    def context(self) -> ContextSize:
+        """The size of the history now: messages, characters (the seed's measure) and tokens
+        of the whole prompt (system, tools and messages; exact right after a model call)."""
+        return self.history.size()
+
+    def secrets(self) -> list[str]:
+        """Every credential the session knows: the environment's and the model's own."""
+        values = set(known_secrets())
+        credentials = getattr(self.model, "credentials", None)
+        if callable(credentials):
+            values.update(v for v in credentials() if len(v) >= 8)
+        return sorted(values, key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        """`text` with every credential the session knows replaced."""
+        return redact(text, self.secrets())
+
     def __repr__(self) -> str:
         size = self.context()
         return (
@@ -128,7 +245,7 @@ class Session:
             f"chars={size.chars} compactions={self.state.compact_count}>"
         )
 
-    # -- observing -------------------------------------------------------------------------
+    # -- observing -----------------------------------------------------------------------
 
     def subscribe(self, observer: Observer) -> Callable[[], None]:
         """Call `observer(event)` for every event; returns a function that unsubscribes."""
@@ -136,36 +253,26 @@ class Session:
         return lambda: self._observers.remove(observer) if observer in self._observers else None
 
     def emit(self, event: Event) -> None:
-        """Record the event in the transcript, then pass it to every observer."""
-        if not isinstance(event, _NOT_RECORDED):
+        """Record the event in the transcript, then pass it to every observer.
+
+        An observer that raises does not stop the others; the first failure is raised
+        afterwards as ObserverError (a failed transcript write as TranscriptWriteError).
+        """
+        if event.recorded:
             record = event.as_record()
             self.transcript.write(record.pop("kind"), record)
+        failure: tuple[Observer, Exception] | None = None
         for observer in list(self._observers):
-            observer(event)
-
-    # -- the history -----------------------------------------------------------------------
-
-    def context(self) -> ContextSize:
-        """The current size of the history (characters, and tokens anchored on the last call)."""
-        return measure(self.messages, self.token_anchor)
-
-    def append(self, message: dict[str, Any]) -> None:
-        """Add a message to the history, merging a user message into a trailing user message
-        (an interrupted or failed turn leaves one) so roles keep alternating."""
-        last = self.messages[-1] if self.messages else None
-        if last is not None and last["role"] == message["role"] == "user":
-            last["content"] = _blocks(last["content"]) + _blocks(message["content"])
-        else:
-            self.messages.append(message)
-        index = len(self.messages) - 1
-        self.emit(MessageAppended(index, self.messages[index], self.asks, self.state.compact_count))
-
-    def replace_history(self, messages: list[dict[str, Any]]) -> None:
-        """Swap in a new history (after a compaction); the token anchor no longer applies."""
-        self.messages = messages
-        self.token_anchor = None
-        for index, message in enumerate(messages):
-            self.emit(MessageAppended(index, message, self.asks, self.state.compact_count))
+            try:
+                observer(event)
+            except Exception as exc:
+                failure = failure or (observer, exc)
+        if failure is not None:
+            observer, exc = failure
+            raise ObserverError(
+                f"the observer {_name(observer)} failed on a {event.kind} event "
+                f"({type(exc).__name__}: {exc}); the history is kept and the next ask continues"
+            ) from exc
 
     # -- what users call -------------------------------------------------------------------
 
@@ -173,36 +280,39 @@ class Session:
         """Send `text` as the user's next message and run the agent loop until the model stops
         asking for tools or `max_turns` model calls were made.
 
-        Raises ModelError when a model call fails for good, and re-raises KeyboardInterrupt; in
-        both cases the history stays valid and the next `ask` continues the conversation.
+        Raises ModelError when a model call fails for good, re-raises KeyboardInterrupt, and
+        raises ObserverError / TranscriptWriteError when an observer or the transcript fails;
+        in every case the history stays valid and the next `ask` continues the conversation.
         """
-        from evo_magic.loop import run_ask
-
         if not isinstance(text, str) or not text.strip():
             raise ValueError("ask() needs a non-empty request")
         events: list[Event] = []
         unsubscribe = self.subscribe(events.append)
         try:
-            finished = run_ask(self, text)
+            finished = run_ask(self._loop_parts(), text)
         finally:
             unsubscribe()
         return _result(finished, events)
 
-    def compact(self, focus: str | None = None) -> CompactionFinished:
-        """Compact the whole history now (as the `compact` tool would), keeping `focus`.
+    def compact(
+        self, focus: str | None = None, strategy: Strategy | None = None
+    ) -> CompactionFinished:
+        """Compact now (as `%compact` does), keeping `focus` word for word.
 
-        Returns the compaction event; on failure (`success` False, `error` says why) the history
-        is exactly as it was.
+        Runs `strategy`, or the strategies that answer requests (those with `when` "on_request",
+        else the "over_limit" ones). Returns the compaction event; on failure (`success`
+        False, `error` says why) the history is exactly as it was.
         """
-        from evo_magic.compact.history import compact_history
-
-        return compact_history(self, trigger="user", focus=focus or None)
+        answer_left_over(self.history, "it was interrupted")
+        try:
+            return self.compactor.request("user", focus or None, strategy)
+        finally:
+            self.transcript.sync()
 
     def reset(self) -> None:
         """Start afresh: empty history and compaction state, same transcript and settings."""
-        self.messages = []
-        self.state = CompactState()
-        self.token_anchor = None
+        self.history.reset()
+        self.compactor.reset()
         self.transcript.write("reset", {})
 
     def close(self) -> None:
@@ -215,6 +325,48 @@ class Session:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    # -- wiring --------------------------------------------------------------------------
+
+    def _loop_parts(self) -> LoopParts:
+        self.history.overhead_chars = self._prompt_overhead()
+        return LoopParts(
+            history=self.history,
+            compactor=self.compactor,
+            model=self.model,
+            tools=self.tools,
+            tool_context=self._tool_context,
+            emit=self.emit,
+            system=self.system,
+            max_turns=self.max_turns,
+            max_tokens=self.max_tokens,
+            totals=self.totals,
+            redact=self.redact,
+            sync=self.transcript.sync,
+        )
+
+    def _tool_context(self, request_compaction: Callable[[str | None], None]) -> ToolContext:
+        state, policy = self.compactor.state, self._policy
+        return ToolContext(
+            workspace=self.workspace,
+            on_file=lambda path: state.note_file(path, policy.max_recent_files),
+            request_compaction=request_compaction,
+            bash_timeout=self.bash_timeout,
+        )
+
+    def _summarise(self, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
+        return self.summariser.summarise(messages, focus, self.model)
+
+    def _save_output(self, tool_use_id: str, text: str) -> str:
+        path = self.transcript.save_tool_output(tool_use_id, text)
+        try:
+            return path.relative_to(self.workspace).as_posix()
+        except ValueError:
+            return str(path)
+
+    def _prompt_overhead(self) -> int:
+        """Characters of what every request sends besides the messages."""
+        return len(self.system) + len(to_json([tool.definition() for tool in self.tools]))
+
     def _record_start(self) -> None:
         self.transcript.write(
             "session_start",
@@ -224,14 +376,15 @@ class Session:
                 "workspace": str(self.workspace),
                 "system": self.system,
                 "tools": [tool.name for tool in self.tools],
-                "policy": _policy_record(self.policy),
+                "policy": _policy_record(self._policy),
+                "strategies": [describe(s) for s in self.compactor.strategies],
                 "max_turns": self.max_turns,
             },
         )
 
 
-def _blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+def _name(observer: Observer) -> str:
+    return getattr(observer, "__qualname__", None) or type(observer).__name__
 
 
 def _policy_record(policy: CompactPolicy) -> dict[str, Any]:

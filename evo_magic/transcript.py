@@ -6,9 +6,12 @@ Layout under the transcripts root (default `<workspace>/.evo_magic/`)::
     <session_id>/snapshots/compaction-0001.jsonl   the full history before each compaction
     <session_id>/tool-results/<tool_use_id>.txt    full outputs too large for the context
 
-Each record is serialised on the caller's thread at once (so later in-place edits of a message,
-such as micro-compaction, cannot change what was recorded) and written with one flush; the file
-is fsynced at compaction boundaries and on close. See docs/transcripts.md for the schema.
+Each record is serialised at once on the caller's thread (so later changes to what it
+describes cannot change what was recorded) and written with one system call, so a crash loses
+at most the record being written. When a write fails (a full disk, a file size limit), the
+partial line is cut off again and the record waits in memory with any later ones; they are
+written, in order, by the next write that succeeds. The file is fsynced at compaction
+boundaries and on close. See docs/transcripts.md for the schema.
 """
 
 from __future__ import annotations
@@ -19,18 +22,24 @@ import os
 import secrets
 import threading
 import weakref
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from evo_magic.compact.measure import to_json
+from evo_magic.measure import to_json
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 LOG_NAME = "session.jsonl"
 SECRET_ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 REDACTED = "[redacted]"
 
 _open_transcripts: weakref.WeakSet[Transcript] = weakref.WeakSet()
+
+
+class TranscriptWriteError(OSError):
+    """The transcript could not be written (e.g. the disk is full). Nothing is lost yet: the
+    records wait in memory and are written by the next write that succeeds."""
 
 
 def new_session_id(now: dt.datetime | None = None) -> str:
@@ -56,15 +65,26 @@ def redact(text: str, secret_values: Iterable[str]) -> str:
 
 
 class Transcript:
-    """Writes one session's records. Safe to call from several threads."""
+    """Writes one session's records. Safe to call from several threads.
 
-    def __init__(self, root: Path, session_id: str | None = None):
+    `secrets` returns the credentials to keep out of every file (read at each write).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        session_id: str | None = None,
+        secrets: Callable[[], Iterable[str]] = known_secrets,
+    ):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.session_id, self.directory = self._claim_directory(session_id)
         self.path = self.directory / LOG_NAME
-        # Open for the object's life; newline="\n": one record per "\n" line on every platform.
-        self._file = open(self.path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
+        self._secrets = secrets
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        self._fd: int | None = os.open(self.path, flags, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        self._pending: deque[bytes] = deque()
         self._lock = threading.Lock()
         self._seq = 0
         self._snapshots = 0
@@ -87,18 +107,27 @@ class Transcript:
 
     @property
     def closed(self) -> bool:
-        return self._file.closed
+        return self._fd is None
+
+    @property
+    def pending(self) -> int:
+        """Records waiting in memory because a write failed."""
+        return len(self._pending)
+
+    def redact(self, text: str) -> str:
+        """`text` without any of the credentials this transcript keeps out of its files."""
+        return redact(text, self._secrets())
 
     def write(self, kind: str, fields: dict[str, Any]) -> int:
-        """Append one record and flush it to the OS; returns its sequence number.
+        """Append one record; returns its sequence number.
 
-        The record is serialised before this returns, so later in-place edits of `fields` do not
-        change what was written. Credentials found in the environment at this moment are replaced
-        by `REDACTED`. A value that is not JSON-able raises TypeError and writes nothing (and uses
-        up no sequence number).
+        The record is serialised before this returns. Credentials are replaced by `REDACTED`.
+        A value that is not JSON-able raises TypeError and writes nothing (and uses up no
+        sequence number). A failed write raises TranscriptWriteError; the record is kept and
+        written, before any later one, by the next write that succeeds.
         """
         with self._lock:
-            if self._file.closed:
+            if self._fd is None:
                 raise ValueError(f"transcript {self.path} is closed")
             record = {
                 "v": SCHEMA_VERSION,
@@ -108,13 +137,32 @@ class Transcript:
                 "kind": kind,
                 **fields,
             }
-            line = redact(to_json(record), known_secrets()) + "\n"
+            line = self.redact(to_json(record)) + "\n"
             self._seq += 1
-            # One write of the whole line, then a flush: a crash loses at most this record,
-            # and leaves at most one torn line, the last (the loader skips it and says so).
-            self._file.write(line)
-            self._file.flush()
+            self._pending.append(line.encode("utf-8"))
+            self._write_pending_locked()
             return self._seq
+
+    def _write_pending_locked(self) -> None:
+        assert self._fd is not None
+        while self._pending:
+            data = self._pending[0]
+            written = 0
+            try:
+                while written < len(data):
+                    written += os.write(self._fd, data[written:])
+            except OSError as exc:
+                if written:
+                    # Cut the torn line off again, so the next record starts on a fresh line.
+                    os.ftruncate(self._fd, self._size)
+                raise TranscriptWriteError(
+                    exc.errno,
+                    f"could not write the transcript {self.path} ({exc.strerror or exc}); "
+                    f"{len(self._pending)} record(s) wait in memory and are written when a "
+                    "write succeeds again",
+                ) from exc
+            self._size += len(data)
+            self._pending.popleft()
 
     def snapshot(self, messages: list[dict[str, Any]]) -> Path:
         """Durably write the full history (one message per line) and return the file's path."""
@@ -123,12 +171,16 @@ class Transcript:
             directory = self.directory / "snapshots"
             directory.mkdir(exist_ok=True)
             path = directory / f"compaction-{self._snapshots:04d}.jsonl"
-            secret_values = known_secrets()
+            secret_values = list(self._secrets())
             lines = "".join(redact(to_json(m), secret_values) + "\n" for m in messages)
-            with open(path, "x", encoding="utf-8") as f:
-                f.write(lines)
-                f.flush()
-                os.fsync(f.fileno())
+            try:
+                with open(path, "x", encoding="utf-8") as f:
+                    f.write(lines)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError:
+                path.unlink(missing_ok=True)  # never leave half a snapshot behind
+                raise
             self._fsync_locked()
         return path
 
@@ -138,27 +190,37 @@ class Transcript:
         directory.mkdir(exist_ok=True)
         safe_id = "".join(c if c.isalnum() or c in "-_" else "_" for c in tool_use_id)
         path = directory / f"{safe_id}.txt"
-        path.write_text(redact(text, known_secrets()), encoding="utf-8")
+        path.write_text(self.redact(text), encoding="utf-8")
         return path
 
     def sync(self) -> None:
-        """Flush and fsync the log (compaction boundaries, close)."""
+        """Write what waits, then fsync the log (compaction boundaries, the end of an ask)."""
         with self._lock:
+            if self._fd is not None and self._pending:
+                self._write_pending_locked()
             self._fsync_locked()
 
     def _fsync_locked(self) -> None:
-        if not self._file.closed:
-            self._file.flush()
-            os.fsync(self._file.fileno())
+        if self._fd is not None:
+            os.fsync(self._fd)
 
     def close(self) -> None:
         with self._lock:
-            if not self._file.closed:
+            if self._fd is None:
+                return
+            try:
+                if self._pending:
+                    self._write_pending_locked()
                 self._fsync_locked()
-                self._file.close()
+            finally:
+                os.close(self._fd)
+                self._fd = None
 
 
 @atexit.register
 def _close_all() -> None:
     for transcript in list(_open_transcripts):
-        transcript.close()
+        try:
+            transcript.close()
+        except OSError:
+            pass  # at exit, nothing more can be done about a full disk

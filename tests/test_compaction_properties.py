@@ -11,24 +11,77 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from fake_api import validate_messages, validate_request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evo_magic.compact.measure import TokenAnchor, measure, message_chars, to_json
-from evo_magic.compact.micro import latest_batch_index, micro_compact, result_text
-from evo_magic.compact.policy import PLACEHOLDER, CompactPolicy
-from evo_magic.compact.summary import (
+from evo_magic.compact.base import Context
+from evo_magic.compact.format import (
     COMPACTED_HEADER,
     FILES_HEADER,
     FOCUS_PREFIX,
     REQUEST_HEADER,
     compacted_message,
-    conversation_text,
-    summary_request,
 )
+from evo_magic.compact.policy import PLACEHOLDER, CompactPolicy
+from evo_magic.measure import TokenAnchor, measure, message_chars, to_json
+from evo_magic.strategies import MicroCompact
+from evo_magic.strategies.blocks import result_text
+from evo_magic.summariser import Summariser, conversation_text
+
+
+@dataclass
+class MicroResult:
+    cleared_ids: list[str]
+    chars_freed: int
+
+
+def micro_compact(messages: list[dict[str, Any]], policy: CompactPolicy) -> MicroResult:
+    """The MicroCompact strategy with the policy's numbers, its result applied in place (as the
+    session applies it to its history)."""
+    strategy = MicroCompact(
+        keep_recent=policy.keep_recent,
+        min_chars=policy.min_chars,
+        placeholder=policy.placeholder,
+        exclude_tools=policy.exclude_tools,
+        clear_at_least=policy.clear_at_least,
+    )
+    before = message_chars(messages)
+    result = strategy.compact(messages, Context.for_messages(messages, trigger="every_call"))
+    if result is None:
+        return MicroResult([], 0)
+    new = list(result)
+    cleared = [
+        b["tool_use_id"]
+        for old, message in zip(messages, new, strict=True)
+        if message is not old
+        for a, b in zip(old["content"], message["content"], strict=True)
+        if a is not b
+    ]
+    messages[:] = new
+    return MicroResult(cleared, before - message_chars(messages))
+
+
+def latest_batch_index(messages: list[dict[str, Any]]) -> int | None:
+    """Index of the last user message that holds tool results (the batch not yet seen)."""
+    for index in range(len(messages) - 1, -1, -1):
+        content = messages[index]["content"]
+        if messages[index]["role"] == "user" and any(
+            b.get("type") == "tool_result" for b in content
+        ):
+            return index
+    return None
+
+
+def summary_request(messages: list[dict[str, Any]], policy: CompactPolicy, focus: str | None):
+    summariser = Summariser(
+        input_limit=policy.summary_input_limit, max_tokens=policy.summary_max_tokens
+    )
+    return summariser.request(messages, focus)
+
 
 TOOL_NAMES = ("bash", "read_file", "write_file", "edit_file", "compact", "search_docs")
 # Characters that JSON escapes (or that are not ASCII), so sizes are not just string lengths.

@@ -119,8 +119,11 @@ def test_retries_exhausted_leaves_a_valid_history(fake: FakeAnthropic, claude, w
 
     fake.queue(reply(text("Back again.")))
     assert session.ask("Try again.").text == "Back again."
-    last_user = fake.accepted[-1]["messages"][-1]
-    assert [b["type"] for b in last_user["content"]] == ["tool_result", "text"]
+    # The new request is its own message after the tool results: servers that convert to
+    # other formats keep the order (results first), and the real API merges the two turns.
+    *_, results, request = fake.accepted[-1]["messages"]
+    assert [b["type"] for b in results["content"]] == ["tool_result"]
+    assert request["content"] == [{"type": "text", "text": "Try again."}]
 
 
 def test_stream_cut_is_an_error_and_the_next_ask_works(fake, claude, workspace: Path):

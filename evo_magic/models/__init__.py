@@ -1,4 +1,5 @@
-"""Models the loop can talk to: Claude through the anthropic SDK, or the offline stand-in."""
+"""Models the loop can talk to: Claude through the anthropic SDK, the offline stand-in, or a
+function (`FunctionModel`)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import os
 
 from evo_magic.models.anthropic import DEFAULT_MODEL, AnthropicModel
 from evo_magic.models.base import Model, ModelError, ModelReply, ModelRequest
+from evo_magic.models.function import FunctionModel
 from evo_magic.models.offline import OfflineModel
 
 __all__ = [
     "DEFAULT_MODEL",
     "AnthropicModel",
+    "FunctionModel",
     "Model",
     "ModelError",
     "ModelReply",

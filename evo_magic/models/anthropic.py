@@ -5,10 +5,11 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from evo_magic.models.base import ModelError, ModelReply, ModelRequest, TextCallback
-from evo_magic.state import Usage
+from evo_magic.usage import Usage
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
@@ -43,6 +44,22 @@ class AnthropicModel:
             self._client = anthropic.Anthropic(**self._client_options)
         return self._client
 
+    @property
+    def base_url(self) -> str:
+        """The endpoint requests go to (the client's, else the SDK's environment default)."""
+        if self._client is not None:
+            return str(getattr(self._client, "base_url", "")).rstrip("/")
+        url = self._client_options.get("base_url") or os.environ.get("ANTHROPIC_BASE_URL")
+        return str(url or "https://api.anthropic.com").rstrip("/")
+
+    def credentials(self) -> list[str]:
+        """Every credential this model may send: passed in code, held by the client, or in
+        the environment (so a redactor can keep them out of everything shown or stored)."""
+        values = [self._client_options.get(k) for k in ("api_key", "auth_token")]
+        if self._client is not None:
+            values += [getattr(self._client, k, None) for k in ("api_key", "auth_token")]
+        return [v for v in values if isinstance(v, str) and v]
+
     def respond(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelReply:
         import anthropic
 
@@ -65,16 +82,30 @@ class AnthropicModel:
             raise ModelError(
                 _status_message(exc), status=exc.status_code, error_type=_error_type(exc)
             ) from exc
-        except (anthropic.APIError, *_transport_errors()) as exc:
-            # Connection errors and timeouts; a stream cut mid-way surfaces as the HTTP
-            # library's own error, which the SDK does not wrap (nor retry).
-            raise ModelError(f"{type(exc).__name__}: {exc}") from exc
+        except (anthropic.APIConnectionError, *_transport_errors()) as exc:
+            # A refused or dropped connection, a timeout; a stream cut mid-way surfaces as the
+            # HTTP library's own error, which the SDK does not wrap (nor retry).
+            raise ModelError(f"Could not reach {self.base_url}: {_cause(exc)}") from exc
+        except Exception as exc:
+            # Anything else from the stream (garbage SSE data, tool JSON that does not parse) is
+            # a malformed response: a ModelError like the others, not a raw traceback.
+            raise ModelError(
+                f"Malformed response from {self.base_url}: {type(exc).__name__}: {exc}"
+            ) from exc
         return ModelReply(
             content=[_block_param(block) for block in final.content],
             stop_reason=final.stop_reason,
-            usage=_usage(final.usage),
+            usage=Usage.from_api(final.usage.model_dump()),
             model=final.model or self.name,
         )
+
+
+def _cause(exc: BaseException) -> str:
+    """The root cause of a connection error, in words ("Connection refused", "timed out")."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = str(exc).strip().rstrip(".") or type(exc).__name__
+    return text.split("] ", 1)[-1] if text.startswith("[Errno") else text
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
@@ -102,15 +133,6 @@ def _block_param(block: Any) -> dict[str, Any]:
     if block.type == "redacted_thinking":
         return {"type": "redacted_thinking", "data": block.data}
     return block.model_dump(exclude_none=True)
-
-
-def _usage(usage: Any) -> Usage:
-    return Usage(
-        input_tokens=usage.input_tokens or 0,
-        output_tokens=usage.output_tokens or 0,
-        cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
-        cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
-    )
 
 
 def _error_body(exc: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from evo_magic.state import Usage
+from evo_magic.usage import Usage
 
 TextCallback = Callable[[str], None]
 

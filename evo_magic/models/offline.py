@@ -26,10 +26,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from evo_magic.compact.measure import estimate_tokens, to_json
-from evo_magic.compact.summary import COMPACTED_HEADER, FILES_HEADER, REQUEST_HEADER
+from evo_magic.compact.format import COMPACTED_HEADER, FILES_HEADER, REQUEST_HEADER
+from evo_magic.measure import estimate_tokens, to_json
 from evo_magic.models.base import ModelReply, ModelRequest, TextCallback
-from evo_magic.state import Usage
+from evo_magic.usage import Usage
 
 LABEL = "[offline model]"
 STEPS = 6

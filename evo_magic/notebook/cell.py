@@ -107,7 +107,7 @@ def _tool_summary(item: Item) -> str:
         return render.tool_line(item.event)
     started = item.started
     assert started is not None
-    return f"{started.name}: {render.short(render.main_argument(started.name, started.input))} …"
+    return f"{started.name}: {render.short(started.summary)} …"
 
 
 def _item_html(item: Item) -> str:

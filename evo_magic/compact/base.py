@@ -1,0 +1,280 @@
+"""The strategy protocol: what a compaction strategy is, and the context it is given.
+
+A strategy is any object with a `name`, a `when` and `compact(messages, ctx)`:
+
+    class KeepLastTurns:
+        name = "keep-last-turns"
+        when = "over_limit"
+
+        def __init__(self, n=2):
+            self.n = n
+
+        def compact(self, messages, ctx):
+            starts = ctx.user_turn_starts(messages)
+            if len(starts) <= self.n:
+                return None                       # nothing to do
+            cut = starts[-self.n]
+            summary = ctx.summarise(messages[:cut], ctx.focus)
+            return [ctx.compacted_message(summary), *messages[cut:]]
+
+`messages` is the history, read-only: a strategy never changes what it is given; it returns a
+new list (reusing the unchanged dicts) or None. The session checks every result (a request the
+API accepts, the pending request carried, smaller than before when it replaces the history),
+puts the original on disk first, and turns any failure into a failed compaction that leaves
+the history byte-identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
+
+from evo_magic.compact.format import compacted_message
+from evo_magic.measure import ContextSize, measure, message_chars
+
+if TYPE_CHECKING:
+    from evo_magic.history import ResultRef
+
+Message = dict[str, Any]
+When = Literal["every_call", "over_limit", "on_request"]
+WHENS: tuple[str, ...] = ("every_call", "over_limit", "on_request")
+TRIGGERS: tuple[str, ...] = ("every_call", "auto", "model", "user")
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """A compaction strategy (see the module docstring)."""
+
+    name: str
+    when: str
+    """"every_call": before every model call; "over_limit": when the context is over the
+    session's limit (and for manual requests unless an "on_request" strategy is configured);
+    "on_request": only for `%compact`, `Session.compact` and the model's `compact` tool."""
+
+    def compact(self, messages: Sequence[Message], ctx: Context) -> Sequence[Message] | None:
+        """The new history, or None when there is nothing to do."""
+        ...
+
+
+class Edited(Sequence[Message]):
+    """A result that rewrites a few messages of the history and keeps the rest: what
+    `Context.edit` returns. It reads like the new list without copying the old one, so a
+    strategy that runs before every call costs what it changes, not the history's length."""
+
+    __slots__ = ("base", "changes")
+
+    def __init__(self, base: Sequence[Message], changes: Mapping[int, Message]):
+        self.base = base
+        self.changes = dict(changes)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self.base)))]
+        if index < 0:
+            index += len(self.base)
+        return self.changes.get(index, self.base[index])
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __iter__(self) -> Iterator[Message]:
+        changes = self.changes
+        for index, message in enumerate(self.base):
+            yield changes.get(index, message)
+
+
+@dataclass
+class Context:
+    """What a strategy may know and use. One is made for each run of a strategy."""
+
+    focus: str | None
+    """What the summary must keep (from `%compact focus=...` or the compact tool), or None."""
+    trigger: str
+    """"every_call", "auto" (over the limit), "model" (the compact tool) or "user"."""
+    size: ContextSize
+    """The history's size now: messages, characters, tokens of the whole prompt."""
+    context_limit: int | None
+    """The session's limit in characters (JSON of the messages)."""
+    token_limit: int | None
+    recent_files: tuple[str, ...]
+    pending_request: str | None
+    """The user's request the model has not finished answering, verbatim."""
+    memo: dict[str, Any] = field(default_factory=dict)
+    """A place for a strategy to keep notes about this history between its runs (emptied
+    when the history is replaced or reset)."""
+    tokens_per_char: float = 0.25
+    """Tokens per character of message JSON, calibrated on the session's last exact count."""
+    _summarise: Callable[[Sequence[Message], str | None], str] | None = None
+    _tool_name: Callable[[str], str | None] = lambda tool_use_id: None
+    _tool_results: Callable[[], Sequence[ResultRef]] | None = None
+    _history: Sequence[Message] | None = None
+    _save_output: Callable[[str, str], str] | None = None
+    summaries: list[str] = field(default_factory=list)
+    """Every summary this run asked for, in order."""
+
+    @classmethod
+    def for_messages(
+        cls,
+        messages: Sequence[Message],
+        *,
+        focus: str | None = None,
+        trigger: str = "user",
+        context_limit: int | None = None,
+        token_limit: int | None = None,
+        recent_files: Sequence[str] = (),
+        pending_request: str | None = None,
+        summarise: Callable[[Sequence[Message], str | None], str] | None = None,
+    ) -> Context:
+        """A context over a plain list of messages: to try a strategy outside a session (in a
+        test, a notebook, a replay). `summarise(messages, focus)` stands in for the summariser."""
+        names = {
+            block.get("id", ""): block.get("name")
+            for message in messages
+            if message.get("role") == "assistant" and isinstance(message.get("content"), list)
+            for block in message["content"]
+            if isinstance(block, dict) and block.get("type") == "tool_use"
+        }
+        return cls(
+            focus=focus,
+            trigger=trigger,
+            size=measure(messages, None),
+            context_limit=context_limit,
+            token_limit=token_limit,
+            recent_files=tuple(recent_files),
+            pending_request=pending_request,
+            _summarise=summarise,
+            _tool_name=names.get,
+            _tool_results=lambda: scan_tool_results(messages),
+            _history=messages,
+        )
+
+    def summarise(self, messages: Sequence[Message], focus: str | None = None) -> str:
+        """A summary of `messages` by the session's summariser, keeping `focus`; raises when
+        there is no usable summary (a model error, an empty or cut-off reply)."""
+        if self._summarise is None:
+            raise RuntimeError("this context has no summariser")
+        summary = self._summarise(list(messages), focus)
+        self.summaries.append(summary)
+        return summary
+
+    def compacted_message(self, summary: str) -> Message:
+        """The seed's compacted message: a header, the summary, the focus, the recent files,
+        and the pending request verbatim."""
+        return compacted_message(summary, self.focus, self.recent_files, self.pending_request)
+
+    @staticmethod
+    def user_turn_starts(messages: Sequence[Message]) -> list[int]:
+        """Indices of the messages where a user turn starts: user messages holding text (a
+        request or a compacted summary), not those holding only tool results."""
+        return [
+            index
+            for index, message in enumerate(messages)
+            if message.get("role") == "user" and _has_text(message)
+        ]
+
+    def tool_name(self, block: Mapping[str, Any]) -> str | None:
+        """The tool a tool_use or tool_result block belongs to (None when unknown)."""
+        if block.get("type") == "tool_use":
+            return block.get("name")
+        return self._tool_name(block.get("tool_use_id", ""))
+
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        """Tokens of `messages`, estimated from their characters with the session's calibration."""
+        return round(message_chars(messages) * self.tokens_per_char)
+
+    def tokens_of_chars(self, chars: int) -> int:
+        """`chars` characters of message JSON in tokens (the same calibration)."""
+        return round(chars * self.tokens_per_char)
+
+    def tool_results(self, messages: Sequence[Message] | None = None) -> Sequence[ResultRef]:
+        """Where every tool_result block is, oldest first: `(index, block_index,
+        tool_use_id)`. For the history itself (`messages` None or the sequence this strategy
+        was given) this is the history's own index, so a strategy can look at the newest
+        results without scanning; for any other list, a scan of it."""
+        if self._tool_results is not None and (messages is None or messages is self._history):
+            return self._tool_results()
+        return scan_tool_results(messages if messages is not None else ())
+
+    @staticmethod
+    def edit(messages: Sequence[Message], changes: Mapping[int, Message]) -> Edited:
+        """`messages` with the messages at the given indices replaced: the efficient way for a
+        strategy to return a history that differs in a few messages."""
+        return Edited(messages, changes)
+
+    def save_output(self, tool_use_id: str, text: str) -> str:
+        """Save a full tool output to the session's `tool-results/` folder; returns the path to
+        show the model (relative to the workspace when it is inside)."""
+        if self._save_output is None:
+            raise RuntimeError("this context cannot save outputs")
+        return self._save_output(tool_use_id, text)
+
+
+def scan_tool_results(messages: Sequence[Message]) -> list[ResultRef]:
+    """Where the tool_result blocks of `messages` are, oldest first."""
+    from evo_magic.history import ResultRef
+
+    found = []
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, list):
+            continue
+        for block_index, block in enumerate(content):
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                found.append(ResultRef(index, block_index, block.get("tool_use_id", "")))
+    return found
+
+
+def _has_text(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    if isinstance(content, str):
+        return bool(content.strip())
+    return any(isinstance(b, dict) and b.get("type") == "text" for b in content or [])
+
+
+def check_strategy(strategy: object) -> Strategy:
+    """`strategy` if it is one; TypeError saying what is missing otherwise."""
+    problems = []
+    name = getattr(strategy, "name", None)
+    if not isinstance(name, str) or not name:
+        problems.append("a `name` (a non-empty string)")
+    if getattr(strategy, "when", None) not in WHENS:
+        problems.append(f"a `when` ({' | '.join(WHENS)})")
+    if not callable(getattr(strategy, "compact", None)):
+        problems.append("a `compact(messages, ctx)` method")
+    if problems:
+        raise TypeError(
+            f"{strategy!r} is not a compaction strategy: it needs {', '.join(problems)}"
+        )
+    return strategy  # type: ignore[return-value]
+
+
+def describe(strategy: Strategy) -> dict[str, Any]:
+    """The strategy as a record: name, when, class and parameters (JSON-able)."""
+    cls = type(strategy)
+    if is_dataclass(strategy):
+        params = {f.name: getattr(strategy, f.name) for f in fields(strategy)}
+    else:
+        params = {k: v for k, v in vars(strategy).items() if not k.startswith("_")}
+    return {
+        "name": strategy.name,
+        "when": strategy.when,
+        "class": f"{cls.__module__}.{cls.__qualname__}",
+        "params": {key: _plain(value) for key, value in params.items() if key != "when"},
+    }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, frozenset | set):
+        return sorted(_plain(v) for v in value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return repr(value)

@@ -1,0 +1,514 @@
+"""The Compactor runs the strategies and guarantees, for every one of them, what DESIGN promises.
+
+- Before every model call: the `every_call` strategies in order, then, when the context is over
+  the limit (and automatic compaction is neither paused nor backing off), the `over_limit`
+  ones in order until it is under the limit.
+- On request (`%compact`, `Session.compact`, the model's `compact` tool): the `on_request`
+  strategies, or the `over_limit` ones when none is configured, until one acts.
+- Every result is checked before it touches the history: a request the API accepts, the
+  pending request carried, smaller than before when it replaces the history. The original is
+  on disk first (every message was recorded as it joined; a replaced history is also
+  snapshotted whole). A strategy that raises or returns something invalid is a failed
+  compaction: the history stays byte-identical, the failure is said once, and automatic
+  compaction backs off (and pauses after `max_failures` in a row) instead of retrying.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evo_magic.compact.base import Context, Edited, Message, Strategy, check_strategy
+from evo_magic.compact.policy import CompactPolicy
+from evo_magic.compact.state import CompactState
+from evo_magic.compact.validate import history_problem, message_problem
+from evo_magic.events import (
+    BlockEdit,
+    CompactionFinished,
+    CompactionStarted,
+    Event,
+    MicroCompacted,
+    Notice,
+)
+from evo_magic.history import History, blocks_of_type, content_blocks
+from evo_magic.measure import ContextSize, message_chars
+from evo_magic.summariser import Summary
+from evo_magic.usage import Usage
+
+# After a failure, automatic compaction waits until the context grew by this share of the limit.
+RETRY_GROWTH = 0.1
+
+Summarise = Callable[[Sequence[Message], str | None], Summary]
+
+
+class CompactionRefused(Exception):
+    """A strategy's result cannot replace the history; the message says why."""
+
+
+@dataclass
+class _Run:
+    """What one run of one strategy used: its summaries' cost."""
+
+    usage: Usage = Usage()
+    cost_usd: float | None = None
+
+
+class Compactor:
+    """Runs a session's strategies over its history. See the module docstring."""
+
+    def __init__(
+        self,
+        history: History,
+        *,
+        emit: Callable[[Event], None],
+        summarise: Summarise,
+        snapshot: Callable[[list[Message]], str],
+        save_output: Callable[[str, str], str],
+        policy: CompactPolicy,
+        strategies: Sequence[Strategy],
+        state: CompactState | None = None,
+    ):
+        self.history = history
+        self.policy = policy
+        self.state = state or CompactState()
+        self._emit = emit
+        self._summarise = summarise
+        self._snapshot = snapshot
+        self._save_output = save_output
+        self._strategies: tuple[Strategy, ...] = ()
+        self._memos: dict[int, dict[str, Any]] = {}
+        self._memo_generation = -1
+        self._failures: dict[int, int] = {}
+        self.strategies = strategies
+
+    # -- configuration -------------------------------------------------------------------
+
+    @property
+    def strategies(self) -> tuple[Strategy, ...]:
+        return self._strategies
+
+    @strategies.setter
+    def strategies(self, strategies: Sequence[Strategy]) -> None:
+        checked = tuple(check_strategy(s) for s in strategies)
+        self._strategies = checked
+        self._memos.clear()
+        self._failures.clear()
+
+    def _of(self, when: str) -> list[Strategy]:
+        return [s for s in self._strategies if s.when == when]
+
+    def over_limit(self, size: ContextSize) -> bool:
+        """True when `size` is over the session's limit (characters, or tokens when set)."""
+        policy = self.policy
+        over_tokens = policy.token_limit is not None and size.tokens > policy.token_limit
+        return size.chars > policy.context_limit or over_tokens
+
+    @property
+    def paused(self) -> bool:
+        return self.state.consecutive_failures >= self.policy.max_failures
+
+    def reset(self) -> None:
+        """Forget the compaction state and every strategy's notes (the history was emptied)."""
+        self.state = CompactState()
+        self._memos.clear()
+        self._failures.clear()
+
+    # -- before every model call ----------------------------------------------------------
+
+    def before_call(self) -> None:
+        """The every-call strategies, then the over-limit ones when they are due."""
+        for strategy in self._of("every_call"):
+            if self._failures.get(id(strategy), 0) < self.policy.max_failures:
+                self._run(strategy, "every_call", None)
+        size = self.history.size()
+        if not self.over_limit(size) or self.paused:
+            return
+        if size.chars < self.state.retry_after_chars:
+            return  # backing off after a failure: wait until the context has grown
+        for strategy in self._of("over_limit"):
+            self._run(strategy, "auto", None)
+            if not self.over_limit(self.history.size()):
+                return
+        size = self.history.size()
+        if self.over_limit(size):
+            # Still too big (a huge request carried verbatim, nothing to cut): wait for growth.
+            self.state.retry_after_chars = max(self.state.retry_after_chars, self._retry_at(size))
+
+    # -- on request ---------------------------------------------------------------------
+
+    def request(
+        self, trigger: str, focus: str | None, strategy: Strategy | None = None
+    ) -> CompactionFinished:
+        """Compact now for the user ("user") or the model's compact tool ("model").
+
+        Runs `strategy`, or the on-request strategies (the over-limit ones when none is
+        configured), in order until one acts. Returns the event of the one that acted, or of
+        the last failure.
+        """
+        candidates = [check_strategy(strategy)] if strategy else self._manual_strategies()
+        before = self.history.size()
+        refusal = self._request_refusal(trigger, candidates)
+        if refusal:
+            name = candidates[0].name if candidates else "none"
+            return self._failed(
+                trigger, focus, before, time.perf_counter(), name, "on_request", refusal
+            )
+        event: CompactionFinished | None = None
+        for candidate in candidates:
+            outcome = self._run(candidate, trigger, focus)
+            if isinstance(outcome, CompactionFinished):
+                event = outcome
+                if outcome.success:
+                    break
+        if event is None:
+            event = self._failed(
+                trigger,
+                focus,
+                before,
+                time.perf_counter(),
+                candidates[-1].name,
+                candidates[-1].when,
+                "nothing to compact: no strategy found anything to do",
+                count=False,
+            )
+        return event
+
+    def _manual_strategies(self) -> list[Strategy]:
+        return self._of("on_request") or self._of("over_limit")
+
+    def _request_refusal(self, trigger: str, candidates: list[Strategy]) -> str | None:
+        if not candidates:
+            return (
+                "no strategy answers compaction requests: configure one whose `when` is "
+                "'on_request' or 'over_limit'"
+            )
+        if len(self.history) == 0:
+            return "nothing to compact: the history is empty"
+        if trigger != "model":
+            return None
+        if self.paused:
+            return (
+                f"not run: automatic compaction is paused after {self.state.consecutive_failures} "
+                "failures in a row; the user can compact by hand"
+            )
+        size = self.history.size()
+        if size.chars < self.state.retry_after_chars:
+            return (
+                "not run: the last compaction failed and the context has not grown enough since "
+                f"({size.chars:,} of {self.state.retry_after_chars:,} characters); carry on"
+            )
+        return None
+
+    # -- one strategy -------------------------------------------------------------------
+
+    def _run(
+        self, strategy: Strategy, trigger: str, focus: str | None
+    ) -> CompactionFinished | MicroCompacted | None:
+        """Run one strategy and apply its result if it is valid; None when it did nothing."""
+        history = self.history
+        before = history.size()
+        started = time.perf_counter()
+        layer = strategy.when
+        if layer != "every_call":
+            self._emit(CompactionStarted(trigger, focus, before, strategy.name))
+        if len(history) == 0:
+            return None
+        run = _Run()
+        view = history.view()
+        ctx = self._context(strategy, trigger, focus, before, view, run)
+        try:
+            result = strategy.compact(view, ctx)
+            if result is None:
+                return None
+            changes = _in_place_changes(result, view) if layer == "every_call" else None
+            if changes is not None:
+                edits = self._check_edits(changes)
+            else:
+                new = list(result)
+                self._check_replacement(new, before, layer)
+                # The original whole on disk before it is replaced (or no replacement).
+                snapshot = self._snapshot(self.history.messages)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # any failure of a strategy is a failed compaction
+            self._memos.pop(id(strategy), None)  # its notes may assume the result was applied
+            reason = _reason(strategy, exc)
+            return self._failed(trigger, focus, before, started, strategy.name, layer, reason, run)
+        if changes is not None:
+            return self._apply_edits(strategy, changes, edits, before) if edits else None
+        return self._apply_replacement(
+            strategy, trigger, focus, new, before, started, ctx, run, snapshot
+        )
+
+    def _context(
+        self,
+        strategy: Strategy,
+        trigger: str,
+        focus: str | None,
+        size: ContextSize,
+        view: Sequence[Message],
+        run: _Run,
+    ) -> Context:
+        history = self.history
+        if self._memo_generation != history.generation:
+            self._memos.clear()
+            self._memo_generation = history.generation
+        memo = self._memos.setdefault(id(strategy), {})
+
+        def summarise(messages: Sequence[Message], focus: str | None) -> str:
+            summary = self._summarise(messages, focus)
+            run.usage = run.usage + summary.usage
+            return summary.text
+
+        return Context(
+            focus=focus,
+            trigger=trigger,
+            size=size,
+            context_limit=self.policy.context_limit,
+            token_limit=self.policy.token_limit,
+            recent_files=tuple(self.state.recent_files),
+            pending_request=history.pending_request,
+            memo=memo,
+            tokens_per_char=_tokens_per_char(size),
+            _summarise=summarise,
+            _tool_name=history.tool_name,
+            _tool_results=history.tool_results,
+            _history=view,
+            _save_output=self._save_output,
+        )
+
+    # -- results in place ----------------------------------------------------------------
+
+    def _check_edits(self, changes: dict[int, Message]) -> list[BlockEdit]:
+        """The block edits `changes` make; CompactionRefused when one is not allowed."""
+        view = self.history.view()
+        pending = self.history.pending_request
+        edits: list[BlockEdit] = []
+        for index, message in changes.items():
+            if not 0 <= index < len(view):
+                raise CompactionRefused(f"edit of message {index}, which does not exist")
+            problem = _edit_problem(view[index], message, index, pending)
+            if problem:
+                raise CompactionRefused(problem)
+            edits += _block_edits(index, view[index], message)
+        return edits
+
+    def _apply_edits(
+        self,
+        strategy: Strategy,
+        changes: dict[int, Message],
+        edits: list[BlockEdit],
+        before: ContextSize,
+    ) -> MicroCompacted:
+        self.history.rewrite(changes)
+        after = self.history.size()
+        ids = (_block_id(edit.block) for edit in edits)
+        cleared = tuple(dict.fromkeys(i for i in ids if i))
+        freed = before.chars - after.chars
+        event = MicroCompacted(
+            cleared_ids=cleared,
+            chars_freed=freed,
+            before=before,
+            after=after,
+            strategy=strategy.name,
+            edits=tuple(edits),
+            cleared_tokens=round(freed * _tokens_per_char(before)),
+        )
+        self._failures.pop(id(strategy), None)
+        self._emit(event)
+        return event
+
+    # -- results that replace the history ----------------------------------------------
+
+    def _check_replacement(self, new: list[Message], before: ContextSize, layer: str) -> None:
+        problem = history_problem(new)
+        if problem:
+            raise CompactionRefused(f"the result is not a valid history: {problem}")
+        view = self.history.view()
+        if view[-1]["role"] == "user" and new[-1]["role"] != "user":
+            raise CompactionRefused(
+                "the result does not end with the user's turn, as the history did"
+            )
+        pending = self.history.pending_request
+        if pending and not any(_holds_text(m, pending) for m in new if m["role"] == "user"):
+            raise CompactionRefused("the result drops the user's pending request")
+        if layer != "every_call":
+            chars = message_chars(new)
+            if chars >= before.chars:
+                raise CompactionRefused(
+                    f"the result ({chars:,} characters) would not be smaller than the history "
+                    f"({before.chars:,})"
+                )
+
+    def _apply_replacement(
+        self,
+        strategy: Strategy,
+        trigger: str,
+        focus: str | None,
+        new: list[Message],
+        before: ContextSize,
+        started: float,
+        ctx: Context,
+        run: _Run,
+        snapshot: str,
+    ) -> CompactionFinished:
+        self.history.replace(new)
+        state = self.state
+        state.has_compacted = True
+        if ctx.summaries:
+            state.last_summary = ctx.summaries[-1]
+        state.compact_count += 1
+        state.consecutive_failures = 0
+        state.retry_after_chars = 0
+        self._failures.pop(id(strategy), None)
+        after = self.history.size()
+        if self.over_limit(after):
+            state.retry_after_chars = self._retry_at(after)
+        event = CompactionFinished(
+            trigger=trigger,
+            focus=focus,
+            before=before,
+            after=after,
+            success=True,
+            duration=time.perf_counter() - started,
+            summary=ctx.summaries[-1] if ctx.summaries else "",
+            snapshot_path=snapshot,
+            summary_usage=run.usage,
+            strategy=strategy.name,
+            layer=strategy.when,
+            summary_cost_usd=run.cost_usd,
+        )
+        self._emit(event)
+        return event
+
+    # -- failures -------------------------------------------------------------------------
+
+    def _failed(
+        self,
+        trigger: str,
+        focus: str | None,
+        before: ContextSize,
+        started: float,
+        strategy: str,
+        layer: str,
+        reason: str,
+        run: _Run | None = None,
+        *,
+        count: bool = True,
+    ) -> CompactionFinished:
+        state = self.state
+        automatic = trigger in ("auto", "model")
+        if count and automatic:
+            state.consecutive_failures += 1
+            state.retry_after_chars = self._retry_at(before)
+        event = CompactionFinished(
+            trigger=trigger,
+            focus=focus,
+            before=before,
+            after=before,
+            success=False,
+            duration=time.perf_counter() - started,
+            error=reason,
+            summary_usage=run.usage if run else Usage(),
+            strategy=strategy,
+            layer=layer,
+            summary_cost_usd=run.cost_usd if run else None,
+        )
+        self._emit(event)
+        if count and automatic and state.consecutive_failures == self.policy.max_failures:
+            self._emit(
+                Notice(
+                    "auto_compaction_paused",
+                    f"Automatic compaction failed {state.consecutive_failures} times in a row and "
+                    "is paused; compact by hand (Session.compact / %compact) or reset the session.",
+                )
+            )
+        if count and trigger == "every_call":
+            self._every_call_failed(strategy)
+        return event
+
+    def _every_call_failed(self, name: str) -> None:
+        strategy = next((s for s in self._strategies if s.name == name), None)
+        if strategy is None:
+            return
+        failures = self._failures[id(strategy)] = self._failures.get(id(strategy), 0) + 1
+        if failures == self.policy.max_failures:
+            self._emit(
+                Notice(
+                    "strategy_paused",
+                    f"The strategy {name!r} failed {failures} times in a row and no longer runs "
+                    "before each call; set the strategies again or reset the session to retry it.",
+                )
+            )
+
+    def _retry_at(self, size: ContextSize) -> int:
+        return size.chars + max(1, int(self.policy.context_limit * RETRY_GROWTH))
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _reason(strategy: Strategy, exc: Exception) -> str:
+    if isinstance(exc, CompactionRefused):
+        return f"{strategy.name}: {exc}"
+    known = type(exc).__name__ in ("ModelError", "SummaryError")
+    detail = str(exc) if known else f"{type(exc).__name__}: {exc}"
+    return f"{strategy.name}: {detail}" if known else f"{strategy.name} raised {detail}"
+
+
+def _tokens_per_char(size: ContextSize) -> float:
+    return size.tokens / size.chars if size.tokens_exact and size.chars else 0.25
+
+
+def _in_place_changes(
+    result: Sequence[Message], view: Sequence[Message]
+) -> dict[int, Message] | None:
+    """The messages a same-length result changes, when it only rewrites messages in place;
+    None when it changes the history's shape (a replacement)."""
+    if isinstance(result, Edited) and result.base is view:
+        return {i if i >= 0 else i + len(view): m for i, m in result.changes.items()}
+    if len(result) != len(view):
+        return None
+    return {i: new for i, (old, new) in enumerate(zip(view, result, strict=True)) if new is not old}
+
+
+def _edit_problem(old: Message, new: Any, index: int, pending: str | None) -> str | None:
+    """Why `new` cannot replace `old` in place: an edit may change what blocks say, never the
+    message's role nor which calls and results it holds."""
+    problem = message_problem(new, index)
+    if problem:
+        return problem
+    if new["role"] != old["role"]:
+        return f"message {index} changed role"
+    for kind, key in (("tool_use", "id"), ("tool_result", "tool_use_id")):
+        if [b.get(key) for b in blocks_of_type(old, kind)] != [
+            b.get(key) for b in blocks_of_type(new, kind)
+        ]:
+            return f"message {index}: its {kind} blocks changed (ids must stay, in order)"
+    if pending and _holds_text(old, pending) and not _holds_text(new, pending):
+        return f"message {index}: the pending request was removed"
+    return None
+
+
+def _block_edits(index: int, old: Message, new: Message) -> list[BlockEdit]:
+    old_blocks, new_blocks = content_blocks(old), content_blocks(new)
+    if len(old_blocks) != len(new_blocks):
+        return [BlockEdit(index, j, copy.deepcopy(b)) for j, b in enumerate(new_blocks)]
+    return [
+        BlockEdit(index, j, copy.deepcopy(b))
+        for j, (a, b) in enumerate(zip(old_blocks, new_blocks, strict=True))
+        if a is not b and a != b
+    ]
+
+
+def _block_id(block: dict[str, Any]) -> str | None:
+    return block.get("tool_use_id") or (
+        block.get("id") if block.get("type") == "tool_use" else None
+    )
+
+
+def _holds_text(message: Message, text: str) -> bool:
+    return any(text in (b.get("text") or "") for b in blocks_of_type(message, "text"))

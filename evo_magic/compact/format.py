@@ -1,0 +1,35 @@
+"""The layout of a compacted history: the one user message that replaces what was summarised.
+
+The seed's layout: a line saying the conversation was compacted, the summary, the focus, the
+recent files to reopen, and the user's unanswered request verbatim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+COMPACTED_HEADER = (
+    "This conversation was compacted to save context. "
+    "Continue the work from the summary below; nothing needs to be redone."
+)
+FOCUS_PREFIX = "Focus to preserve next: "
+FILES_HEADER = "Recent files to reopen if needed:"
+REQUEST_HEADER = "The user's latest request, verbatim (not yet fully answered):"
+
+
+def compacted_message(
+    summary: str,
+    focus: str | None,
+    recent_files: Sequence[str],
+    pending_request: str | None,
+) -> dict[str, Any]:
+    """The single user message that replaces the history."""
+    parts = [COMPACTED_HEADER, summary]
+    if focus:
+        parts.append(FOCUS_PREFIX + focus)
+    if recent_files:
+        parts.append("\n".join([FILES_HEADER, *(f"- {path}" for path in recent_files)]))
+    if pending_request and pending_request.strip():
+        parts.append(f"{REQUEST_HEADER}\n{pending_request}")
+    return {"role": "user", "content": [{"type": "text", "text": "\n\n".join(parts)}]}

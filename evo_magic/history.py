@@ -1,0 +1,324 @@
+"""The conversation of a session: messages in Messages API shape, their sizes kept as they
+change, the request being worked on, and the turn and epoch counters.
+
+Only the methods below change the history, each as one unit (an interrupt cannot cut one in
+half) that emits the event the transcript records. The size is kept incrementally: appending,
+rewriting a few blocks or replacing the history costs what changed, not the whole history, so
+measuring before every model call stays cheap at any length.
+
+Validity is kept by construction: a user request is its own message; an assistant turn's tool
+results join one user message as each tool returns; and `answer_unanswered` gives every call
+left without a result (an interrupt, an error mid-batch, a crash of an observer) an error result
+saying what happened, so a request is only ever built from a history the API accepts.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
+
+from evo_magic.events import Event, MessageAppended, ToolResultAppended
+from evo_magic.interrupts import interrupts_deferred
+from evo_magic.measure import (
+    ContextSize,
+    TokenAnchor,
+    anchored_tokens,
+    estimate_tokens,
+    list_chars,
+    to_json,
+)
+
+Message = dict[str, Any]
+Emit = Callable[[Event], None]
+T = TypeVar("T")
+
+
+def content_blocks(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The blocks of a message; string content counts as one text block."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [block for block in content or [] if isinstance(block, dict)]
+
+
+def blocks_of_type(message: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [block for block in content_blocks(message) if block.get("type") == kind]
+
+
+@dataclass(frozen=True)
+class ResultRef:
+    """Where a tool_result block sits: message index and position in its content."""
+
+    index: int
+    block_index: int
+    tool_use_id: str
+
+
+class ReadOnlyList(Sequence[T]):
+    """A list seen through `Sequence` only: read it without a copy, change it never.
+
+    Indexing returns the items themselves (for messages, the dicts: do not change them; return
+    new ones). Slicing returns a new list.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[T]):
+        self._items = items
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        return self._items[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._items)
+
+    def __repr__(self) -> str:
+        return f"<read-only list of {len(self._items)}>"
+
+
+class History:
+    """See the module docstring. `emit` receives every event (the session records it)."""
+
+    def __init__(self, emit: Emit, overhead_chars: int = 0):
+        self._emit = emit
+        self.overhead_chars = overhead_chars
+        """Characters of the system prompt and tool schemas, for token estimates."""
+        self._messages: list[Message] = []
+        self._chars: list[int] = []
+        self._chars_sum = 0
+        self._results: list[ResultRef] = []
+        self._tool_names: dict[str, str] = {}
+        self._ids_ever: set[str] = set()
+        self._fresh_ids = 0
+        self._anchor: TokenAnchor | None = None
+        self._overhead_tokens: int | None = None
+        self.pending_request: str | None = None
+        """The user's request while the model has not finished answering it."""
+        self.turn = 0
+        """Asks so far (the turn a new message belongs to)."""
+        self.epoch = 0
+        """Full compactions since the start (or the last reset)."""
+        self.generation = 0
+        """Bumped when the history is replaced or reset (not when blocks are rewritten in
+        place): what was derived from message positions is stale."""
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def messages(self) -> list[Message]:
+        """A new list of the messages (the dicts themselves: treat them as read-only)."""
+        return list(self._messages)
+
+    def view(self) -> ReadOnlyList[Message]:
+        """The messages without a copy, read-only."""
+        return ReadOnlyList(self._messages)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def size(self) -> ContextSize:
+        """Messages, characters (the seed's measure) and tokens of the whole prompt."""
+        chars = list_chars(self._chars_sum, len(self._messages))
+        if self._anchor is not None:
+            exact = chars == self._anchor.chars
+            return ContextSize(
+                len(self._messages), chars, anchored_tokens(chars, self._anchor), exact
+            )
+        if self._overhead_tokens is not None:
+            tokens = self._overhead_tokens + estimate_tokens(chars)
+        else:
+            tokens = estimate_tokens(chars + self.overhead_chars)
+        return ContextSize(len(self._messages), chars, tokens)
+
+    def message_chars(self, index: int) -> int:
+        """Characters of the JSON of message `index`."""
+        return self._chars[index]
+
+    def tool_results(self) -> Sequence[ResultRef]:
+        """Every tool_result block of the history, oldest first (a read-only view)."""
+        return ReadOnlyList(self._results)
+
+    def tool_name(self, tool_use_id: str) -> str | None:
+        """The name of the tool a tool_use id called, if that call is in the history."""
+        return self._tool_names.get(tool_use_id)
+
+    def id_taken(self, tool_use_id: str) -> bool:
+        """True when a tool_use of this session already used the id (ids stay unique)."""
+        return tool_use_id in self._ids_ever
+
+    def fresh_tool_use_id(self, avoid: set[str] | frozenset[str] = frozenset()) -> str:
+        """A tool_use id no call of this session has used (nor any in `avoid`)."""
+        while True:
+            self._fresh_ids += 1
+            candidate = f"toolu_evo_{self._fresh_ids:06d}"
+            if candidate not in self._ids_ever and candidate not in avoid:
+                return candidate
+
+    def unanswered(self) -> list[dict[str, Any]]:
+        """The tool_use blocks of the last assistant turn that have no tool_result yet."""
+        messages = self._messages
+        if not messages:
+            return []
+        if messages[-1]["role"] == "assistant":
+            return blocks_of_type(messages[-1], "tool_use")
+        if (
+            len(messages) < 2
+            or messages[-2]["role"] != "assistant"
+            or not _only_results(messages[-1])
+        ):
+            return []
+        answered = {b.get("tool_use_id") for b in blocks_of_type(messages[-1], "tool_result")}
+        return [b for b in blocks_of_type(messages[-2], "tool_use") if b.get("id") not in answered]
+
+    # -- changing --------------------------------------------------------------------------
+
+    def begin_request(self, text: str) -> None:
+        """A new user request: the next turn, pending until the model answers it."""
+        self.turn += 1
+        self.pending_request = text
+        self.append({"role": "user", "content": [{"type": "text", "text": text}]})
+
+    def finish_request(self) -> None:
+        """The model answered the pending request."""
+        self.pending_request = None
+
+    def append(self, message: Message) -> None:
+        """Add a message as the newest one."""
+        with interrupts_deferred():
+            self._push(message)
+            index = len(self._messages) - 1
+            self._emit(MessageAppended(index, copy.deepcopy(message), self.turn, self.epoch))
+
+    def add_tool_result(self, block: dict[str, Any], status: str = "ok") -> None:
+        """Add one tool_result block to the tool-results message that follows the last
+        assistant turn (the first result starts it). `status` says how the tool ended."""
+        with interrupts_deferred():
+            last = self._messages[-1] if self._messages else None
+            if last is not None and last["role"] == "user" and _only_results(last):
+                index = len(self._messages) - 1
+                self._set(index, {**last, "content": [*last["content"], block]})
+                block_index = len(last["content"])
+                self._results.append(ResultRef(index, block_index, block["tool_use_id"]))
+            else:
+                self._push({"role": "user", "content": [block]})
+                index, block_index = len(self._messages) - 1, 0
+            event = ToolResultAppended(
+                index, block_index, copy.deepcopy(block), self.turn, self.epoch, status
+            )
+            self._emit(event)
+
+    def answer_unanswered(self, reason: Callable[[dict[str, Any]], tuple[str, str]]) -> int:
+        """Give every unanswered tool_use a result; `reason(block)` returns its text and
+        status (an error unless the status is "ok"). Every call is answered even when
+        recording one fails (the first such error is raised afterwards). Returns how many."""
+        missing = self.unanswered()
+        failure: BaseException | None = None
+        for block in missing:
+            text, status = reason(block)
+            result = {"type": "tool_result", "tool_use_id": block["id"], "content": text}
+            if status != "ok":
+                result["is_error"] = True
+            try:
+                self.add_tool_result(result, status)
+            except Exception as exc:  # recording failed; the result is in the history anyway
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return len(missing)
+
+    def anchor(self, chars: int, tokens: int) -> None:
+        """The API counted `tokens` for the whole prompt when the messages measured `chars`."""
+        self._anchor = TokenAnchor(chars, tokens)
+
+    def rewrite(self, changes: Mapping[int, Message]) -> None:
+        """Replace some messages in place (same count, same order): an every-call strategy's
+        result. The caller validated them and emits the event that records the change."""
+        with interrupts_deferred():
+            for index, message in changes.items():
+                self._set(index, message)
+
+    def replace(self, messages: Sequence[Message]) -> None:
+        """Swap in a whole new history (a full compaction): the next epoch, recorded whole."""
+        with interrupts_deferred():
+            self._overhead_tokens = self._prompt_overhead_tokens()
+            self._anchor = None
+            self._clear()
+            self.epoch += 1
+            for message in messages:
+                self._push(message)
+            copies = [copy.deepcopy(m) for m in self._messages]
+        for index, message in enumerate(copies):
+            self._emit(MessageAppended(index, message, self.turn, self.epoch))
+
+    def reset(self) -> None:
+        """Empty the history; the turn counter goes on, the epoch starts again."""
+        with interrupts_deferred():
+            self._clear()
+            self._anchor = None
+            self._overhead_tokens = None
+            self.pending_request = None
+            self.epoch = 0
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _prompt_overhead_tokens(self) -> int | None:
+        """Tokens of what is not messages (system, tools), from the last exact count."""
+        if self._anchor is None:
+            return self._overhead_tokens
+        return max(self._anchor.tokens - estimate_tokens(self._anchor.chars), 0)
+
+    def _clear(self) -> None:
+        self._messages = []
+        self._chars = []
+        self._chars_sum = 0
+        self._results = []
+        self._tool_names = {}
+        self.generation += 1
+
+    def _push(self, message: Message) -> None:
+        index = len(self._messages)
+        chars = len(to_json(message))
+        self._messages.append(message)
+        self._chars.append(chars)
+        self._chars_sum += chars
+        self._index_blocks(index, message)
+
+    def _set(self, index: int, message: Message) -> None:
+        chars = len(to_json(message))
+        self._chars_sum += chars - self._chars[index]
+        self._chars[index] = chars
+        self._messages[index] = message
+        for block in blocks_of_type(message, "tool_use"):
+            self._tool_names[block.get("id", "")] = block.get("name", "")
+
+    def _index_blocks(self, index: int, message: Message) -> None:
+        content = message.get("content")
+        if not isinstance(content, list):
+            return
+        for block_index, block in enumerate(content):
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "tool_use":
+                self._tool_names[block.get("id", "")] = block.get("name", "")
+                self._ids_ever.add(block.get("id", ""))
+            elif kind == "tool_result":
+                self._results.append(ResultRef(index, block_index, block.get("tool_use_id", "")))
+
+
+def _only_results(message: Message) -> bool:
+    content = message.get("content")
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    )

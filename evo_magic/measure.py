@@ -1,0 +1,93 @@
+"""How big a context is: characters as the seed measures them, and tokens without a request.
+
+Characters are the length of the compact JSON encoding of the messages (the seed's measure; the
+system prompt and tool schemas are not counted). Tokens count the whole prompt a call sends
+(system, tools and messages), as the API's usage does: exact from the last response for the
+messages that call sent, plus an estimate of about four characters a token for any change since.
+
+The history keeps each message's size as it changes (see `evo_magic.history`); the functions
+here measure from scratch and are the reference it is tested against.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True)
+class ContextSize:
+    """How big the context is: messages, characters of their JSON, and tokens of the prompt."""
+
+    messages: int
+    chars: int
+    """Characters of the compact JSON of the messages (the seed's measure)."""
+    tokens: int
+    """Tokens of the whole prompt: system prompt, tools and messages."""
+    tokens_exact: bool = False
+    """True when `tokens` is the model's own count for exactly these messages."""
+
+
+# json.dumps builds a new encoder for every call with non-default options; this runs per record
+# and per message appended, so keep one.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def to_json(value: Any) -> str:
+    """The compact JSON encoding used for every size in evo_magic."""
+    return _ENCODER.encode(value)
+
+
+def message_chars(messages: Sequence[dict[str, Any]]) -> int:
+    """Characters of the JSON encoding of `messages` (a list of messages)."""
+    return len(to_json(list(messages)))
+
+
+def list_chars(item_chars: int, count: int) -> int:
+    """Characters of a JSON list of `count` items whose encodings add up to `item_chars`:
+    the brackets and the commas between the items."""
+    return item_chars + max(count - 1, 0) + 2
+
+
+def estimate_tokens(chars: int) -> int:
+    """A rough token count for `chars` characters of JSON (about four per token)."""
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+def signed_estimate(chars: int) -> int:
+    """`estimate_tokens` for a change in size, which may be negative."""
+    return estimate_tokens(chars) if chars >= 0 else -estimate_tokens(-chars)
+
+
+@dataclass(frozen=True)
+class TokenAnchor:
+    """The exact count the API gave for the last request: its messages' size and its tokens."""
+
+    chars: int
+    tokens: int
+
+
+def anchored_tokens(chars: int, anchor: TokenAnchor) -> int:
+    """Tokens of a prompt whose messages measure `chars`, from the last exact count."""
+    return max(anchor.tokens + signed_estimate(chars - anchor.chars), 0)
+
+
+def measure(
+    messages: Sequence[dict[str, Any]],
+    anchor: TokenAnchor | None,
+    overhead_chars: int = 0,
+) -> ContextSize:
+    """The size of `messages`, measured from scratch.
+
+    Tokens are anchored on the last exact count when there is one; without one they are
+    estimated from the messages plus `overhead_chars` (the system prompt and tool schemas).
+    """
+    chars = message_chars(messages)
+    if anchor is None:
+        return ContextSize(len(messages), chars, estimate_tokens(chars + overhead_chars))
+    exact = chars == anchor.chars
+    return ContextSize(len(messages), chars, anchored_tokens(chars, anchor), tokens_exact=exact)

@@ -1,0 +1,100 @@
+"""ClearToolUses: the Anthropic API's context editing `clear_tool_uses_20250919`, applied on the
+client so that every step is visible and recorded.
+
+Source: Anthropic's context-editing documentation. When the prompt is over `trigger_tokens`
+input tokens (default 100,000), or holds more than `trigger_tool_uses` tool uses when that is
+set, the oldest tool results are cleared in chronological order, all but the `keep` most
+recent tool uses (default 3); nothing is cleared unless at least `clear_at_least` tokens are
+freed (each clearing breaks the prompt cache from that point); tools in `exclude_tools` are
+never cleared; `clear_tool_inputs` also clears the calls' inputs (True for every tool, or a
+list of tool names). Each clearing reports the tool uses cleared and the tokens freed, as the
+API's `applied_edits` do (the event's `cleared_ids` and `cleared_tokens`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from evo_magic.compact.base import Context, Edited, Message
+from evo_magic.strategies.blocks import block_at, json_chars, rewrite_blocks
+
+CLEARED = "[Tool result cleared to save context. Run the tool again if you need it.]"
+
+
+@dataclass
+class ClearToolUses:
+    """Clear old tool results (and optionally inputs) past a token threshold; see the module."""
+
+    trigger_tokens: int = 100_000
+    trigger_tool_uses: int | None = None
+    """When set, the trigger is this many tool uses in the context instead of tokens."""
+    keep: int = 3
+    clear_at_least: int = 0
+    """Tokens; a clearing that would free fewer changes nothing."""
+    exclude_tools: Iterable[str] = field(default_factory=frozenset)
+    clear_tool_inputs: bool | Iterable[str] = False
+    placeholder: str = CLEARED
+
+    name = "clear-tool-uses"
+    when = "every_call"
+
+    def __post_init__(self) -> None:
+        self.exclude_tools = frozenset(self.exclude_tools)
+        if not isinstance(self.clear_tool_inputs, bool):
+            self.clear_tool_inputs = frozenset(self.clear_tool_inputs)
+
+    def compact(self, messages: Sequence[Message], ctx: Context) -> Edited | None:
+        refs = ctx.tool_results(messages)
+        if not self._triggered(ctx, len(refs)):
+            return None
+        # Results before memo["done"] were cleared (or excluded) by an earlier pass.
+        key = (self.keep, self.placeholder, self.exclude_tools, self.clear_tool_inputs)
+        if ctx.memo.get("key") != key:
+            ctx.memo.clear()
+            ctx.memo.update(key=key, done=0)
+        end = max(len(refs) - self.keep, 0)
+        replacements: list[tuple[int, int, dict]] = []
+        freed = 0
+        for ref in refs[min(ctx.memo["done"], end) : end]:
+            block = block_at(messages, ref)
+            name = ctx.tool_name(block)
+            if name in self.exclude_tools:
+                continue
+            if block.get("content") != self.placeholder:
+                freed += json_chars(block.get("content", "")) - json_chars(self.placeholder)
+                cleared = {**block, "content": self.placeholder}
+                replacements.append((ref.index, ref.block_index, cleared))
+            found = _tool_use(messages, ref.index - 1, ref.tool_use_id)
+            if found is not None and found[1].get("input") and self._clears_input(name):
+                position, use = found
+                freed += json_chars(use["input"]) - json_chars({})
+                replacements.append((ref.index - 1, position, {**use, "input": {}}))
+        if freed <= 0 or ctx.tokens_of_chars(freed) < self.clear_at_least:
+            return None  # nothing worth breaking the cache for yet
+        ctx.memo["done"] = end
+        return rewrite_blocks(messages, replacements)
+
+    def _triggered(self, ctx: Context, tool_uses: int) -> bool:
+        if self.trigger_tool_uses is not None:
+            return tool_uses > self.trigger_tool_uses
+        return ctx.size.tokens > self.trigger_tokens
+
+    def _clears_input(self, name: str | None) -> bool:
+        if isinstance(self.clear_tool_inputs, bool):
+            return self.clear_tool_inputs
+        return name in self.clear_tool_inputs
+
+
+def _tool_use(messages: Sequence[Message], index: int, tool_use_id: str) -> tuple[int, dict] | None:
+    """The position and block of the tool_use `tool_use_id` in the assistant message `index`."""
+    if index < 0 or messages[index].get("role") != "assistant":
+        return None
+    for position, block in enumerate(messages[index].get("content") or []):
+        if (
+            isinstance(block, dict)
+            and block.get("type") == "tool_use"
+            and block.get("id") == tool_use_id
+        ):
+            return position, block
+    return None

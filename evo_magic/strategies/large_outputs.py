@@ -1,0 +1,52 @@
+"""LargeOutputs: the seed's hidden layer 0. A tool output too large for the context is saved to
+a file; the context keeps its path and a preview.
+
+Source: evo-agent's large-output handling (outputs over 30,000 bytes go to
+`tool-results/<id>.txt`, the context keeps a 2,000-byte preview).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evo_magic.compact.base import Context, Edited, Message
+from evo_magic.strategies.blocks import block_at, result_text, rewrite_blocks
+
+MARKER = (
+    "[Output too large for the context: {chars:,} characters, saved to {path}. Read it with "
+    "read_file (offset/limit) if you need more. The first {shown:,} characters:]\n"
+)
+
+
+@dataclass
+class LargeOutputs:
+    """Save each tool result longer than `limit` characters to a file and keep a preview of
+    its first `preview_chars` characters in the context. Runs before every model call and
+    looks only at results it has not seen."""
+
+    limit: int = 30_000
+    preview_chars: int = 2_000
+
+    name = "large-outputs"
+    when = "every_call"
+
+    def compact(self, messages: Sequence[Message], ctx: Context) -> Edited | None:
+        refs = ctx.tool_results(messages)
+        key = (self.limit, self.preview_chars)
+        if ctx.memo.get("key") != key:
+            ctx.memo.clear()
+            ctx.memo.update(key=key, done=0)
+        start = min(ctx.memo["done"], len(refs))
+        chosen = []
+        for ref in refs[start:]:
+            block = block_at(messages, ref)
+            text = result_text(block)
+            if len(text) <= self.limit:
+                continue
+            path = ctx.save_output(ref.tool_use_id, text)
+            preview = text[: self.preview_chars]
+            marker = MARKER.format(chars=len(text), path=path, shown=len(preview))
+            chosen.append((ref.index, ref.block_index, {**block, "content": marker + preview}))
+        ctx.memo["done"] = len(refs)
+        return rewrite_blocks(messages, chosen) if chosen else None

@@ -1,0 +1,69 @@
+"""ObservationMasking: the "observation masking" baseline of "The Complexity Trap" (Lindenbauer
+et al., arXiv 2508.21433).
+
+Source: the paper's simple strategy for SWE-agent: keep the observations (tool results) of the
+last M turns whole (M = 10 in the paper) and replace every older observation by a short
+placeholder, leaving the agent's reasoning and actions intact. On SWE-bench Verified it halved
+the cost of the raw agent and matched or beat LLM summaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evo_magic.compact.base import Context, Edited, Message
+from evo_magic.strategies.blocks import block_at, json_chars, result_text, rewrite_blocks
+
+MASKED = "[Old tool output omitted: {lines} lines. Run the tool again if you need it.]"
+
+
+@dataclass
+class ObservationMasking:
+    """Keep the tool results of the last `keep_turns` turns whole (a turn: one assistant step
+    and its results); mask older ones with a placeholder giving their line count."""
+
+    keep_turns: int = 10
+    placeholder: str = MASKED
+
+    name = "observation-masking"
+    when = "every_call"
+
+    def compact(self, messages: Sequence[Message], ctx: Context) -> Edited | None:
+        refs = ctx.tool_results(messages)
+        if not refs:
+            return None
+        key = (self.keep_turns, self.placeholder)
+        if ctx.memo.get("key") != key:
+            ctx.memo.clear()
+            ctx.memo.update(key=key, done=0)
+        end = _first_kept(refs, self.keep_turns)
+        masked = []
+        for ref in refs[min(ctx.memo["done"], end) : end]:
+            block = block_at(messages, ref)
+            text = result_text(block)
+            if text.startswith(self.placeholder.split("{", 1)[0]):
+                continue  # already masked
+            mask = self.placeholder.format(lines=text.count("\n") + 1)
+            if json_chars(block.get("content", "")) > json_chars(mask):
+                masked.append((ref.index, ref.block_index, {**block, "content": mask}))
+        ctx.memo["done"] = end
+        return rewrite_blocks(messages, masked) if masked else None
+
+
+def _first_kept(refs: Sequence, keep_turns: int) -> int:
+    """Position in `refs` of the first result of the last `keep_turns` result messages."""
+    if keep_turns <= 0:
+        return len(refs)
+    seen = 0
+    position = len(refs)
+    last_index = None
+    while position > 0:
+        index = refs[position - 1].index
+        if index != last_index:
+            if seen == keep_turns:
+                break
+            seen += 1
+            last_index = index
+        position -= 1
+    return position

@@ -1,0 +1,78 @@
+"""MicroCompact: the seed's layer 1. Before every model call, old tool results become a
+one-line placeholder. No model call, no loss: the transcript holds the originals.
+
+Source: the evo-agent article's micro-compaction (and learn-claude-code's s06), with its
+numbers: the 3 most recent results stay whole, only results over 120 characters are replaced;
+the latest batch (results the model has not seen yet) is never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from evo_magic.compact.base import Context, Edited, Message
+from evo_magic.compact.policy import PLACEHOLDER
+from evo_magic.strategies.blocks import block_at, json_chars, result_text, rewrite_blocks
+
+
+@dataclass
+class MicroCompact:
+    """Replace tool results beyond the `keep_recent` most recent by `placeholder`.
+
+    The `keep_recent` most recent tool results (counting every result, as the seed does) stay
+    whole, and so does the latest batch. Of the older ones, a result is replaced when it is
+    longer than `min_chars`, is not from a tool in `exclude_tools`, and the placeholder makes
+    it shorter. Ids stay, so pairs stay valid. A pass that would free fewer than
+    `clear_at_least` characters changes nothing (each clearing breaks the prompt cache from
+    that point). Running it twice changes nothing the second time.
+    """
+
+    keep_recent: int = 3
+    min_chars: int = 120
+    placeholder: str = PLACEHOLDER
+    exclude_tools: Iterable[str] = field(default_factory=frozenset)
+    clear_at_least: int = 0
+    """Characters; 0 clears whatever is due, as the seed does."""
+
+    name = "micro"
+    when = "every_call"
+
+    def __post_init__(self) -> None:
+        self.exclude_tools = frozenset(self.exclude_tools)
+
+    def compact(self, messages: Sequence[Message], ctx: Context) -> Edited | None:
+        refs = ctx.tool_results(messages)
+        end = len(refs) - self.keep_recent
+        if end <= 0:
+            return None
+        latest = refs[-1].index  # the batch the model has not seen yet
+        # Results before memo["done"] were considered in an earlier pass with these settings
+        # and are placeholders or never due: only newer ones need a look (no history scan).
+        key = (self.keep_recent, self.min_chars, self.placeholder, self.exclude_tools)
+        memo = ctx.memo
+        if memo.get("key") != key:
+            memo.clear()
+            memo.update(key=key, done=0)
+        start = min(memo["done"], end)
+        placeholder_chars = json_chars(self.placeholder)
+        chosen: list[tuple[int, int, dict]] = []
+        freed = 0
+        stop = end
+        for position in range(start, end):
+            ref = refs[position]
+            if ref.index == latest:
+                stop = position
+                break
+            block = block_at(messages, ref)
+            value = block.get("content", "")
+            if value == self.placeholder or len(result_text(block)) <= self.min_chars:
+                continue
+            saving = json_chars(value) - placeholder_chars
+            if saving > 0 and ctx.tool_name(block) not in self.exclude_tools:
+                chosen.append((ref.index, ref.block_index, {**block, "content": self.placeholder}))
+                freed += saving
+        if freed < max(self.clear_at_least, 1):
+            return None  # too little to be worth breaking the cache: wait (nothing marked done)
+        memo["done"] = stop
+        return rewrite_blocks(messages, chosen)
