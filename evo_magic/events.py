@@ -9,7 +9,9 @@ transcript stores.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, is_dataclass
+import json
+from dataclasses import dataclass, field, fields, is_dataclass
+from functools import cached_property
 from typing import Any, ClassVar
 
 from evo_magic.measure import ContextSize
@@ -53,10 +55,24 @@ class Event:
     kind: ClassVar[str] = "event"
     recorded: ClassVar[bool] = True
     """False for live-only events, whose content the transcript has in other records."""
+    encoded: ClassVar[dict[str, str]] = {}
+    """Record field -> the attribute holding its value as JSON text (copies of messages and
+    blocks are kept encoded: taken once, read as a dict on demand, recorded without a
+    second encoding)."""
 
     def as_record(self) -> dict[str, Any]:
         """A JSON-able dict of the event, with its kind: what the transcript stores."""
-        return {"kind": self.kind, **{f.name: _plain(getattr(self, f.name)) for f in fields(self)}}
+        record, raw = self.record_parts()
+        return {**record, **{name: json.loads(text) for name, text in raw.items()}}
+
+    def record_parts(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """The record as plain values, and the fields that are JSON text already."""
+        hidden = set(self.encoded.values())
+        plain = {
+            f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name not in hidden
+        }
+        raw = {name: getattr(self, attribute) for name, attribute in self.encoded.items()}
+        return {"kind": self.kind, **plain}, raw
 
 
 @dataclass(frozen=True)
@@ -71,12 +87,19 @@ class MessageAppended(Event):
     """A message joined the history (a copy of it, as it joined)."""
 
     kind: ClassVar[str] = "message"
+    encoded: ClassVar[dict[str, str]] = {"message": "message_json"}
     index: int
-    message: dict[str, Any]
+    message_json: str = field(repr=False)
+    """The message's JSON, as it joined."""
     turn: int
     """Which ask of the session (1-based) the message belongs to."""
     epoch: int
     """How many full compactions came before it."""
+
+    @cached_property
+    def message(self) -> dict[str, Any]:
+        """The message, as it joined the history (a copy)."""
+        return json.loads(self.message_json)
 
 
 @dataclass(frozen=True)
@@ -86,13 +109,19 @@ class ToolResultAppended(Event):
     whose tool never finished)."""
 
     kind: ClassVar[str] = "tool_result"
+    encoded: ClassVar[dict[str, str]] = {"block": "block_json"}
     index: int
     block_index: int
-    block: dict[str, Any]
+    block_json: str = field(repr=False)
     turn: int
     epoch: int
     status: str
     """"ok", "error", "interrupted" or "not_run"."""
+
+    @cached_property
+    def block(self) -> dict[str, Any]:
+        """The tool_result block, as it joined (a copy)."""
+        return json.loads(self.block_json)
 
 
 @dataclass(frozen=True)
@@ -167,6 +196,7 @@ class BlockEdit:
     index: int
     block_index: int
     block: dict[str, Any]
+    """A copy of the new block."""
 
 
 @dataclass(frozen=True)
@@ -175,17 +205,24 @@ class MicroCompacted(Event):
     became a placeholder, a large output a preview, ...). The originals stay in the transcript."""
 
     kind: ClassVar[str] = "micro_compaction"
+    encoded: ClassVar[dict[str, str]] = {"edits": "edits_json"}
     cleared_ids: tuple[str, ...]
     """tool_use_ids of the tool results (or uses) it changed."""
     chars_freed: int
     before: ContextSize
     after: ContextSize
     strategy: str = "micro"
-    edits: tuple[BlockEdit, ...] = ()
+    edits_json: str = field(default="[]", repr=False)
+    """The new version of each changed block, as JSON: `[{index, block_index, block}, ...]`."""
     cleared_tokens: int = 0
     """Tokens freed (an estimate from the characters)."""
     cache_invalidated_tokens: int = 0
     """Tokens of cached prompt prefix the change invalidated (0 when caching is off)."""
+
+    @cached_property
+    def edits(self) -> tuple[BlockEdit, ...]:
+        """Where each changed block is and its new version (copies)."""
+        return tuple(BlockEdit(**edit) for edit in json.loads(self.edits_json))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ saying what happened, so a request is only ever built from a history the API acc
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
@@ -31,6 +30,8 @@ from evo_magic.measure import (
 )
 
 Message = dict[str, Any]
+# The JSON of a tool-results message around its blocks: a new one measures this plus its block.
+_RESULTS_SHELL = to_json({"role": "user", "content": []})
 Emit = Callable[[Event], None]
 T = TypeVar("T")
 
@@ -95,6 +96,9 @@ class History:
         self._messages: list[Message] = []
         self._chars: list[int] = []
         self._chars_sum = 0
+        # Per message, the JSON length of each block when known (tool-results messages, built
+        # block by block): rewriting one block then re-measures that block, not the message.
+        self._block_chars: list[list[int] | None] = []
         self._results: list[ResultRef] = []
         self._tool_names: dict[str, str] = {}
         self._ids_ever: set[str] = set()
@@ -194,26 +198,30 @@ class History:
     def append(self, message: Message) -> None:
         """Add a message as the newest one."""
         with interrupts_deferred():
-            self._push(message)
+            encoded = self._push(message)
             index = len(self._messages) - 1
-            self._emit(MessageAppended(index, copy.deepcopy(message), self.turn, self.epoch))
+            self._emit(MessageAppended(index, encoded, self.turn, self.epoch))
 
     def add_tool_result(self, block: dict[str, Any], status: str = "ok") -> None:
         """Add one tool_result block to the tool-results message that follows the last
         assistant turn (the first result starts it). `status` says how the tool ended."""
         with interrupts_deferred():
+            encoded = to_json(block)
             last = self._messages[-1] if self._messages else None
             if last is not None and last["role"] == "user" and _only_results(last):
                 index = len(self._messages) - 1
-                self._set(index, {**last, "content": [*last["content"], block]})
                 block_index = len(last["content"])
+                # Same keys, one more block: the JSON grows by a comma and the block.
+                message = {**last, "content": [*last["content"], block]}
+                sizes = self._block_chars[index]
+                sizes = [*sizes, len(encoded)] if sizes is not None else None
+                self._set(index, message, self._chars[index] + 1 + len(encoded), sizes)
                 self._results.append(ResultRef(index, block_index, block["tool_use_id"]))
             else:
-                self._push({"role": "user", "content": [block]})
+                message = {"role": "user", "content": [block]}
+                self._push(message, len(_RESULTS_SHELL) + len(encoded), [len(encoded)])
                 index, block_index = len(self._messages) - 1, 0
-            event = ToolResultAppended(
-                index, block_index, copy.deepcopy(block), self.turn, self.epoch, status
-            )
+            event = ToolResultAppended(index, block_index, encoded, self.turn, self.epoch, status)
             self._emit(event)
 
     def answer_unanswered(self, reason: Callable[[dict[str, Any]], tuple[str, str]]) -> int:
@@ -244,7 +252,28 @@ class History:
         result. The caller validated them and emits the event that records the change."""
         with interrupts_deferred():
             for index, message in changes.items():
-                self._set(index, message)
+                sizes = self._rewritten_sizes(index, message)
+                chars = _joined(message["role"], sizes) if sizes is not None else None
+                self._set(index, message, chars, sizes)
+
+    def _rewritten_sizes(self, index: int, message: Message) -> list[int] | None:
+        """The block sizes of `message` replacing message `index`, measuring only the blocks
+        that changed; None when the old sizes are unknown or the shape differs."""
+        old, sizes = self._messages[index], self._block_chars[index]
+        content = message.get("content")
+        same_shape = (
+            sizes is not None
+            and list(message) == ["role", "content"]
+            and isinstance(content, list)
+            and len(content) == len(sizes)
+        )
+        if not same_shape:
+            return None
+        before = old["content"]
+        return [
+            size if block is previous else len(to_json(block))
+            for size, block, previous in zip(sizes, content, before, strict=True)
+        ]
 
     def replace(self, messages: Sequence[Message]) -> None:
         """Swap in a whole new history (a full compaction): the next epoch, recorded whole."""
@@ -253,10 +282,8 @@ class History:
             self._anchor = None
             self._clear()
             self.epoch += 1
-            for message in messages:
-                self._push(message)
-            copies = [copy.deepcopy(m) for m in self._messages]
-        for index, message in enumerate(copies):
+            encoded = [self._push(message) for message in messages]
+        for index, message in enumerate(encoded):
             self._emit(MessageAppended(index, message, self.turn, self.epoch))
 
     def reset(self) -> None:
@@ -279,23 +306,37 @@ class History:
     def _clear(self) -> None:
         self._messages = []
         self._chars = []
+        self._block_chars = []
         self._chars_sum = 0
         self._results = []
         self._tool_names = {}
         self.generation += 1
 
-    def _push(self, message: Message) -> None:
+    def _push(
+        self, message: Message, chars: int | None = None, sizes: list[int] | None = None
+    ) -> str:
+        """Append `message`; returns its JSON (measured once, reused by the caller), or ""
+        when the caller gave its length in `chars` (and its blocks' in `sizes`)."""
         index = len(self._messages)
-        chars = len(to_json(message))
+        encoded = "" if chars is not None else to_json(message)
+        chars = len(encoded) if chars is None else chars
         self._messages.append(message)
         self._chars.append(chars)
+        self._block_chars.append(sizes)
         self._chars_sum += chars
         self._index_blocks(index, message)
+        return encoded
 
-    def _set(self, index: int, message: Message) -> None:
-        chars = len(to_json(message))
+    def _set(
+        self, index: int, message: Message, chars: int | None = None, sizes: list[int] | None = None
+    ) -> None:
+        """Put `message` at `index`; `chars` is its JSON's length when the caller knows it,
+        `sizes` its blocks' (None: unknown)."""
+        if chars is None:
+            chars = len(to_json(message))
         self._chars_sum += chars - self._chars[index]
         self._chars[index] = chars
+        self._block_chars[index] = sizes
         self._messages[index] = message
         for block in blocks_of_type(message, "tool_use"):
             self._tool_names[block.get("id", "")] = block.get("name", "")
@@ -313,6 +354,12 @@ class History:
                 self._ids_ever.add(block.get("id", ""))
             elif kind == "tool_result":
                 self._results.append(ResultRef(index, block_index, block.get("tool_use_id", "")))
+
+
+def _joined(role: str, sizes: list[int]) -> int:
+    """The JSON length of `{"role": role, "content": [blocks]}` from the blocks' lengths."""
+    shell = len(_RESULTS_SHELL) if role == "user" else len(to_json({"role": role, "content": []}))
+    return shell + sum(sizes) + max(len(sizes) - 1, 0)
 
 
 def _only_results(message: Message) -> bool:

@@ -8,6 +8,9 @@ delivered, to the handler that was installed before, as soon as the block ends.
 
 from __future__ import annotations
 
+# The C module under `signal`: the same functions without the enum conversions, which cost
+# more than the rest of a history change (these blocks run several times per model call).
+import _signal
 import signal
 import threading
 from collections.abc import Iterator
@@ -25,15 +28,15 @@ def interrupts_deferred() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
+    previous = _signal.getsignal(signal.SIGINT)
     if not callable(previous):  # SIG_IGN or SIG_DFL: nothing of ours to defer to
         yield
         return
     pending: list[tuple[int, FrameType | None]] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: pending.append((signum, frame)))
+    _signal.signal(signal.SIGINT, lambda signum, frame: pending.append((signum, frame)))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        _signal.signal(signal.SIGINT, previous)
         if pending:
             previous(*pending[0])

@@ -259,8 +259,8 @@ class Session:
         afterwards as ObserverError (a failed transcript write as TranscriptWriteError).
         """
         if event.recorded:
-            record = event.as_record()
-            self.transcript.write(record.pop("kind"), record)
+            record, raw = event.record_parts()
+            self.transcript.write(record.pop("kind"), record, raw)
         failure: tuple[Observer, Exception] | None = None
         for observer in list(self._observers):
             try:

@@ -17,13 +17,14 @@ boundaries and on close. See docs/transcripts.md for the schema.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime as dt
 import os
 import secrets
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +119,11 @@ class Transcript:
         """`text` without any of the credentials this transcript keeps out of its files."""
         return redact(text, self._secrets())
 
-    def write(self, kind: str, fields: dict[str, Any]) -> int:
-        """Append one record; returns its sequence number.
+    def write(
+        self, kind: str, fields: dict[str, Any], encoded: Mapping[str, str] | None = None
+    ) -> int:
+        """Append one record; returns its sequence number. `encoded` holds fields whose values
+        are JSON text already (written as they are, after the others).
 
         The record is serialised before this returns. Credentials are replaced by `REDACTED`.
         A value that is not JSON-able raises TypeError and writes nothing (and uses up no
@@ -137,7 +141,11 @@ class Transcript:
                 "kind": kind,
                 **fields,
             }
-            line = self.redact(to_json(record)) + "\n"
+            text = to_json(record)
+            if encoded:
+                extra = "".join(f",{to_json(name)}:{value}" for name, value in encoded.items())
+                text = text[:-1] + extra + "}"
+            line = self.redact(text) + "\n"
             self._seq += 1
             self._pending.append(line.encode("utf-8"))
             self._write_pending_locked()
@@ -220,7 +228,5 @@ class Transcript:
 @atexit.register
 def _close_all() -> None:
     for transcript in list(_open_transcripts):
-        try:
+        with contextlib.suppress(OSError):  # at exit, nothing more can be done about a full disk
             transcript.close()
-        except OSError:
-            pass  # at exit, nothing more can be done about a full disk

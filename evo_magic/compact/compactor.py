@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,6 @@ from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
 from evo_magic.compact.validate import history_problem, message_problem
 from evo_magic.events import (
-    BlockEdit,
     CompactionFinished,
     CompactionStarted,
     Event,
@@ -34,7 +32,7 @@ from evo_magic.events import (
     Notice,
 )
 from evo_magic.history import History, blocks_of_type, content_blocks
-from evo_magic.measure import ContextSize, message_chars
+from evo_magic.measure import ContextSize, message_chars, to_json
 from evo_magic.summariser import Summary
 from evo_magic.usage import Usage
 
@@ -282,11 +280,11 @@ class Compactor:
 
     # -- results in place ----------------------------------------------------------------
 
-    def _check_edits(self, changes: dict[int, Message]) -> list[BlockEdit]:
+    def _check_edits(self, changes: dict[int, Message]) -> list[dict[str, Any]]:
         """The block edits `changes` make; CompactionRefused when one is not allowed."""
         view = self.history.view()
         pending = self.history.pending_request
-        edits: list[BlockEdit] = []
+        edits: list[dict[str, Any]] = []
         for index, message in changes.items():
             if not 0 <= index < len(view):
                 raise CompactionRefused(f"edit of message {index}, which does not exist")
@@ -300,12 +298,12 @@ class Compactor:
         self,
         strategy: Strategy,
         changes: dict[int, Message],
-        edits: list[BlockEdit],
+        edits: list[dict[str, Any]],
         before: ContextSize,
     ) -> MicroCompacted:
         self.history.rewrite(changes)
         after = self.history.size()
-        ids = (_block_id(edit.block) for edit in edits)
+        ids = (_block_id(edit["block"]) for edit in edits)
         cleared = tuple(dict.fromkeys(i for i in ids if i))
         freed = before.chars - after.chars
         event = MicroCompacted(
@@ -314,7 +312,7 @@ class Compactor:
             before=before,
             after=after,
             strategy=strategy.name,
-            edits=tuple(edits),
+            edits_json=to_json(edits),
             cleared_tokens=round(freed * _tokens_per_char(before)),
         )
         self._failures.pop(id(strategy), None)
@@ -483,22 +481,31 @@ def _edit_problem(old: Message, new: Any, index: int, pending: str | None) -> st
         return problem
     if new["role"] != old["role"]:
         return f"message {index} changed role"
-    for kind, key in (("tool_use", "id"), ("tool_result", "tool_use_id")):
-        if [b.get(key) for b in blocks_of_type(old, kind)] != [
-            b.get(key) for b in blocks_of_type(new, kind)
-        ]:
-            return f"message {index}: its {kind} blocks changed (ids must stay, in order)"
-    if pending and _holds_text(old, pending) and not _holds_text(new, pending):
-        return f"message {index}: the pending request was removed"
-    return None
+    if _pairs(old) != _pairs(new):
+        return f"message {index}: its tool calls or results changed (ids must stay, in order)"
+    dropped = pending and _holds_text(old, pending) and not _holds_text(new, pending)
+    return f"message {index}: the pending request was removed" if dropped else None
 
 
-def _block_edits(index: int, old: Message, new: Message) -> list[BlockEdit]:
+def _pairs(message: Message) -> list[tuple[str, Any]]:
+    """The tool calls and results of a message, in order: what pairs it with its neighbours."""
+    content = message["content"]
+    if isinstance(content, str):
+        return []
+    return [
+        (kind, block.get("id") if kind == "tool_use" else block.get("tool_use_id"))
+        for block in content
+        if (kind := block.get("type")) in ("tool_use", "tool_result")
+    ]
+
+
+def _block_edits(index: int, old: Message, new: Message) -> list[dict[str, Any]]:
+    """`{index, block_index, block}` for each block of `new` that differs from `old`'s."""
     old_blocks, new_blocks = content_blocks(old), content_blocks(new)
     if len(old_blocks) != len(new_blocks):
-        return [BlockEdit(index, j, copy.deepcopy(b)) for j, b in enumerate(new_blocks)]
+        return [{"index": index, "block_index": j, "block": b} for j, b in enumerate(new_blocks)]
     return [
-        BlockEdit(index, j, copy.deepcopy(b))
+        {"index": index, "block_index": j, "block": b}
         for j, (a, b) in enumerate(zip(old_blocks, new_blocks, strict=True))
         if a is not b and a != b
     ]

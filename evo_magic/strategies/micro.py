@@ -55,9 +55,10 @@ class MicroCompact:
             memo.clear()
             memo.update(key=key, done=0)
         start = min(memo["done"], end)
-        placeholder_chars = json_chars(self.placeholder)
+        placeholder_chars = memo.get("placeholder_chars") or json_chars(self.placeholder)
+        memo["placeholder_chars"] = placeholder_chars
         chosen: list[tuple[int, int, dict]] = []
-        freed = 0
+        values = []
         stop = end
         for position in range(start, end):
             ref = refs[position]
@@ -68,11 +69,28 @@ class MicroCompact:
             value = block.get("content", "")
             if value == self.placeholder or len(result_text(block)) <= self.min_chars:
                 continue
-            saving = json_chars(value) - placeholder_chars
-            if saving > 0 and ctx.tool_name(block) not in self.exclude_tools:
+            if (
+                _saving(value, placeholder_chars) > 0
+                and ctx.tool_name(block) not in self.exclude_tools
+            ):
                 chosen.append((ref.index, ref.block_index, {**block, "content": self.placeholder}))
-                freed += saving
-        if freed < max(self.clear_at_least, 1):
-            return None  # too little to be worth breaking the cache: wait (nothing marked done)
+                values.append(value)
+        if not chosen:
+            return None
+        # A string's JSON is at least the string and its quotes: that bound usually settles
+        # `clear_at_least` without encoding long outputs; the exact count settles the rest.
+        needed = max(self.clear_at_least, 1)
+        bound = sum(_saving(v, placeholder_chars) for v in values)
+        if bound < needed and sum(json_chars(v) - placeholder_chars for v in values) < needed:
+            return None  # too little to be worth breaking the cache: wait (none marked done)
         memo["done"] = stop
         return rewrite_blocks(messages, chosen)
+
+
+def _saving(value: object, placeholder_chars: int) -> int:
+    """At least how many characters the placeholder saves over `value` in the history's JSON:
+    a string's JSON is at least the string and its two quotes (the costly exact encoding of a
+    long output is left for when this bound does not decide)."""
+    if isinstance(value, str) and len(value) + 2 > placeholder_chars:
+        return len(value) + 2 - placeholder_chars
+    return json_chars(value) - placeholder_chars
