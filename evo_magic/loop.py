@@ -167,6 +167,7 @@ def _call_model(parts: LoopParts) -> ModelReply:
         max_tokens=parts.max_tokens,
         system=parts.system,
         tools=[tool.definition() for tool in parts.tools],
+        prompt_chars=sent.chars + history.overhead_chars,
     )
     streamed: list[str] = []
 

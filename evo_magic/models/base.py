@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from evo_magic.measure import to_json
 from evo_magic.usage import Usage
 
 TextCallback = Callable[[str], None]
@@ -19,6 +20,15 @@ class ModelRequest:
     max_tokens: int
     system: str = ""
     tools: list[dict[str, Any]] = field(default_factory=list)
+    prompt_chars: int | None = None
+    """Characters of the prompt (JSON of the messages, system prompt, tool schemas), when the
+    sender measured them already: models that estimate tokens need not measure again."""
+
+    def measured_chars(self) -> int:
+        """Characters of the prompt: `prompt_chars` when given, else measured now."""
+        if self.prompt_chars is not None:
+            return self.prompt_chars
+        return len(to_json(list(self.messages))) + len(self.system) + len(to_json(self.tools))
 
 
 @dataclass

@@ -66,9 +66,7 @@ def _usage(usage: Any, request: ModelRequest, content: list[dict[str, Any]]) -> 
         return usage
     if isinstance(usage, Mapping):
         return Usage.from_api(usage)
-    prompt = (
-        len(to_json(list(request.messages))) + len(request.system) + len(to_json(request.tools))
-    )
     return Usage(
-        input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(len(to_json(content)))
+        input_tokens=estimate_tokens(request.measured_chars()),
+        output_tokens=estimate_tokens(len(to_json(content))),
     )

@@ -61,7 +61,7 @@ class OfflineModel:
                     on_text(piece)
         has_tools = any(block["type"] == "tool_use" for block in content)
         usage = Usage(
-            input_tokens=estimate_tokens(len(to_json(request.messages)) + len(request.system)),
+            input_tokens=estimate_tokens(request.measured_chars()),
             output_tokens=estimate_tokens(len(to_json(content))),
         )
         return ModelReply(content, "tool_use" if has_tools else "end_turn", usage, self.name)
