@@ -1,0 +1,184 @@
+"""Finding strategies by name: the built-ins, other packages' plug-ins, and dotted paths.
+
+A spec is a strategy object, or a string: a registered name (`"micro"`), a dotted path to a
+class or factory (`"mylab.strategies.KeepLastTurns"`), or either with keyword arguments in call
+syntax, literals only (`"micro(keep_recent=5, exclude_tools=['read_file'])"`,
+`"mylab.KeepLastTurns(n=2)"`). A bare name that is neither registered nor importable is looked
+up in an optional namespace (a notebook's variables), so a class defined in a cell works too.
+
+Other packages register strategies with an entry point in the group `evo_magic.strategies`,
+as simonw/llm does with its plugins::
+
+    [project.entry-points."evo_magic.strategies"]
+    keep-last-turns = "mylab.strategies:KeepLastTurns"
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, fields, is_dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+from evo_magic.compact.base import Strategy, check_strategy
+from evo_magic.strategies import BUILTIN
+
+ENTRY_POINT_GROUP = "evo_magic.strategies"
+
+
+class StrategySpecError(ValueError):
+    """A strategy spec that cannot be turned into a strategy; the message says why."""
+
+
+def registered() -> dict[str, Callable[..., Any]]:
+    """Every strategy that can be named: the built-ins, then the entry points of installed
+    packages (read on each call, so a package installed since is found)."""
+    found: dict[str, Callable[..., Any]] = dict(BUILTIN)
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        if entry.name not in found:
+            found[entry.name] = _LazyEntryPoint(entry)
+    return found
+
+
+def make_strategy(spec: Strategy | str, namespace: Mapping[str, Any] | None = None) -> Strategy:
+    """The strategy `spec` names (see the module docstring); StrategySpecError otherwise."""
+    if not isinstance(spec, str):
+        try:
+            return check_strategy(spec)
+        except TypeError as exc:
+            raise StrategySpecError(str(exc)) from None
+    name, kwargs = _parse(spec)
+    factory = _resolve(name, namespace)
+    try:
+        made = factory(**kwargs)
+    except TypeError as exc:
+        raise StrategySpecError(f"{spec!r}: {exc}") from None
+    try:
+        return check_strategy(made)
+    except TypeError as exc:
+        raise StrategySpecError(f"{spec!r}: {exc}") from None
+
+
+def _parse(spec: str) -> tuple[str, dict[str, Any]]:
+    """`name` or `name(key=literal, ...)` -> (name, keyword arguments)."""
+    text = spec.strip()
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        raise StrategySpecError(
+            f"{spec!r} is not a strategy spec: use a name, a dotted path, or either with "
+            "keyword arguments, e.g. 'micro(keep_recent=5)'"
+        ) from None
+    call = node if isinstance(node, ast.Call) else None
+    target = call.func if call else node
+    name = _dotted(target)
+    if name is None or (call and call.args):
+        raise StrategySpecError(
+            f"{spec!r}: give keyword arguments only, e.g. 'micro(keep_recent=5)'"
+        )
+    kwargs: dict[str, Any] = {}
+    for keyword in call.keywords if call else []:
+        if keyword.arg is None:
+            raise StrategySpecError(f"{spec!r}: ** is not allowed; name each argument")
+        try:
+            kwargs[keyword.arg] = ast.literal_eval(keyword.value)
+        except ValueError:
+            raise StrategySpecError(
+                f"{spec!r}: the value of {keyword.arg} must be a literal (a number, a string, "
+                "True/False/None, a list, a dict)"
+            ) from None
+    return name, kwargs
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _resolve(name: str, namespace: Mapping[str, Any] | None) -> Callable[..., Any]:
+    known = registered()
+    if name in known:
+        return known[name]
+    if "." in name:
+        module_name, _, attribute = name.rpartition(".")
+        try:
+            return getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise StrategySpecError(f"cannot import the strategy {name!r}: {exc}") from None
+    if namespace is not None and callable(namespace.get(name)):
+        return namespace[name]
+    raise StrategySpecError(
+        f"unknown strategy {name!r}; registered: {', '.join(known)}; or give a dotted path "
+        "(package.module.Class)"
+    )
+
+
+class _LazyEntryPoint:
+    """An entry point that is imported when first called (listing strategies imports none)."""
+
+    def __init__(self, entry: Any):
+        self.entry = entry
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return self.load()(**kwargs)
+
+    def load(self) -> Callable[..., Any]:
+        return self.entry.load()
+
+
+@dataclass(frozen=True)
+class StrategyInfo:
+    """What `%agent strategies` lists for one registered strategy."""
+
+    name: str
+    source: str
+    """The class or factory's dotted path."""
+    when: str
+    params: str
+    """Its keyword parameters with their defaults, as a call would write them."""
+    summary: str
+
+
+def describe_registered() -> list[StrategyInfo]:
+    """The registered strategies with their parameters and one line of description."""
+    infos = []
+    for name, factory in registered().items():
+        target = factory.load() if isinstance(factory, _LazyEntryPoint) else factory
+        infos.append(
+            StrategyInfo(
+                name=name,
+                source=f"{target.__module__}.{getattr(target, '__qualname__', target)}",
+                when=str(getattr(target, "when", "?")),
+                params=_params(target),
+                summary=(inspect.getdoc(target) or "").split("\n\n")[0].replace("\n", " "),
+            )
+        )
+    return infos
+
+
+def _params(target: Callable[..., Any]) -> str:
+    if is_dataclass(target):
+        parts = []
+        for f in fields(target):
+            default = f.default
+            if default is MISSING and f.default_factory is not MISSING:
+                default = f.default_factory()
+            shown = sorted(default) if isinstance(default, frozenset) else default
+            parts.append(f"{f.name}={shown!r}")
+        return ", ".join(parts)
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):
+        return ""
+    return ", ".join(
+        f"{p.name}={p.default!r}" if p.default is not p.empty else p.name
+        for p in signature.parameters.values()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    )
