@@ -240,7 +240,7 @@ def test_bad_overrides_get_a_clear_error(overrides: dict, message: str) -> None:
 
 def test_importing_the_modules_stays_cheap() -> None:
     code = (
-        "import sys, evo_magic.cost; "
+        "import sys, evo_magic.cost, evo_magic.prompt_cache; "
         "heavy = [m for m in ('anthropic', 'pandas', 'IPython') if m in sys.modules]; "
         "print(heavy)"
     )
