@@ -81,6 +81,8 @@ class Price:
     """A higher band for long prompts (Haiku 5.5), or None when the model has one band."""
 
     def __post_init__(self) -> None:
+        if self.long_prompt is not None and not isinstance(self.long_prompt, LongPromptTier):
+            raise ValueError("price long_prompt must be a LongPromptTier or None")
         for name in RATE_FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
@@ -280,6 +282,7 @@ _VENDOR_PREFIX = re.compile(r"^(?:anthropic[./])")
 _VERTEX_DATE = re.compile(r"@\d{8}$")  # "claude-sonnet-4-5@20250929"
 _BEDROCK_VERSION = re.compile(r"-v\d+(?::\d+)?$")  # "...-20250929-v1:0"
 _SNAPSHOT_DATE = re.compile(r"-\d{8}$")  # "claude-sonnet-4-5-20250929"
+_MAJOR_ALIAS = re.compile(r"^(claude-[a-z]+-\d+)-0$")  # "claude-opus-4-0" is Opus 4
 
 
 def model_family(model: str) -> str:
@@ -287,8 +290,9 @@ def model_family(model: str) -> str:
 
     ``claude-sonnet-4-5-20250929``, ``anthropic.claude-sonnet-4-5-20250929-v1:0``,
     ``claude-sonnet-4-5@20250929`` and ``us.anthropic.claude-sonnet-4-5-20250929-v1:0`` all give
-    ``claude-sonnet-4-5``. Only whole, known decorations are removed, so a dated id never lands
-    on a neighbouring model (``claude-fable-5-20260609`` is Fable 5, not Fable 5.2).
+    ``claude-sonnet-4-5``; the alias ``claude-opus-4-0`` gives ``claude-opus-4``. Only whole,
+    known decorations are removed, so a dated id never lands on a neighbouring model
+    (``claude-fable-5-20260609`` is Fable 5, not Fable 5.2).
     """
     family = model.strip().lower()
     family = _CONTEXT_TAG.sub("", family)
@@ -297,6 +301,7 @@ def model_family(model: str) -> str:
     family = _VERTEX_DATE.sub("", family)
     family = _BEDROCK_VERSION.sub("", family)
     family = _SNAPSHOT_DATE.sub("", family)
+    family = _MAJOR_ALIAS.sub(r"\1", family)
     return family.removesuffix("-latest")
 
 

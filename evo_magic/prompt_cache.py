@@ -455,7 +455,7 @@ class PrefixCache:
         twin._last_time = self._last_time
         return twin
 
-    def __len__(self) -> int:
+    def size(self) -> int:
         """Entries held, expired ones not yet swept included."""
         return len(self._entries)
 

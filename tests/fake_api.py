@@ -112,9 +112,11 @@ class Reply:
     """One scripted assistant response.
 
     ``content`` holds blocks in API shape (see `text` and `tool_use`). ``usage=None`` means
-    estimated: ``input_tokens`` from the size of the request's messages, system and tools,
-    ``output_tokens`` from the size of ``content`` (4 characters of JSON a token), cache
-    fields 0. ``model=None`` echoes the request's model.
+    estimated: the prompt's size from the request's messages, system and tools, split into
+    ``input_tokens`` and cache reads and writes by the emulated prompt cache (all input when
+    the request has no breakpoint), ``output_tokens`` from the size of ``content`` (4
+    characters of JSON a token). Fields given in ``usage`` replace the estimated ones.
+    ``model=None`` echoes the request's model.
     """
 
     content: list[dict]

@@ -73,6 +73,8 @@ def test_the_table_says_when_and_where_its_prices_come_from() -> None:
         ("claude-sonnet-5-5[1m]", "claude-sonnet-5-5"),
         ("Claude-Opus-5", "claude-opus-5"),
         ("claude-3-5-haiku-latest", "claude-3-5-haiku"),
+        ("claude-opus-4-0", "claude-opus-4"),
+        ("claude-opus-4-1", "claude-opus-4-1"),
         ("claude-fable-5-20260609", "claude-fable-5"),
         ("claude-fable-5-2", "claude-fable-5-2"),
     ],
@@ -231,6 +233,7 @@ def test_a_new_model_gets_the_standard_cache_multipliers() -> None:
         ({"brand-new": {"input": 1}}, r"brand-new.*needs \['output'\]"),
         ({"claude-opus-5": 3}, r"claude-opus-5.*Price or a mapping"),
         ({"": {"input": 1, "output": 2}}, r"model id"),
+        ({"claude-opus-5": {"long_prompt": 2}}, r"claude-opus-5.*LongPromptTier"),
     ],
 )
 def test_bad_overrides_get_a_clear_error(overrides: dict, message: str) -> None:
