@@ -6,6 +6,15 @@ real ``anthropic`` SDK by passing ``base_url``. Every request body is checked by
 `validate_request`, which rejects what the real API rejects (with close wording), so tests
 catch malformed conversations that a hand-written mock would let through.
 
+Prompt caching is emulated as the API documents it: `validate_request` checks every
+``cache_control`` (shape, at most 4 breakpoints, blocks that may not carry one, 1-hour before
+5-minute), and each answered request reads and writes an in-memory prefix cache whose lifetimes
+run on `FakeAnthropic.clock`, a `FakeClock` the tests advance. The usage then reports
+``cache_read_input_tokens``, ``cache_creation_input_tokens`` and ``cache_creation`` by TTL, and
+``input_tokens`` for the rest, the three adding up to `estimate_input_tokens`. Token positions are
+the fake's estimate (`cached_block_tokens` per block); the minimum cacheable length follows the
+model (`MIN_CACHEABLE_TOKENS`, 1,024 for unknown names) unless ``min_cacheable_tokens`` is given.
+
 Responses are scripted: `FakeAnthropic.queue` items are used first (FIFO), then the
 `Responder` callback, then a default text reply. An item is a `Reply` (a message, sent as
 JSON or as SSE when the request has ``"stream": true``), a `Fault` (an HTTP error the SDK
@@ -23,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import itertools
 import json
 import re
@@ -31,7 +41,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -43,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Fault",
     "FakeAnthropic",
+    "FakeClock",
     "Reply",
     "Responder",
     "StreamCut",
@@ -63,6 +74,35 @@ COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 
 _tool_ids = itertools.count(1)
 
+CACHE_TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+MAX_CACHE_BREAKPOINTS = 4
+CACHE_LOOKBACK_BLOCKS = 20
+DEFAULT_MIN_CACHEABLE_TOKENS = 1024
+MIN_CACHEABLE_TOKENS = {
+    # The docs' per-model minimums (Claude API); Haiku 5.5 and the 5.2 models assumed at 512.
+    **dict.fromkeys(
+        [
+            "fable-5-2",
+            "mythos-5-2",
+            "fable-5-1",
+            "mythos-5-1",
+            "fable-5",
+            "mythos-5",
+            "opus-5-5",
+            "opus-5",
+            "sonnet-5-5",
+            "haiku-5-5",
+        ],
+        512,
+    ),
+    **dict.fromkeys(
+        ["opus-4-8", "sonnet-5", "sonnet-4-6", "sonnet-4-5", "opus-4-1", "opus-4", "sonnet-4"], 1024
+    ),
+    **dict.fromkeys(["opus-4-7", "mythos-preview", "3-5-haiku"], 2048),
+    **dict.fromkeys(["opus-4-6", "opus-4-5", "haiku-4-5"], 4096),
+}
+"""Minimum cacheable prompt length by model (``claude-`` prefix and snapshot date left out)."""
+
 
 # --------------------------------------------------------------------------- scripted items
 
@@ -72,9 +112,11 @@ class Reply:
     """One scripted assistant response.
 
     ``content`` holds blocks in API shape (see `text` and `tool_use`). ``usage=None`` means
-    estimated: ``input_tokens`` from the size of the request's messages, system and tools,
-    ``output_tokens`` from the size of ``content`` (4 characters of JSON a token), cache
-    fields 0. ``model=None`` echoes the request's model.
+    estimated: the prompt's size from the request's messages, system and tools, split into
+    ``input_tokens`` and cache reads and writes by the emulated prompt cache (all input when
+    the request has no breakpoint), ``output_tokens`` from the size of ``content`` (4
+    characters of JSON a token). Fields given in ``usage`` replace the estimated ones.
+    ``model=None`` echoes the request's model.
     """
 
     content: list[dict]
@@ -184,6 +226,7 @@ _BLOCK_TYPES = frozenset(
     {"text", "tool_use", "tool_result", "image", "thinking", "redacted_thinking", "document"}
 )
 _TOOL_RESULT_CONTENT_TYPES = frozenset({"text", "image"})
+_UNMARKABLE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _TOOL_USE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 
@@ -215,6 +258,8 @@ def _validate_body(body: Any, *, require_max_tokens: bool) -> str | None:
         lambda: _check_system(body),
         lambda: _check_tools(body),
         lambda: _check_messages_field(body),
+        lambda: _check_top_level_cache_control(body),
+        lambda: _check_breakpoints(body),
     ]
     for check in checks:
         if (error := check()) is not None:
@@ -282,6 +327,8 @@ def _check_tools(body: dict) -> str | None:
 def _check_tool(path: str, tool: Any) -> str | None:
     if not isinstance(tool, dict):
         return f"{path}: Input should be a valid dictionary"
+    if (error := _check_marker(path, tool)) is not None:
+        return error
     name = tool.get("name")
     if not isinstance(name, str):
         return f"{path}.name: Field required"
@@ -358,6 +405,10 @@ def _check_block(path: str, block: Any) -> str | None:
             f"{path}: Input tag '{kind}' found using 'type' does not match any of the "
             f"expected tags: {expected}"
         )
+    if kind in _UNMARKABLE_BLOCKS and block.get("cache_control") is not None:
+        return f"{path}.{kind}.cache_control: Extra inputs are not permitted"
+    if (error := _check_marker(path, block)) is not None:
+        return error
     if kind == "text":
         return _check_text_block(path, block)
     if kind == "tool_use":
@@ -373,6 +424,10 @@ def _check_text_block(path: str, block: dict) -> str | None:
         return f"{path}.text: Field required"
     if not isinstance(value, str):
         return f"{path}.text: Input should be a valid string"
+    if (error := _check_marker(path, block)) is not None:
+        return error
+    if not value and block.get("cache_control") is not None:
+        return f"{path}.text: cache_control cannot be set for empty text blocks"
     if not value:
         return f"{path}.text: text content blocks must be non-empty"
     if not value.strip():
@@ -413,7 +468,124 @@ def _check_tool_result_block(path: str, block: dict) -> str | None:
             )
         if inner["type"] == "text" and (error := _check_text_block(inner_path, inner)):
             return error
+        if (error := _check_marker(inner_path, inner)) is not None:
+            return error
     return None
+
+
+def _check_marker(path: str, block: dict) -> str | None:
+    """The shape of a block's ``cache_control``, if it has one."""
+    if block.get("cache_control") is None:
+        return None  # absent, or null (the SDK's "no breakpoint")
+    return _check_cache_control(f"{path}.cache_control", block["cache_control"])
+
+
+def _check_cache_control(path: str, control: Any) -> str | None:
+    if not isinstance(control, dict):
+        return f"{path}: Input should be a valid dictionary"
+    if "type" not in control:
+        return f"{path}.type: Field required"
+    if control["type"] != "ephemeral":
+        return f"{path}.type: Input should be 'ephemeral'"
+    if "ttl" in control and control["ttl"] not in CACHE_TTL_SECONDS:
+        return f"{path}.ttl: Input should be '5m' or '1h'"
+    for key in control:
+        if key not in ("type", "ttl"):
+            return f"{path}.{key}: Extra inputs are not permitted"
+    return None
+
+
+def _check_top_level_cache_control(body: dict) -> str | None:
+    """Automatic caching: a top-level ``cache_control`` lands on the last cacheable block."""
+    if body.get("cache_control") is None:
+        return None
+    control = body["cache_control"]
+    if (error := _check_cache_control("cache_control", control)) is not None:
+        return error
+    last = _last_cacheable(_marked_blocks(body))
+    if last is None or last[1].get("cache_control") is None:
+        return None
+    existing = last[1]["cache_control"].get("ttl", "5m")
+    wanted = control.get("ttl", "5m")
+    if existing != wanted:
+        # The docs say only that this is a 400; the wording here is the fake's own.
+        return (
+            f"cache_control.ttl: the top-level cache_control (ttl='{wanted}') conflicts with "
+            f"the cache_control of the last cacheable block, {last[0]} (ttl='{existing}')"
+        )
+    return None
+
+
+def _check_breakpoints(body: dict) -> str | None:
+    """At most 4 breakpoints; no 1-hour breakpoint after a 5-minute one."""
+    marked = [
+        (path, block["cache_control"])
+        for path, block in _marked_blocks(body)
+        if block.get("cache_control") is not None
+    ]
+    automatic = _automatic_breakpoint(body)
+    if automatic is not None:
+        marked.append(automatic)
+    if len(marked) > MAX_CACHE_BREAKPOINTS:
+        return (
+            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. "
+            f"Found {len(marked)}."
+        )
+    seen_5m = False
+    for path, control in marked:
+        ttl = control.get("ttl", "5m")
+        if ttl == "1h" and seen_5m:
+            return (
+                f"{path}.cache_control.ttl: a ttl='1h' cache_control block must not come after "
+                "a ttl='5m' cache_control block. Note that blocks are processed in the following "
+                "order: `tools`, `system`, `messages`."
+            )
+        seen_5m = seen_5m or ttl == "5m"
+    return None
+
+
+def _marked_blocks(body: dict) -> list[tuple[str, dict]]:
+    """Every block that may hold ``cache_control``, in prompt order: tools, system, messages."""
+    blocks: list[tuple[str, dict]] = []
+    for i, tool in enumerate(body.get("tools") or []):
+        blocks.append((f"tools.{i}", tool))
+    system = body.get("system")
+    if isinstance(system, list):
+        blocks += [(f"system.{i}", block) for i, block in enumerate(system)]
+    for i, message in enumerate(body.get("messages") or []):
+        content = message["content"]
+        if isinstance(content, list):
+            for j, block in enumerate(content):
+                path = f"messages.{i}.content.{j}"
+                inner = block.get("content") if block.get("type") == "tool_result" else None
+                if isinstance(inner, list):  # inside the tool_result, so before its end
+                    blocks += [(f"{path}.content.{k}", b) for k, b in enumerate(inner)]
+                blocks.append((path, block))
+    return blocks
+
+
+def _last_cacheable(blocks: list[tuple[str, dict]]) -> tuple[str, dict] | None:
+    for path, block in reversed(blocks):
+        if _may_be_cached(block):
+            return path, block
+    return None
+
+
+def _may_be_cached(block: dict) -> bool:
+    if block.get("type") in _UNMARKABLE_BLOCKS:
+        return False
+    return block.get("type") != "text" or bool(block.get("text"))
+
+
+def _automatic_breakpoint(body: dict) -> tuple[str, dict] | None:
+    """The breakpoint a top-level ``cache_control`` adds, or None (absent, or a no-op)."""
+    control = body.get("cache_control")
+    if control is None:
+        return None
+    last = _last_cacheable(_marked_blocks(body))
+    if last is None or last[1].get("cache_control") is not None:
+        return None  # same TTL on the block already: a no-op (a different one was rejected)
+    return last[0], control
 
 
 def _message_blocks(i: int, message: dict) -> list[tuple[str, dict]]:
@@ -527,6 +699,169 @@ def _check_user_tool_results(turn: _Turn, previous: _Turn | None) -> str | None:
     return None
 
 
+# --------------------------------------------------------------------------- prompt caching
+
+
+class FakeClock:
+    """The fake's clock for cache lifetimes: seconds that move only when a test advances them."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = start
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock forward by ``seconds`` (>= 0)."""
+        if seconds < 0:
+            raise ValueError("the clock only moves forward")
+        with self._lock:
+            self._now += seconds
+
+
+def cached_block_tokens(block: dict) -> int:
+    """The fake's token count of one prompt block: its JSON without ``cache_control``, over 4."""
+    unmarked = {key: value for key, value in block.items() if key != "cache_control"}
+    return len(json.dumps(unmarked)) // 4
+
+
+@dataclass
+class _Unit:
+    """One block of the prompt, in processing order, as the cache sees it."""
+
+    tokens: int  # prompt tokens up to and including this block
+    key: bytes  # hash of the model and every block up to this one
+    ttl: str | None  # its breakpoint's TTL, or None when it has no breakpoint
+
+
+def _cache_units(body: dict) -> list[_Unit]:
+    """The prompt's blocks (tools, system, message blocks) with running tokens and prefix keys.
+
+    A string system prompt or message content counts as one text block, as the API treats it.
+    A marker inside a tool_result's content counts at the end of that tool_result.
+    """
+    digest = hashlib.sha256(_model_key(body.get("model", "")).encode()).digest()
+    automatic = body.get("cache_control")
+    units: list[_Unit] = []
+    tokens = 0
+    last_cacheable = -1
+    for role, block in _prompt_blocks(body):
+        unmarked = {key: value for key, value in block.items() if key != "cache_control"}
+        digest = hashlib.sha256(digest + json.dumps([role, unmarked]).encode()).digest()
+        tokens += cached_block_tokens(block)
+        control = _block_marker(block)
+        units.append(_Unit(tokens, digest, control.get("ttl", "5m") if control else None))
+        if _may_be_cached(block):
+            last_cacheable = len(units) - 1
+    if automatic is not None and last_cacheable >= 0 and units[last_cacheable].ttl is None:
+        units[last_cacheable].ttl = automatic.get("ttl", "5m")
+    return units
+
+
+def _block_marker(block: dict) -> dict | None:
+    if block.get("cache_control") is not None:
+        return block["cache_control"]
+    inner = block.get("content") if block.get("type") == "tool_result" else None
+    if isinstance(inner, list):
+        markers = [b["cache_control"] for b in inner if b.get("cache_control") is not None]
+        return markers[-1] if markers else None
+    return None
+
+
+def _prompt_blocks(body: dict) -> Iterator[tuple[str, dict]]:
+    for tool in body.get("tools") or []:
+        yield "tools", tool
+    system = body.get("system")
+    if isinstance(system, str):
+        if system:
+            yield "system", text(system)
+    else:
+        yield from (("system", block) for block in system or [])
+    for message in body["messages"]:
+        content = message["content"]
+        blocks = [text(content)] if isinstance(content, str) else content
+        yield from ((message["role"], block) for block in blocks)
+
+
+def _model_key(model: str) -> str:
+    """``model`` without its ``claude-`` prefix and snapshot date (caches are per model)."""
+    return re.sub(r"-\d{8}$", "", model.lower()).removeprefix("claude-")
+
+
+@dataclass
+class _CacheEntry:
+    ttl: str
+    expires: float
+
+
+class _PromptCache:
+    """The server-side prompt cache, as the prompt-caching docs describe it.
+
+    Entries are keyed by the exact prefix up to a breakpoint. A breakpoint reads the entry at its
+    own block or, walking back, at one of the 19 blocks before it (20 positions); a read
+    refreshes the entry for its TTL. A breakpoint that finds no entry of its own writes one.
+    Billing: read the longest hit A; write at 1 hour up to the last 1-hour breakpoint B after A;
+    write at 5 minutes up to the last breakpoint C; the rest is uncached input. Prefixes below
+    the model's minimum cacheable length are neither written nor read.
+    """
+
+    def __init__(self, clock: FakeClock, min_tokens: int | Mapping[str, int] | None) -> None:
+        self.clock = clock
+        self.min_tokens = min_tokens
+        self._entries: dict[bytes, _CacheEntry] = {}
+        self._lock = threading.Lock()
+
+    def minimum(self, model: str) -> int:
+        if isinstance(self.min_tokens, int):
+            return self.min_tokens
+        if isinstance(self.min_tokens, Mapping) and model in self.min_tokens:
+            return self.min_tokens[model]
+        return MIN_CACHEABLE_TOKENS.get(_model_key(model), DEFAULT_MIN_CACHEABLE_TOKENS)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def usage(self, body: dict) -> dict[str, Any]:
+        """The cache part of the usage of ``body``, updating the cache as the API would."""
+        units = _cache_units(body)
+        total = max(estimate_input_tokens(body), units[-1].tokens if units else 0)
+        minimum = max(1, self.minimum(body.get("model", "")))
+        marked = [i for i, unit in enumerate(units) if unit.ttl and unit.tokens >= minimum]
+        with self._lock:
+            now = self.clock.now()
+            hit = max([0, *(self._read(units, i, now) for i in marked)])
+            for i in marked:
+                if self._live(units[i].key, now) is None:
+                    ttl = units[i].ttl or "5m"
+                    self._entries[units[i].key] = _CacheEntry(ttl, now + CACHE_TTL_SECONDS[ttl])
+        last = max([hit, *(units[i].tokens for i in marked)])
+        upto_1h = max([hit, *(units[i].tokens for i in marked if units[i].ttl == "1h")])
+        return {
+            "input_tokens": total - last,
+            "cache_creation_input_tokens": last - hit,
+            "cache_read_input_tokens": hit,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": last - upto_1h,
+                "ephemeral_1h_input_tokens": upto_1h - hit,
+            },
+        }
+
+    def _live(self, key: bytes, now: float) -> _CacheEntry | None:
+        entry = self._entries.get(key)
+        return entry if entry is not None and now < entry.expires else None
+
+    def _read(self, units: list[_Unit], index: int, now: float) -> int:
+        for j in range(index, max(-1, index - CACHE_LOOKBACK_BLOCKS), -1):
+            entry = self._live(units[j].key, now)
+            if entry is not None:
+                entry.expires = now + CACHE_TTL_SECONDS[entry.ttl]
+                return units[j].tokens
+        return 0
+
+
 # --------------------------------------------------------------------------- responses
 
 
@@ -536,19 +871,22 @@ def estimate_input_tokens(body: dict) -> int:
     return max(1, len(json.dumps(counted)) // 4)
 
 
-def _usage(item: Reply, body: dict) -> dict:
-    usage = {
+def _usage(item: Reply, body: dict, cache: dict[str, Any] | None) -> dict:
+    usage: dict[str, Any] = {
         "input_tokens": estimate_input_tokens(body),
         "output_tokens": len(json.dumps(item.content)) // 4,
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
     }
+    if cache is not None:
+        usage.update(cache)
     if item.usage is not None:
         usage.update(item.usage)
     return usage
 
 
-def _message(item: Reply, body: dict, message_id: str) -> dict:
+def _message(item: Reply, body: dict, message_id: str, cache: dict[str, Any] | None = None) -> dict:
     return {
         "id": message_id,
         "type": "message",
@@ -557,7 +895,7 @@ def _message(item: Reply, body: dict, message_id: str) -> dict:
         "content": item.content,
         "stop_reason": item.stop_reason,
         "stop_sequence": None,
-        "usage": _usage(item, body),
+        "usage": _usage(item, body, cache),
     }
 
 
@@ -831,8 +1169,18 @@ class FakeAnthropic:
     ``/v1/messages`` call) and ``count_tokens_requests``.
     """
 
-    def __init__(self, responder: Responder | None = None) -> None:
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        *,
+        clock: FakeClock | None = None,
+        min_cacheable_tokens: int | Mapping[str, int] | None = None,
+    ) -> None:
         self.responder = responder
+        self.clock = clock or FakeClock()
+        """Time for cache lifetimes; stands still until a test calls ``clock.advance``."""
+        self.cache = _PromptCache(self.clock, min_cacheable_tokens)
+        """The emulated prompt cache (``cache.clear()`` empties it)."""
         self.url = ""
         self.requests: list[dict] = []
         self.accepted: list[dict] = []
@@ -991,7 +1339,9 @@ class FakeAnthropic:
             return
         cut = isinstance(item, StreamCut)
         scripted = item.reply if isinstance(item, StreamCut) else item
-        message = _message(scripted, body, self._new_id("msg"))
+        # The response begins, so the prompt was processed: the cache is read and written.
+        cache = self.cache.usage(body)
+        message = _message(scripted, body, self._new_id("msg"), cache)
         if not body.get("stream"):
             if cut:
                 handler.send_truncated_json(message, request_id)

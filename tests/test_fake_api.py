@@ -15,6 +15,7 @@ import pytest
 from anthropic.types import Message
 from fake_api import (
     FakeAnthropic,
+    FakeClock,
     Fault,
     Reply,
     StreamCut,
@@ -485,6 +486,15 @@ def body_with(messages: Any = None, drop: tuple[str, ...] = (), **fields: Any) -
 
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}}
 TURN = [user(text("go")), assistant(use("toolu_a"))]
+THINKING = {"type": "thinking", "thinking": "Let me see.", "signature": "sig"}
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def marked(block: dict, ttl: str | None = None) -> dict:
+    """``block`` with a cache breakpoint (the API's default TTL unless ``ttl`` is given)."""
+    control = {"type": "ephemeral"} if ttl is None else {"type": "ephemeral", "ttl": ttl}
+    return {**block, "cache_control": control}
+
 
 REJECTED: dict[str, tuple[dict, str]] = {
     "model missing": (body_with(drop=("model",)), "model: Field required"),
@@ -631,6 +641,81 @@ REJECTED: dict[str, tuple[dict, str]] = {
         body_with(tools=[TOOL, {**TOOL, "name": "b", "input_schema": {"type": "array"}}]),
         "tools.1.input_schema.type: Input should be 'object'",
     ),
+    "five cache breakpoints": (
+        body_with(
+            [user(marked(text("a")), marked(text("b")), marked(text("c")))],
+            system=[marked(text("s"))],
+            tools=[marked(TOOL)],
+        ),
+        "A maximum of 4 blocks with cache_control may be provided. Found 5.",
+    ),
+    "top-level cache_control as the fifth breakpoint": (
+        body_with(
+            [user(marked(text("a")), marked(text("b")), text("c"))],
+            system=[marked(text("s"))],
+            tools=[marked(TOOL)],
+            cache_control=EPHEMERAL,
+        ),
+        "A maximum of 4 blocks with cache_control may be provided. Found 5.",
+    ),
+    "1h breakpoint after a 5m one across sections": (
+        body_with(system=[marked(text("s"), "1h")], tools=[marked(TOOL)]),
+        "system.0.cache_control.ttl: a ttl='1h' cache_control block must not come after a "
+        "ttl='5m' cache_control block. Note that blocks are processed in the following order: "
+        "`tools`, `system`, `messages`.",
+    ),
+    "1h breakpoint after a default-TTL one in messages": (
+        body_with([user(marked(text("a")), marked(text("b"), "1h"))]),
+        "messages.0.content.1.cache_control.ttl: a ttl='1h' cache_control block must not come",
+    ),
+    "cache_control on a thinking block": (
+        body_with([HI, assistant(marked(THINKING), text("ok")), user(text("go on"))]),
+        "messages.1.content.0.thinking.cache_control: Extra inputs are not permitted",
+    ),
+    "cache_control on a redacted_thinking block": (
+        body_with([HI, assistant(marked({"type": "redacted_thinking", "data": "x"}))]),
+        "messages.1.content.0.redacted_thinking.cache_control: Extra inputs are not permitted",
+    ),
+    "cache_control on an empty text block": (
+        body_with([user(text("ok"), marked(text("")))]),
+        "messages.0.content.1.text: cache_control cannot be set for empty text blocks",
+    ),
+    "cache_control on an empty system block": (
+        body_with(system=[marked(text(""))]),
+        "system.0.text: cache_control cannot be set for empty text blocks",
+    ),
+    "cache_control type not ephemeral": (
+        body_with([user({**text("a"), "cache_control": {"type": "persistent"}})]),
+        "messages.0.content.0.cache_control.type: Input should be 'ephemeral'",
+    ),
+    "cache_control ttl of 10 minutes": (
+        body_with(tools=[{**TOOL, "cache_control": {"type": "ephemeral", "ttl": "10m"}}]),
+        "tools.0.cache_control.ttl: Input should be '5m' or '1h'",
+    ),
+    "cache_control without type": (
+        body_with([user({**text("a"), "cache_control": {"ttl": "5m"}})]),
+        "messages.0.content.0.cache_control.type: Field required",
+    ),
+    "cache_control not an object": (
+        body_with([user({**text("a"), "cache_control": "ephemeral"})]),
+        "messages.0.content.0.cache_control: Input should be a valid dictionary",
+    ),
+    "cache_control with an extra field": (
+        body_with(system=[{**text("s"), "cache_control": {"type": "ephemeral", "scope": "x"}}]),
+        "system.0.cache_control.scope: Extra inputs are not permitted",
+    ),
+    "cache_control inside a tool_result with a bad ttl": (
+        body_with([*TURN, user(result("toolu_a", [marked(text("out"), "2h")]))]),
+        "messages.2.content.0.content.0.cache_control.ttl: Input should be '5m' or '1h'",
+    ),
+    "top-level cache_control with a bad ttl": (
+        body_with(cache_control={"type": "ephemeral", "ttl": "1d"}),
+        "cache_control.ttl: Input should be '5m' or '1h'",
+    ),
+    "top-level ttl conflicting with the last block's": (
+        body_with([user(marked(text("a"), "1h"))], cache_control=EPHEMERAL),
+        "cache_control.ttl: the top-level cache_control (ttl='5m') conflicts",
+    ),
 }
 
 PARALLEL_CONVERSATION = [
@@ -674,6 +759,27 @@ ACCEPTED: dict[str, dict] = {
     "final assistant prefill": body_with([HI, {"role": "assistant", "content": "Sure,"}]),
     "system string": body_with(system="You are helpful."),
     "empty tools list": body_with(tools=[]),
+    "four breakpoints, 1h before 5m, on tools, system, tool_use and in a tool_result": body_with(
+        [
+            user(text("go")),
+            assistant(THINKING, marked(use("toolu_a"), "1h")),
+            user(result("toolu_a", [marked(text("out"), "5m"), IMAGE])),
+        ],
+        system=[text("You are a notebook agent."), marked(text("Be brief."), "1h")],
+        tools=[marked(TOOL, "1h")],
+    ),
+    "breakpoints on an image and a string-content neighbour": body_with(
+        [user(marked(IMAGE), text("describe it"))]
+    ),
+    "null cache_control is no breakpoint": body_with(
+        [user(*[{**text(f"t{n}"), "cache_control": None} for n in range(6)])]
+    ),
+    "top-level cache_control (automatic caching)": body_with(cache_control=EPHEMERAL),
+    "top-level cache_control matching the last block's, with three others": body_with(
+        [user(marked(text("a")), marked(text("b")), marked(text("c"), "5m"))],
+        tools=[marked(TOOL)],
+        cache_control={"type": "ephemeral", "ttl": "5m"},
+    ),
 }
 
 
@@ -744,3 +850,234 @@ def test_assert_no_rejections(fake: FakeAnthropic, client: anthropic.Anthropic) 
         create(client, [user(text(" "))])
     with pytest.raises(AssertionError, match="non-whitespace text"):
         fake.assert_no_rejections()
+
+
+# --------------------------------------------------------------------------- prompt caching
+
+LONG = "Notes on the project, kept for every call. " * 200  # about 2,150 tokens
+
+
+def block_tokens(*blocks: dict) -> int:
+    """The fake's documented token count of prompt blocks: each one's JSON over 4."""
+    return sum(len(json.dumps(block)) // 4 for block in blocks)
+
+
+def cache_fields(message: Message) -> tuple[int, int, int, int]:
+    """(read, written at 5m, written at 1h, uncached input) of a response."""
+    usage = message.usage
+    assert usage.cache_creation is not None
+    split = usage.cache_creation
+    assert usage.cache_creation_input_tokens == (
+        split.ephemeral_5m_input_tokens + split.ephemeral_1h_input_tokens
+    )
+    return (
+        usage.cache_read_input_tokens or 0,
+        split.ephemeral_5m_input_tokens,
+        split.ephemeral_1h_input_tokens,
+        usage.input_tokens,
+    )
+
+
+def send(client: anthropic.Anthropic, fake: FakeAnthropic, **body: Any) -> Message:
+    """Post ``body`` (with the fake's defaults) and check the usage adds up to the estimate."""
+    full = body_with(**body)
+    message = client.post("/v1/messages", body=full, cast_to=Message)
+    read, written_5m, written_1h, uncached = cache_fields(message)
+    assert read + written_5m + written_1h + uncached == fake_input_tokens(full)
+    return message
+
+
+def test_a_prefix_is_written_once_then_read_within_its_ttl(
+    fake: FakeAnthropic, client: anthropic.Anthropic
+) -> None:
+    system = [marked(text(LONG))]
+    prefix = block_tokens(text(LONG))
+    assert prefix > 1024  # above the minimum of an unknown model
+    first = send(client, fake, system=system)
+    assert cache_fields(first)[:3] == (0, prefix, 0)
+    fake.clock.advance(299)
+    second = send(client, fake, system=system)
+    assert cache_fields(second)[:3] == (prefix, 0, 0)
+    assert second.usage.input_tokens == first.usage.input_tokens
+
+
+def test_an_entry_expires_after_its_ttl_unless_a_read_refreshes_it(
+    fake: FakeAnthropic, client: anthropic.Anthropic
+) -> None:
+    system = [marked(text(LONG))]
+    reads = []
+    for wait in (0, 200, 200, 299, 300):
+        fake.clock.advance(wait)
+        reads.append(cache_fields(send(client, fake, system=system))[0] > 0)
+    # 200 s after the write, 200 s after a read, 299 s after a read: hits; 300 s idle: expired.
+    assert reads == [False, True, True, True, False]
+
+
+def test_one_hour_entries_outlive_five_minute_ones(
+    fake: FakeAnthropic, client: anthropic.Anthropic
+) -> None:
+    hour = [marked(text(LONG), "1h")]
+    minutes = [marked(text(LONG + " Five minutes."))]
+    assert cache_fields(send(client, fake, system=hour))[2] == block_tokens(text(LONG))
+    send(client, fake, system=minutes)
+    fake.clock.advance(30 * 60)
+    assert cache_fields(send(client, fake, system=hour))[0] == block_tokens(text(LONG))
+    assert cache_fields(send(client, fake, system=minutes))[0] == 0
+    fake.clock.advance(3600)
+    assert cache_fields(send(client, fake, system=hour))[0] == 0
+
+
+def test_mixed_ttls_are_billed_by_position(
+    fake: FakeAnthropic, client: anthropic.Anthropic
+) -> None:
+    system = [marked(text(LONG), "1h")]
+    question = text("What changed since yesterday? " * 40)
+    first = send(client, fake, system=system, messages=[user(marked(question))])
+    system_tokens = block_tokens(text(LONG))
+    assert cache_fields(first)[:3] == (0, block_tokens(question), system_tokens)
+    answer, follow_up = text("Three files."), text("Which ones?")
+    second = send(
+        client,
+        fake,
+        system=system,
+        messages=[user(question), assistant(answer), user(marked(follow_up))],
+    )
+    # The lookback from the new breakpoint finds the first call's write two blocks back.
+    read, written_5m, written_1h, _ = cache_fields(second)
+    assert (read, written_1h) == (system_tokens + block_tokens(question), 0)
+    assert written_5m == block_tokens(answer, follow_up)
+
+
+def test_the_minimum_cacheable_length_follows_the_model(fake: FakeAnthropic) -> None:
+    system = [marked(text(LONG))]
+    prompt = block_tokens(text(LONG))
+    assert 512 < prompt < 4096
+    with fake.client() as client:
+        for model, cached in [
+            ("claude-opus-5", True),
+            ("claude-sonnet-5", True),
+            ("claude-haiku-4-5", False),
+            ("claude-haiku-4-5-20251001", False),
+            ("claude-opus-4-6", False),
+        ]:
+            message = send(client, fake, system=system, model=model)
+            assert (message.usage.cache_creation_input_tokens > 0) is cached, model
+            if not cached:
+                assert message.usage.input_tokens == fake_input_tokens(body_with(system=system))
+    with FakeAnthropic(min_cacheable_tokens=5000) as strict, strict.client() as client:
+        message = send(client, strict, system=system, model="claude-opus-5")
+        assert cache_fields(message)[:3] == (0, 0, 0)
+
+
+def test_an_edit_breaks_the_cache_from_that_point_on(
+    fake: FakeAnthropic, client: anthropic.Anthropic
+) -> None:
+    system = [marked(text(LONG))]
+    old_output, new_output = "line\n" * 400, "[cleared]"
+    turn = [user(text("go")), assistant(use("toolu_a"))]
+    send(client, fake, system=system, messages=[*turn, user(marked(result("toolu_a", old_output)))])
+    edited = [*turn, user(marked(result("toolu_a", new_output)))]
+    message = send(client, fake, system=system, messages=edited)
+    read, written_5m, _, _ = cache_fields(message)
+    assert read == block_tokens(text(LONG))
+    assert written_5m == block_tokens(text("go"), use("toolu_a"), result("toolu_a", new_output))
+
+
+def test_the_lookback_window_spans_twenty_blocks(fake: FakeAnthropic) -> None:
+    blocks = [text(f"paragraph {n} " * 20) for n in range(40)]
+
+    def marked_at(n: int) -> list[dict]:
+        return [user(*blocks[:n], marked(blocks[n]), *blocks[n + 1 :])]
+
+    with FakeAnthropic(min_cacheable_tokens=0) as api, api.client() as client:
+        written = block_tokens(*blocks[:6])
+        assert cache_fields(send(client, api, messages=marked_at(5)))[1] == written
+        # From block 24, blocks 24 down to 5 are the 20 positions checked: block 5 is found.
+        assert cache_fields(send(client, api, messages=marked_at(24)))[0] == written
+        api.cache.clear()
+        send(client, api, messages=marked_at(5))
+        # From block 25 the window stops at block 6: a miss, everything is written again.
+        assert cache_fields(send(client, api, messages=marked_at(25)))[:2] == (
+            0,
+            block_tokens(*blocks[:26]),
+        )
+
+
+def test_caches_are_per_model(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
+    system = [marked(text(LONG))]
+    send(client, fake, system=system, model="claude-sonnet-5-5")
+    assert cache_fields(send(client, fake, system=system, model="claude-opus-5-5"))[0] == 0
+    assert cache_fields(send(client, fake, system=system, model="claude-sonnet-5-5"))[0] > 0
+
+
+def test_a_marker_does_not_change_the_prefix(
+    fake: FakeAnthropic, client: anthropic.Anthropic
+) -> None:
+    system = [text(LONG)]
+    first = [user(marked(text("Summarise the notes.")))]
+    send(client, fake, system=system, messages=first)
+    later = [user(text("Summarise the notes.")), assistant(text("Done.")), user(marked(text("Ok")))]
+    read = cache_fields(send(client, fake, system=system, messages=later))[0]
+    assert read == block_tokens(text(LONG), text("Summarise the notes."))
+
+
+def test_tools_and_string_content_are_part_of_the_prefix(
+    fake: FakeAnthropic, client: anthropic.Anthropic
+) -> None:
+    tools = [{**TOOL, "description": LONG}, marked({**TOOL, "name": "plot"})]
+    message = send(client, fake, tools=tools, messages=[{"role": "user", "content": "hi"}])
+    assert cache_fields(message)[1] == block_tokens(tools[0], {**TOOL, "name": "plot"})
+    # A string is one text block: the same prompt written with strings is read with blocks.
+    send(client, fake, system=LONG, messages=[user(marked(text("go")))])
+    as_blocks = send(client, fake, system=[text(LONG)], messages=[user(marked(text("go")))])
+    assert cache_fields(as_blocks)[:2] == (block_tokens(text(LONG), text("go")), 0)
+
+
+def test_automatic_caching_marks_the_last_cacheable_block(
+    fake: FakeAnthropic, client: anthropic.Anthropic
+) -> None:
+    question = user(text(LONG))
+    first = send(client, fake, messages=[question], cache_control=EPHEMERAL)
+    assert cache_fields(first)[1] == block_tokens(text(LONG))
+    later = [question, assistant(text("Read it."), THINKING), user(text("Next?"))]
+    second = send(client, fake, messages=later, cache_control=EPHEMERAL)
+    read, written_5m, _, uncached = cache_fields(second)
+    assert read == block_tokens(text(LONG))
+    assert written_5m == block_tokens(text("Read it."), THINKING, text("Next?"))
+
+
+def test_streams_report_the_cache_usage(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
+    system = [marked(text(LONG))]
+    send(client, fake, system=system)
+    with client.messages.stream(model=MODEL, max_tokens=64, system=system, messages=[HI]) as s:
+        final = s.get_final_message()
+    assert cache_fields(final)[:3] == (block_tokens(text(LONG)), 0, 0)
+
+
+def test_faults_and_token_counts_leave_the_cache_alone(fake: FakeAnthropic) -> None:
+    system = [marked(text(LONG))]
+    fake.queue(overloaded())
+    with fake.client(max_retries=0) as client:
+        with pytest.raises(anthropic.OverloadedError):
+            client.messages.create(model=MODEL, max_tokens=8, system=system, messages=[HI])
+        client.messages.count_tokens(model=MODEL, system=system, messages=[HI])
+        first = send(client, fake, system=system)
+    assert cache_fields(first)[:2] == (0, block_tokens(text(LONG)))
+
+
+def test_scripted_usage_still_wins(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
+    fake.queue(reply(text("ok"), usage={"input_tokens": 3, "cache_read_input_tokens": 99}))
+    message = client.post(
+        "/v1/messages", body=body_with(system=[marked(text(LONG))]), cast_to=Message
+    )
+    assert (message.usage.input_tokens, message.usage.cache_read_input_tokens) == (3, 99)
+
+
+def test_the_clock_only_moves_forward() -> None:
+    clock = FakeClock(10.0)
+    clock.advance(2.5)
+    assert clock.now() == 12.5
+    with pytest.raises(ValueError, match="forward"):
+        clock.advance(-1)
+    with FakeAnthropic(clock=clock) as fake:
+        assert fake.clock is clock

@@ -1,0 +1,375 @@
+"""What a model call costs in US dollars: the price table and the function that applies it.
+
+Prices are USD per million tokens, per model family, in five rates: base input, output, cache
+write with the 5-minute TTL, cache write with the 1-hour TTL, and cache read (the API's "cache
+hits and refreshes"). `call_cost` prices one call's usage as the Messages API reports it:
+uncached input, output, cache reads, and cache writes split by TTL when the usage says
+(``usage.cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``), else all
+writes at the 5-minute rate (the API's default TTL).
+
+The shipped table (`DEFAULT_PRICES`) was compiled on ``PRICES_AS_OF`` from Anthropic's pricing
+and model pages (platform.claude.com/docs/en/about-claude/pricing, .../models/<model>/overview);
+``PRICES_SOURCE`` says so in full. Two later changes were taken from price trackers that re-read
+the live pricing page, as the copy of the official page we could read predates them:
+
+- Claude Sonnet 5.5 cache reads cut from $0.20 to $0.10 per million tokens on 2026-10-07;
+- Claude Fable 5.2 and Claude Mythos 5.2 (released 2026-11-09) at $8 / $40, cache writes
+  $10 (5m) and $16 (1h), cache reads $0.20.
+
+Claude Haiku 5.5 has two price bands: a prompt (input plus cache reads and writes) of more than
+100,000 tokens is billed at the higher band on every token of that call, output included. Fast
+mode (``usage.speed == "fast"``), the Batch API discount and regional-endpoint premiums are not
+modelled: such calls are priced at the standard rates.
+
+Model ids map to their family by `model_family`: a snapshot date (``claude-sonnet-4-5-20250929``),
+a Vertex ``@date``, a Bedrock ``anthropic.`` prefix or ``-v1:0`` suffix and a ``[1m]`` context
+tag are dropped, so ids from Claude Code and cloud transcripts find their row. An id that maps to
+no row has no price: `call_cost` returns None and the caller says so (once).
+
+Users override rates with `PriceTable.with_overrides` (what ``Session(prices=...)`` and
+``%config`` pass through): a mapping from model id to a `Price` or to a dict of the rates to
+change, e.g. ``{"claude-sonnet-5-5": {"cache_read": 0.2}}``; a new model needs at least
+``input`` and ``output`` (its cache rates then follow the standard multipliers 1.25x, 2x, 0.1x).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+__all__ = [
+    "DEFAULT_PRICES",
+    "PRICES_AS_OF",
+    "PRICES_SOURCE",
+    "CallCost",
+    "LongPromptTier",
+    "Price",
+    "PriceTable",
+    "TokenCounts",
+    "call_cost",
+    "model_family",
+]
+
+PRICES_AS_OF = "2026-12-03"
+PRICES_SOURCE = (
+    "Anthropic pricing and model overview pages (platform.claude.com/docs/en/about-claude/pricing, "
+    "platform.claude.com/docs/en/models/<model>/overview), read 2026-12-03; Sonnet 5.5 cache-read "
+    "cut (2026-10-07) and Fable/Mythos 5.2 rates (2026-11-09) from price trackers checked against "
+    "the live page on 2026-12-01"
+)
+
+PER_MILLION = 1_000_000
+# The standard cache multipliers of the base input rate (pricing page, "Prompt caching").
+WRITE_5M_MULTIPLIER = 1.25
+WRITE_1H_MULTIPLIER = 2.0
+READ_MULTIPLIER = 0.1
+
+
+@dataclass(frozen=True)
+class Price:
+    """One model's rates, in USD per million tokens."""
+
+    input: float
+    output: float
+    cache_write_5m: float
+    cache_write_1h: float
+    cache_read: float
+    long_prompt: LongPromptTier | None = None
+    """A higher band for long prompts (Haiku 5.5), or None when the model has one band."""
+
+    def __post_init__(self) -> None:
+        if self.long_prompt is not None and not isinstance(self.long_prompt, LongPromptTier):
+            raise ValueError("price long_prompt must be a LongPromptTier or None")
+        for name in RATE_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"price {name} must be a number of USD per million tokens")
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"price {name} must be a finite number >= 0, not {value!r}")
+
+    @classmethod
+    def standard(cls, input: float, output: float) -> Price:
+        """A price whose cache rates follow the standard multipliers of ``input``."""
+        return cls(
+            input=input,
+            output=output,
+            cache_write_5m=input * WRITE_5M_MULTIPLIER,
+            cache_write_1h=input * WRITE_1H_MULTIPLIER,
+            cache_read=input * READ_MULTIPLIER,
+        )
+
+
+@dataclass(frozen=True)
+class LongPromptTier:
+    """Rates that replace the base band for a call whose prompt exceeds ``threshold_tokens``."""
+
+    threshold_tokens: int
+    price: Price
+
+
+Overrides = Mapping[str, Price | Mapping[str, Any]]
+"""Model id -> a `Price`, or a mapping of the rates to change."""
+
+RATE_FIELDS = ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read")
+
+
+@dataclass(frozen=True)
+class TokenCounts:
+    """One call's tokens, split the way they are billed."""
+
+    input: int = 0
+    """Uncached input: the prompt after the last cache breakpoint."""
+    output: int = 0
+    cache_read: int = 0
+    cache_write_5m: int = 0
+    cache_write_1h: int = 0
+
+    @property
+    def prompt(self) -> int:
+        """Every prompt token of the call: uncached input plus cache reads and writes."""
+        return self.input + self.cache_read + self.cache_write_5m + self.cache_write_1h
+
+    @classmethod
+    def from_usage(cls, usage: Any) -> TokenCounts:
+        """The counts of a usage in any of the shapes the project meets.
+
+        ``usage`` is the SDK's ``Usage`` object, the API's JSON ``usage`` dict, or anything with
+        the same field names (``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``,
+        ``cache_creation_input_tokens``). The TTL split comes from a nested ``cache_creation``
+        (object or dict) or from flat ``ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``
+        fields; without one, every cache write counts as 5-minute (the API's default TTL). When a
+        split disagrees with ``cache_creation_input_tokens``, the total wins and the difference
+        counts as 5-minute, so no written token goes unpriced. Missing or None fields are 0.
+        """
+        written = _count(usage, "cache_creation_input_tokens")
+        split = _field(usage, "cache_creation")
+        source = split if split is not None else usage
+        write_1h = _count(source, "ephemeral_1h_input_tokens")
+        write_5m = _count(source, "ephemeral_5m_input_tokens")
+        if _field(source, "ephemeral_5m_input_tokens") is None and write_1h == 0:
+            write_5m = written
+        elif written and write_5m + write_1h != written:
+            write_5m = max(0, written - write_1h)
+        return cls(
+            input=_count(usage, "input_tokens"),
+            output=_count(usage, "output_tokens"),
+            cache_read=_count(usage, "cache_read_input_tokens"),
+            cache_write_5m=write_5m,
+            cache_write_1h=write_1h,
+        )
+
+
+@dataclass(frozen=True)
+class CallCost:
+    """A call's cost in USD, by kind of token."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write_5m: float
+    cache_write_1h: float
+
+    @property
+    def cache_write(self) -> float:
+        return self.cache_write_5m + self.cache_write_1h
+
+    @property
+    def total(self) -> float:
+        return self.input + self.output + self.cache_read + self.cache_write
+
+
+class PriceTable:
+    """Prices by model family, with the date and source of the figures.
+
+    Keys are normalised by `model_family`, so any id of a model finds its row.
+    """
+
+    def __init__(self, prices: Mapping[str, Price], *, as_of: str, source: str) -> None:
+        self._prices = {model_family(model): price for model, price in prices.items()}
+        self.as_of = as_of
+        self.source = source
+
+    def __contains__(self, model: object) -> bool:
+        return isinstance(model, str) and self.lookup(model) is not None
+
+    def __len__(self) -> int:
+        return len(self._prices)
+
+    def models(self) -> list[str]:
+        """The model families priced, sorted."""
+        return sorted(self._prices)
+
+    def lookup(self, model: str) -> Price | None:
+        """The price of ``model`` (any id of it), or None when the table has no row for it."""
+        return self._prices.get(model_family(model))
+
+    def with_overrides(self, overrides: Overrides | None) -> PriceTable:
+        """A copy of this table with ``overrides`` applied; this table is left unchanged.
+
+        Each value is a `Price` (replaces the row) or a mapping of rate names to numbers:
+        rates not given keep the row's values; a model without a row must give ``input`` and
+        ``output``, and its cache rates default to the standard multipliers. Raises ValueError
+        naming the model and field for an unknown field or a rate that is not a number >= 0.
+        """
+        prices = dict(self._prices)
+        for model, override in (overrides or {}).items():
+            if not isinstance(model, str) or not model.strip():
+                raise ValueError(f"price override key must be a model id, not {model!r}")
+            family = model_family(model)
+            try:
+                prices[family] = _overridden(prices.get(family), override)
+            except ValueError as exc:
+                raise ValueError(f"price override for {model!r}: {exc}") from None
+        source = self.source if not overrides else f"{self.source}; user overrides"
+        return PriceTable(prices, as_of=self.as_of, source=source)
+
+
+def _overridden(base: Price | None, override: Price | Mapping[str, Any]) -> Price:
+    if isinstance(override, Price):
+        return override
+    if not isinstance(override, Mapping):
+        raise ValueError(f"expected a Price or a mapping of rates, not {type(override).__name__}")
+    allowed = {f.name for f in fields(Price)}
+    unknown = sorted(set(override) - allowed)
+    if unknown:
+        raise ValueError(f"unknown field(s) {unknown}; expected some of {sorted(allowed)}")
+    if base is not None:
+        return replace(base, **override)
+    missing = [name for name in ("input", "output") if name not in override]
+    if missing:
+        raise ValueError(f"a model without a price needs {missing}")
+    rates = dict(override)
+    standard = Price.standard(_number(rates["input"]), _number(rates["output"]))
+    return replace(standard, **rates)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"rates must be numbers, not {value!r}")
+    return float(value)
+
+
+def call_cost(usage: Any, model: str, prices: PriceTable | None = None) -> CallCost | None:
+    """The USD cost of one call of ``model`` whose usage is ``usage``; None for an unknown model.
+
+    ``usage`` is anything `TokenCounts.from_usage` reads, or a `TokenCounts`. ``prices`` defaults
+    to `DEFAULT_PRICES`. Writes with the 1-hour TTL are priced at the 1-hour rate when the usage
+    splits them out; the rest at the 5-minute rate. For a model with a long-prompt band, a call
+    whose prompt exceeds the threshold is priced entirely at that band.
+    """
+    price = (prices or DEFAULT_PRICES).lookup(model)
+    if price is None:
+        return None
+    counts = usage if isinstance(usage, TokenCounts) else TokenCounts.from_usage(usage)
+    tier = price.long_prompt
+    if tier is not None and counts.prompt > tier.threshold_tokens:
+        price = tier.price
+    return CallCost(
+        input=counts.input * price.input / PER_MILLION,
+        output=counts.output * price.output / PER_MILLION,
+        cache_read=counts.cache_read * price.cache_read / PER_MILLION,
+        cache_write_5m=counts.cache_write_5m * price.cache_write_5m / PER_MILLION,
+        cache_write_1h=counts.cache_write_1h * price.cache_write_1h / PER_MILLION,
+    )
+
+
+_CONTEXT_TAG = re.compile(r"\[[^\]]*\]$")  # "claude-sonnet-5-5[1m]"
+_REGION_PREFIX = re.compile(r"^(?:us|eu|apac|au|jp|global)\.(?=anthropic\.)")
+_VENDOR_PREFIX = re.compile(r"^(?:anthropic[./])")
+_VERTEX_DATE = re.compile(r"@\d{8}$")  # "claude-sonnet-4-5@20250929"
+_BEDROCK_VERSION = re.compile(r"-v\d+(?::\d+)?$")  # "...-20250929-v1:0"
+_SNAPSHOT_DATE = re.compile(r"-\d{8}$")  # "claude-sonnet-4-5-20250929"
+_MAJOR_ALIAS = re.compile(r"^(claude-[a-z]+-\d+)-0$")  # "claude-opus-4-0" is Opus 4
+
+
+def model_family(model: str) -> str:
+    """The family id of ``model``: lower case, without snapshot date or platform decorations.
+
+    ``claude-sonnet-4-5-20250929``, ``anthropic.claude-sonnet-4-5-20250929-v1:0``,
+    ``claude-sonnet-4-5@20250929`` and ``us.anthropic.claude-sonnet-4-5-20250929-v1:0`` all give
+    ``claude-sonnet-4-5``; the alias ``claude-opus-4-0`` gives ``claude-opus-4``. Only whole,
+    known decorations are removed, so a dated id never lands on a neighbouring model
+    (``claude-fable-5-20260609`` is Fable 5, not Fable 5.2).
+    """
+    family = model.strip().lower()
+    family = _CONTEXT_TAG.sub("", family)
+    family = _REGION_PREFIX.sub("", family)
+    family = _VENDOR_PREFIX.sub("", family)
+    family = _VERTEX_DATE.sub("", family)
+    family = _BEDROCK_VERSION.sub("", family)
+    family = _SNAPSHOT_DATE.sub("", family)
+    family = _MAJOR_ALIAS.sub(r"\1", family)
+    return family.removesuffix("-latest")
+
+
+def _field(obj: Any, name: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _count(obj: Any, name: str) -> int:
+    value = _field(obj, name)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"usage field {name} must be a whole number >= 0, not {value!r}")
+    return value
+
+
+def _row(input: float, output: float, write_5m: float, write_1h: float, read: float) -> Price:
+    return Price(input, output, write_5m, write_1h, read)
+
+
+_FABLE_5_2 = _row(8, 40, 10, 16, 0.20)
+_FABLE_5_1 = _row(10, 50, 12.50, 20, 0.25)
+_FABLE_5 = _row(10, 50, 12.50, 20, 1.00)
+_OPUS_5_5 = _row(4, 20, 5, 8, 0.20)
+_OPUS_4_5_TO_5 = _row(5, 25, 6.25, 10, 0.50)
+_OPUS_4 = _row(15, 75, 18.75, 30, 1.50)
+_SONNET_5_5 = _row(2, 10, 2.50, 4, 0.10)
+_SONNET_5 = _row(2, 10, 2.50, 4, 0.20)
+_SONNET_4 = _row(3, 15, 3.75, 6, 0.30)
+_HAIKU_5_5 = Price(
+    0.10,
+    0.50,
+    0.125,
+    0.20,
+    0.01,
+    long_prompt=LongPromptTier(100_000, _row(0.50, 2.50, 0.625, 1.00, 0.05)),
+)
+_HAIKU_4_5 = _row(1, 5, 1.25, 2, 0.10)
+_HAIKU_3_5 = _row(0.80, 4, 1, 1.60, 0.08)
+
+DEFAULT_PRICES = PriceTable(
+    {
+        "claude-fable-5-2": _FABLE_5_2,
+        "claude-mythos-5-2": _FABLE_5_2,
+        "claude-fable-5-1": _FABLE_5_1,
+        "claude-mythos-5-1": _FABLE_5_1,
+        "claude-fable-5": _FABLE_5,
+        "claude-mythos-5": _FABLE_5,
+        "claude-opus-5-5": _OPUS_5_5,
+        "claude-opus-5": _OPUS_4_5_TO_5,
+        "claude-opus-4-8": _OPUS_4_5_TO_5,
+        "claude-opus-4-7": _OPUS_4_5_TO_5,
+        "claude-opus-4-6": _OPUS_4_5_TO_5,
+        "claude-opus-4-5": _OPUS_4_5_TO_5,
+        "claude-opus-4-1": _OPUS_4,
+        "claude-opus-4": _OPUS_4,
+        "claude-sonnet-5-5": _SONNET_5_5,
+        "claude-sonnet-5": _SONNET_5,
+        "claude-sonnet-4-6": _SONNET_4,
+        "claude-sonnet-4-5": _SONNET_4,
+        "claude-sonnet-4": _SONNET_4,
+        "claude-haiku-5-5": _HAIKU_5_5,
+        "claude-haiku-4-5": _HAIKU_4_5,
+        "claude-3-5-haiku": _HAIKU_3_5,
+    },
+    as_of=PRICES_AS_OF,
+    source=PRICES_SOURCE,
+)
+"""The shipped prices of every Claude model from the 4 family on (and Haiku 3.5)."""

@@ -1,0 +1,608 @@
+"""Prompt caching: where the cache breakpoints of a request go, and what a run of calls would read.
+
+Two pure parts, after the Messages API's prompt-caching documentation (platform.claude.com/docs/
+en/build-with-claude/prompt-caching, read 2026-12-03):
+
+1. `place_breakpoints` marks a request with ``cache_control`` so that the tools and system prompt,
+   and the conversation up to the newest message, are cached across the calls of an agent loop.
+2. `PrefixCache` is an offline model of the server's prefix cache: given each call's breakpoints
+   (token counts and identities of the prefixes) and its time, it says which prompt tokens would
+   be read from the cache, written to it (by TTL) or sent uncached, as the API's ``usage`` would.
+   `cache_request` turns a marked request into its input; `clearing_saving` prices the choice a
+   cache-aware compaction faces.
+
+The rules followed (all from that page):
+
+- The prompt is processed as ``tools``, then ``system``, then ``messages``; a breakpoint caches
+  the whole prefix up to and including the marked block. At most 4 breakpoints per request.
+- A write happens only at a breakpoint: one entry, keyed by the exact prefix. A read at a
+  breakpoint finds an entry written by an earlier call at that block or, walking back one block
+  at a time, at one of the 19 blocks before it (a 20-block lookback window). Only the longest
+  hit counts.
+- ``cache_control`` may not go on ``thinking`` or ``redacted_thinking`` blocks, nor on empty text
+  blocks; it may go on tool definitions, system text blocks and the other message blocks.
+- TTL is "5m" (default) or "1h"; a read refreshes the entry for free. When TTLs are mixed, every
+  1-hour breakpoint must come before every 5-minute one.
+- Billing with A the longest hit, B the last 1-hour breakpoint after A (else A) and C the last
+  breakpoint: cache read A tokens, 1-hour write B - A, 5-minute write C - B, uncached input the
+  rest of the prompt.
+- A prefix shorter than the model's minimum cacheable length is neither written nor read, and
+  no error is returned (`MIN_CACHEABLE_TOKENS`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from evo_magic.cost import Price, model_family
+
+__all__ = [
+    "LOOKBACK_BLOCKS",
+    "MAX_BREAKPOINTS",
+    "MIN_CACHEABLE_TOKENS",
+    "TTL_SECONDS",
+    "Breakpoint",
+    "CacheRequest",
+    "CacheSettings",
+    "CacheUsage",
+    "PlacedRequest",
+    "PrefixCache",
+    "Spot",
+    "cache_request",
+    "clearing_saving",
+    "estimate_tokens",
+    "min_cacheable_tokens",
+    "place_breakpoints",
+    "simulate",
+]
+
+MAX_BREAKPOINTS = 4
+LOOKBACK_BLOCKS = 20
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+UNCACHEABLE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+
+MIN_CACHEABLE_TOKENS: dict[str, int] = {
+    # 512 from Claude Opus 5 and Fable 5 on (the docs' list, October 2026). Haiku 5.5 and the 5.2
+    # models are not in the list we could read: their line's 512 is assumed.
+    **dict.fromkeys(
+        (
+            "claude-fable-5-2",
+            "claude-mythos-5-2",
+            "claude-fable-5-1",
+            "claude-mythos-5-1",
+            "claude-fable-5",
+            "claude-mythos-5",
+            "claude-opus-5-5",
+            "claude-opus-5",
+            "claude-sonnet-5-5",
+            "claude-haiku-5-5",
+        ),
+        512,
+    ),
+    **dict.fromkeys(
+        (
+            "claude-opus-4-8",
+            "claude-sonnet-5",
+            "claude-sonnet-4-6",
+            "claude-sonnet-4-5",
+            "claude-opus-4-1",
+            "claude-opus-4",
+            "claude-sonnet-4",
+        ),
+        1024,
+    ),
+    **dict.fromkeys(("claude-opus-4-7", "claude-mythos-preview", "claude-3-5-haiku"), 2048),
+    **dict.fromkeys(("claude-opus-4-6", "claude-opus-4-5", "claude-haiku-4-5"), 4096),
+}
+"""The minimum cacheable prompt length in tokens, by model family, on the Claude API."""
+
+# When the model is unknown, placement assumes the most common minimum.
+DEFAULT_MIN_CACHEABLE_TOKENS = 1024
+
+
+def min_cacheable_tokens(model: str) -> int | None:
+    """The minimum cacheable prompt length of ``model`` (any id of it), or None if unknown."""
+    return MIN_CACHEABLE_TOKENS.get(model_family(model))
+
+
+# --------------------------------------------------------------------------- placement
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """How requests are cached.
+
+    ``ttl`` applies to the conversation breakpoints and, unless ``static_ttl`` says otherwise,
+    to the tools and system breakpoints. ``static_ttl="1h"`` with ``ttl="5m"`` keeps the fixed
+    part warm across idle spells for the 1-hour write price; the reverse (a 5-minute static
+    part before a 1-hour conversation) is what the API rejects, so it raises ValueError here.
+    """
+
+    enabled: bool = True
+    ttl: str = "5m"
+    static_ttl: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("ttl", "static_ttl"):
+            value = getattr(self, name)
+            if value is not None and value not in TTL_SECONDS:
+                raise ValueError(f"cache {name} must be '5m' or '1h', not {value!r}")
+        if self.prefix_ttl == "5m" and self.ttl == "1h":
+            raise ValueError(
+                "a 1-hour conversation cache cannot follow a 5-minute tools/system cache "
+                "(the API requires 1-hour breakpoints before 5-minute ones)"
+            )
+
+    @property
+    def prefix_ttl(self) -> str:
+        """The TTL of the tools and system breakpoints."""
+        return self.static_ttl or self.ttl
+
+
+@dataclass(frozen=True)
+class Spot:
+    """Where a breakpoint went: ``section`` index and, in a message, the content block."""
+
+    section: str
+    """"tools", "system" or "messages"."""
+    index: int
+    """The tool, the system block, or the message."""
+    block: int | None
+    """The content block within the message; None for tools and system."""
+    ttl: str
+
+
+@dataclass(frozen=True)
+class PlacedRequest:
+    """Request parameters with their cache breakpoints, and where those are."""
+
+    params: dict[str, Any]
+    """``messages``, plus ``system`` and ``tools`` when given: ready to pass to the SDK."""
+    breakpoints: tuple[Spot, ...]
+
+
+def place_breakpoints(
+    messages: Sequence[dict[str, Any]],
+    *,
+    system: str | Sequence[dict[str, Any]] = "",
+    tools: Sequence[dict[str, Any]] = (),
+    settings: CacheSettings | None = None,
+    model: str | None = None,
+) -> PlacedRequest:
+    """``system``, ``tools`` and ``messages`` marked for caching; the arguments are not mutated.
+
+    The breakpoints (at most 4, all with the settings' TTLs):
+
+    - the end of the system prompt (or of the tools when there is no system prompt): the fixed
+      part is read from the cache even when the conversation changed (after a compaction);
+    - the last tool too, when there is a system prompt and the tools alone reach the model's
+      minimum cacheable length (estimated), so a changed system prompt keeps the tools cached;
+    - the newest message's last block that may carry a breakpoint: writes the whole
+      conversation for the next call;
+    - the same in the message that ended the previous call (three messages back: the loop adds
+      an assistant reply and a user message per call). It reads exactly what that call wrote,
+      however many blocks the last turn added (the API's lookback only spans 20 blocks).
+
+    Thinking blocks and empty text blocks are never marked (the API rejects that): the breakpoint
+    goes to the nearest earlier block that may carry one. A string system prompt or message
+    content becomes one text block, which the API treats the same.
+
+    Only what changes is copied: the marked system blocks and tools, the (at most two) marked
+    messages with their content lists, and the list of message references (a C-level copy; no
+    message is visited beyond the marked ones). The messages must not carry ``cache_control`` of
+    their own (the history keeps them unmarked), as those are not scanned for. Markers already
+    in ``system`` or ``tools`` are replaced by this placement. With caching disabled, the
+    request carries no breakpoint: markers in ``system`` and ``tools`` are dropped and the
+    messages are passed on as given.
+    """
+    settings = settings or CacheSettings()
+    new_tools = list(tools)
+    new_system: str | list[dict[str, Any]] = system if isinstance(system, str) else list(system)
+    _strip_markers(new_tools)
+    if not isinstance(new_system, str):
+        _strip_markers(new_system)
+    if not settings.enabled:
+        return PlacedRequest(_params(messages, new_system, new_tools), ())
+    spots: list[Spot] = []
+    static_control = _control(settings.prefix_ttl)
+    marked_system = _mark_system(new_system, static_control)
+    if marked_system is not None:
+        new_system, index = marked_system
+        if new_tools and _tools_worth_a_breakpoint(new_tools, model):
+            new_tools[-1] = {**new_tools[-1], "cache_control": static_control}
+            spots.append(Spot("tools", len(new_tools) - 1, None, settings.prefix_ttl))
+        spots.append(Spot("system", index, None, settings.prefix_ttl))
+    elif new_tools:
+        new_tools[-1] = {**new_tools[-1], "cache_control": static_control}
+        spots.append(Spot("tools", len(new_tools) - 1, None, settings.prefix_ttl))
+    new_messages = list(messages)
+    control = _control(settings.ttl)
+    for spot in _conversation_spots(messages, settings.ttl):
+        new_messages[spot.index] = _marked_message(messages[spot.index], spot.block, control)
+        spots.append(spot)
+    spots.sort(key=_prompt_order)
+    return PlacedRequest(_params(new_messages, new_system, new_tools), tuple(spots))
+
+
+def _params(messages: Any, system: Any, tools: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"messages": messages}
+    if system:
+        params["system"] = system
+    if tools:
+        params["tools"] = tools
+    return params
+
+
+def _control(ttl: str) -> dict[str, str]:
+    # The 5-minute TTL is the API's default: leave it implicit, as most clients send it.
+    return {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
+
+
+def _strip_markers(blocks: list[dict[str, Any]]) -> None:
+    """Drop ``cache_control`` from the items of ``blocks`` (a fresh list), copying only those."""
+    for i, block in enumerate(blocks):
+        if isinstance(block, dict) and "cache_control" in block:
+            blocks[i] = {key: value for key, value in block.items() if key != "cache_control"}
+
+
+def _mark_system(
+    system: str | list[dict[str, Any]], control: dict[str, str]
+) -> tuple[list[dict[str, Any]], int] | None:
+    if isinstance(system, str):
+        if not system.strip():
+            return None
+        return [{"type": "text", "text": system, "cache_control": control}], 0
+    for i in range(len(system) - 1, -1, -1):
+        if _may_carry_breakpoint(system[i]):
+            system[i] = {**system[i], "cache_control": control}
+            return system, i
+    return None
+
+
+def _tools_worth_a_breakpoint(tools: list[dict[str, Any]], model: str | None) -> bool:
+    minimum = min_cacheable_tokens(model) if model else None
+    return estimate_tokens(tools) >= (minimum or DEFAULT_MIN_CACHEABLE_TOKENS)
+
+
+def _conversation_spots(messages: Sequence[dict[str, Any]], ttl: str) -> list[Spot]:
+    """The newest message's breakpoint and, before it, the previous call's end."""
+    spots: list[Spot] = []
+    newest = _last_markable(messages, len(messages) - 1)
+    if newest is None:
+        return spots
+    previous = _last_markable(messages, min(newest[0] - 1, len(messages) - 3))
+    if previous is not None:
+        spots.append(Spot("messages", previous[0], previous[1], ttl))
+    spots.append(Spot("messages", newest[0], newest[1], ttl))
+    return spots
+
+
+def _last_markable(messages: Sequence[dict[str, Any]], start: int) -> tuple[int, int] | None:
+    """(message, block) of the last block at or before message ``start`` that may be marked.
+
+    The walk back is bounded by the lookback window: a breakpoint further back would not help.
+    """
+    for i in range(start, max(-1, start - LOOKBACK_BLOCKS), -1):
+        content = messages[i].get("content")
+        if isinstance(content, str):
+            if content.strip():
+                return i, 0
+            continue
+        if not isinstance(content, list):
+            continue
+        for j in range(len(content) - 1, -1, -1):
+            if _may_carry_breakpoint(content[j]):
+                return i, j
+    return None
+
+
+def _may_carry_breakpoint(block: Any) -> bool:
+    if not isinstance(block, dict) or block.get("type") in UNCACHEABLE_BLOCKS:
+        return False
+    if block.get("type") == "text":
+        text = block.get("text")
+        return isinstance(text, str) and bool(text.strip())
+    return True
+
+
+def _marked_message(message: dict[str, Any], block: int | None, control: dict[str, str]) -> dict:
+    content = message["content"]
+    if isinstance(content, str):
+        return {**message, "content": [{"type": "text", "text": content, "cache_control": control}]}
+    new_content = list(content)
+    index = 0 if block is None else block
+    new_content[index] = {**content[index], "cache_control": control}
+    return {**message, "content": new_content}
+
+
+_SECTION_ORDER = {"tools": 0, "system": 1, "messages": 2}
+
+
+def _prompt_order(spot: Spot) -> tuple[int, int, int]:
+    return (_SECTION_ORDER[spot.section], spot.index, spot.block or 0)
+
+
+# --------------------------------------------------------------------------- the cache model
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    """One breakpoint of a call, as the cache sees it.
+
+    ``tokens`` counts the prompt from its start up to and including the marked block. ``key``
+    identifies that prefix: two breakpoints share a key exactly when their prefixes are
+    identical (same model, same bytes; `cache_request` derives keys by hashing). ``lookback``
+    lists earlier block boundaries of the same prompt, nearest first, as ``(tokens, key)``: the
+    positions the API checks for an earlier write when the breakpoint itself misses (at most
+    ``LOOKBACK_BLOCKS - 1`` are used).
+    """
+
+    tokens: int
+    key: Hashable
+    ttl: str = "5m"
+    lookback: tuple[tuple[int, Hashable], ...] = ()
+
+
+@dataclass(frozen=True)
+class CacheRequest:
+    """One call: when it starts, how long its prompt is, and its breakpoints in prompt order."""
+
+    time: float
+    """Seconds on any clock that only moves forward."""
+    prompt_tokens: int
+    """Every input token of the call (what usage reports as input plus cache reads and writes)."""
+    breakpoints: tuple[Breakpoint, ...] = ()
+
+
+@dataclass(frozen=True)
+class CacheUsage:
+    """What one call would be billed for, in the field names of the API's ``usage``."""
+
+    input_tokens: int
+    cache_read_input_tokens: int
+    ephemeral_5m_input_tokens: int
+    ephemeral_1h_input_tokens: int
+
+    @property
+    def cache_creation_input_tokens(self) -> int:
+        return self.ephemeral_5m_input_tokens + self.ephemeral_1h_input_tokens
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
+
+    def as_usage(self) -> dict[str, Any]:
+        """The API's JSON ``usage`` shape (without ``output_tokens``)."""
+        return {
+            "input_tokens": self.input_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": self.ephemeral_5m_input_tokens,
+                "ephemeral_1h_input_tokens": self.ephemeral_1h_input_tokens,
+            },
+        }
+
+
+@dataclass
+class _Entry:
+    ttl: str
+    expires: float
+
+
+@dataclass
+class PrefixCache:
+    """The server's prompt cache, modelled: entries by prefix key, each with a TTL.
+
+    Feed it calls in time order with `call`; it answers with the usage the API would report and
+    updates its entries: a hit refreshes the entry for its own TTL from the call's start, a miss
+    at a breakpoint writes an entry there. An entry written at time t serves calls that start
+    before t + TTL. Prefixes shorter than ``min_tokens`` are neither written nor read. Entries
+    live until they expire: the model is the best case, with no eviction under load.
+
+    Each call costs O(breakpoints x lookback) dictionary lookups, independent of the prompt's
+    length; expired entries are swept as the table doubles, so memory follows the live set.
+    """
+
+    min_tokens: int = 0
+    _entries: dict[Hashable, _Entry] = field(default_factory=dict, repr=False)
+    _last_time: float = field(default=float("-inf"), repr=False)
+    _sweep_at: int = field(default=1024, repr=False)
+
+    def call(self, request: CacheRequest) -> CacheUsage:
+        """The usage of ``request``, after which the cache holds what it read and wrote.
+
+        Raises ValueError for a call that starts before the previous one, or whose breakpoints
+        the API would reject or that do not fit its prompt (more than 4, tokens decreasing or
+        beyond ``prompt_tokens``, an unknown TTL, a 1-hour breakpoint after a 5-minute one).
+        """
+        _check_request(request, self._last_time)
+        now = request.time
+        self._last_time = now
+        effective = [b for b in request.breakpoints if b.tokens >= max(self.min_tokens, 1)]
+        hit = 0
+        for bp in effective:
+            found = self._read(bp, now)
+            hit = max(hit, found)
+        for bp in effective:
+            if self._live(bp.key, now) is None:
+                self._entries[bp.key] = _Entry(bp.ttl, now + TTL_SECONDS[bp.ttl])
+        last = max([hit, *(bp.tokens for bp in effective)])
+        long_lived = [bp.tokens for bp in effective if bp.ttl == "1h" and bp.tokens > hit]
+        upto_1h = max([hit, *long_lived])
+        self._maybe_sweep(now)
+        return CacheUsage(
+            input_tokens=request.prompt_tokens - last,
+            cache_read_input_tokens=hit,
+            ephemeral_5m_input_tokens=last - upto_1h,
+            ephemeral_1h_input_tokens=upto_1h - hit,
+        )
+
+    def cached_tokens(self, positions: Iterable[tuple[int, Hashable]], now: float) -> int:
+        """The longest of ``positions`` (``(tokens, key)``) whose prefix is cached at ``now``; 0
+        if none. With the positions of a history, this is where its cached prefix ends: an edit
+        before that point invalidates the cached tokens after it."""
+        return max((tokens for tokens, key in positions if self._live(key, now)), default=0)
+
+    def copy(self) -> PrefixCache:
+        """An independent copy, for what-if runs (the live entries only)."""
+        twin = PrefixCache(self.min_tokens)
+        twin._entries = {key: _Entry(e.ttl, e.expires) for key, e in self._entries.items()}
+        twin._last_time = self._last_time
+        return twin
+
+    def size(self) -> int:
+        """Entries held, expired ones not yet swept included."""
+        return len(self._entries)
+
+    def _live(self, key: Hashable, now: float) -> _Entry | None:
+        entry = self._entries.get(key)
+        if entry is None or now >= entry.expires:
+            return None
+        return entry
+
+    def _read(self, bp: Breakpoint, now: float) -> int:
+        """Tokens read at ``bp``: its own entry, else the nearest earlier write in the window."""
+        candidates = ((bp.tokens, bp.key), *bp.lookback[: LOOKBACK_BLOCKS - 1])
+        for tokens, key in candidates:
+            entry = self._live(key, now)
+            if entry is not None:
+                entry.expires = now + TTL_SECONDS[entry.ttl]
+                return tokens
+        return 0
+
+    def _maybe_sweep(self, now: float) -> None:
+        if len(self._entries) < self._sweep_at:
+            return
+        self._entries = {k: e for k, e in self._entries.items() if now < e.expires}
+        self._sweep_at = max(1024, 2 * len(self._entries))
+
+
+def _check_request(request: CacheRequest, last_time: float) -> None:
+    if request.time < last_time:
+        raise ValueError(f"calls must come in time order: {request.time} after {last_time}")
+    if len(request.breakpoints) > MAX_BREAKPOINTS:
+        raise ValueError(f"at most {MAX_BREAKPOINTS} breakpoints, not {len(request.breakpoints)}")
+    previous = 0
+    seen_5m = False
+    for bp in request.breakpoints:
+        if bp.ttl not in TTL_SECONDS:
+            raise ValueError(f"breakpoint ttl must be '5m' or '1h', not {bp.ttl!r}")
+        if bp.ttl == "1h" and seen_5m:
+            raise ValueError("a 1-hour breakpoint cannot come after a 5-minute one")
+        seen_5m = seen_5m or bp.ttl == "5m"
+        if not previous <= bp.tokens <= request.prompt_tokens:
+            raise ValueError(
+                f"breakpoint tokens must grow and fit the prompt ({request.prompt_tokens}): "
+                f"{bp.tokens} after {previous}"
+            )
+        previous = bp.tokens
+
+
+def simulate(requests: Iterable[CacheRequest], *, min_tokens: int = 0) -> list[CacheUsage]:
+    """The usage of each of ``requests`` (in time order) against an initially empty cache."""
+    cache = PrefixCache(min_tokens)
+    return [cache.call(request) for request in requests]
+
+
+def clearing_saving(
+    *, freed_tokens: int, invalidated_tokens: int, calls_ahead: int, price: Price, ttl: str = "5m"
+) -> float:
+    """USD a clearing saves over the next ``calls_ahead`` calls; negative when it costs more.
+
+    The clearing removes ``freed_tokens`` from a prompt whose cached prefix extends
+    ``invalidated_tokens`` past the edit point (the freed tokens included). Left alone, every
+    later call reads the freed tokens from the cache. Cleared, the first call writes the rest of
+    the invalidated part again (at the ``ttl`` write rate instead of the read rate) and no call
+    pays for the freed tokens. It assumes a warm cache and the same calls either way; with a
+    cold cache (idle past the TTL) the rewrite happens regardless, so clearing only saves.
+    """
+    if min(freed_tokens, invalidated_tokens, calls_ahead) < 0:
+        raise ValueError("token counts and calls ahead must be >= 0")
+    if freed_tokens > invalidated_tokens:
+        raise ValueError("the invalidated part includes the freed tokens: it cannot be smaller")
+    write = price.cache_write_1h if ttl == "1h" else price.cache_write_5m
+    kept_reads = calls_ahead * freed_tokens * price.cache_read
+    rewrite = (invalidated_tokens - freed_tokens) * (write - price.cache_read)
+    return (kept_reads - rewrite) / 1_000_000
+
+
+# --------------------------------------------------------------------------- from a request
+
+
+def estimate_tokens(value: Any) -> int:
+    """A rough token count: characters of the compact JSON over 4 (the project's convention)."""
+    return len(_canonical(value)) // 4
+
+
+def cache_request(
+    params: dict[str, Any],
+    *,
+    time: float,
+    model: str = "",
+    tokens_of: Callable[[Any], int] = estimate_tokens,
+    prompt_tokens: int | None = None,
+) -> CacheRequest:
+    """The `CacheRequest` of request ``params`` (``tools``, ``system``, ``messages``, marked).
+
+    Walks every block in prompt order, so it costs O(prompt): meant for offline replay, not for
+    the request path. Each block's tokens come from ``tokens_of`` (``cache_control`` left out,
+    so a marker never changes a count or a key); keys chain a hash of the model and every block
+    before, with its role, so equal keys mean identical prefixes. ``prompt_tokens`` defaults to
+    the sum over the blocks (pass the recorded usage's total for exact figures).
+    """
+    digest = hashlib.blake2b(model_family(model).encode(), digest_size=16).digest()
+    boundaries: list[tuple[int, bytes]] = []
+    breakpoints: list[Breakpoint] = []
+    total = 0
+    for role, block in _prompt_blocks(params):
+        unmarked = _unmarked(block)
+        encoded = _canonical([role, unmarked]).encode()
+        digest = hashlib.blake2b(digest + encoded, digest_size=16).digest()
+        total += tokens_of(unmarked)
+        control = block.get("cache_control") if isinstance(block, dict) else None
+        if isinstance(control, dict):
+            window = tuple(reversed(boundaries[-(LOOKBACK_BLOCKS - 1) :]))
+            breakpoints.append(Breakpoint(total, digest, control.get("ttl", "5m"), window))
+        boundaries.append((total, digest))
+    if prompt_tokens is None:
+        prompt_tokens = total
+    return CacheRequest(time, max(prompt_tokens, total), tuple(breakpoints))
+
+
+def _prompt_blocks(params: dict[str, Any]) -> Iterable[tuple[str, Any]]:
+    for tool in params.get("tools") or ():
+        yield "tools", tool
+    system = params.get("system")
+    if isinstance(system, str):
+        if system:
+            yield "system", {"type": "text", "text": system}
+    else:
+        for block in system or ():
+            yield "system", block
+    for message in params.get("messages") or ():
+        content = message.get("content")
+        if isinstance(content, str):
+            yield message.get("role", ""), {"type": "text", "text": content}
+            continue
+        for block in content or ():
+            yield message.get("role", ""), block
+
+
+def _unmarked(block: Any) -> Any:
+    if isinstance(block, dict) and "cache_control" in block:
+        return {key: value for key, value in block.items() if key != "cache_control"}
+    return block
+
+
+# Keys keep their order: the API renders a tool_use input as given, so reordered keys are a
+# different prefix (its docs warn about languages that shuffle them).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _canonical(value: Any) -> str:
+    return _ENCODER.encode(value)

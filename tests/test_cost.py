@@ -1,0 +1,254 @@
+"""The price table and the pricing of one call's usage (evo_magic/cost.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from anthropic.types import CacheCreation, Usage
+
+from evo_magic.cost import (
+    DEFAULT_PRICES,
+    PRICES_AS_OF,
+    Price,
+    PriceTable,
+    TokenCounts,
+    call_cost,
+    model_family,
+)
+from evo_magic.models.anthropic import DEFAULT_MODEL
+
+M = 1_000_000
+# Distinct rates, so a token priced at the wrong rate shows in the total.
+RATES = Price(input=3, output=17, cache_write_5m=5, cache_write_1h=11, cache_read=0.25)
+TABLE = PriceTable({"claude-test-1": RATES}, as_of="2026-01-01", source="test")
+
+CURRENT_MODELS = [
+    "claude-opus-4-5-20251101",
+    "claude-sonnet-4-5-20250929",
+    "claude-haiku-4-5-20251001",
+    "claude-opus-4-6",
+    "claude-sonnet-4-6",
+    "claude-opus-4-7",
+    "claude-opus-4-8",
+    "claude-opus-5",
+    "claude-sonnet-5",
+    "claude-fable-5",
+    "claude-mythos-5",
+    "claude-fable-5-1",
+    "claude-mythos-5-1",
+    "claude-opus-5-5",
+    "claude-sonnet-5-5",
+    "claude-haiku-5-5",
+    "claude-fable-5-2",
+    "claude-mythos-5-2",
+]
+
+
+@pytest.mark.parametrize("model", [*CURRENT_MODELS, DEFAULT_MODEL])
+def test_every_current_model_and_the_default_has_a_price(model: str) -> None:
+    price = DEFAULT_PRICES.lookup(model)
+    assert price is not None
+    assert price.output > price.input > price.cache_read > 0
+    assert price.cache_write_1h > price.cache_write_5m > price.input
+    assert model in DEFAULT_PRICES
+
+
+def test_the_table_says_when_and_where_its_prices_come_from() -> None:
+    assert DEFAULT_PRICES.as_of == PRICES_AS_OF
+    assert "platform.claude.com" in DEFAULT_PRICES.source
+    assert len(DEFAULT_PRICES.models()) == len(DEFAULT_PRICES) >= len(CURRENT_MODELS) - 3
+
+
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [
+        ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+        ("claude-sonnet-4-5@20250929", "claude-sonnet-4-5"),
+        ("anthropic.claude-sonnet-4-5-20250929-v1:0", "claude-sonnet-4-5"),
+        ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", "claude-sonnet-4-5"),
+        ("anthropic.claude-opus-4-6-v1", "claude-opus-4-6"),
+        ("claude-sonnet-5-5[1m]", "claude-sonnet-5-5"),
+        ("Claude-Opus-5", "claude-opus-5"),
+        ("claude-3-5-haiku-latest", "claude-3-5-haiku"),
+        ("claude-opus-4-0", "claude-opus-4"),
+        ("claude-opus-4-1", "claude-opus-4-1"),
+        ("claude-fable-5-20260609", "claude-fable-5"),
+        ("claude-fable-5-2", "claude-fable-5-2"),
+    ],
+)
+def test_model_ids_map_to_their_family(model: str, family: str) -> None:
+    assert model_family(model) == family
+
+
+def test_a_dated_id_never_lands_on_a_neighbouring_model() -> None:
+    # Fable 5 and Fable 5.2 are priced differently: a date must not turn one into the other.
+    dated = DEFAULT_PRICES.lookup("claude-fable-5-20260609")
+    assert dated == DEFAULT_PRICES.lookup("claude-fable-5")
+    assert dated != DEFAULT_PRICES.lookup("claude-fable-5-2")
+
+
+def test_each_kind_of_token_is_priced_at_its_rate() -> None:
+    usage = {
+        "input_tokens": 2 * M,
+        "output_tokens": 3 * M,
+        "cache_read_input_tokens": 4 * M,
+        "cache_creation_input_tokens": 5 * M,
+        "cache_creation": {"ephemeral_5m_input_tokens": 3 * M, "ephemeral_1h_input_tokens": 2 * M},
+    }
+    cost = call_cost(usage, "claude-test-1", TABLE)
+    assert cost is not None
+    assert cost.input == 2 * RATES.input
+    assert cost.output == 3 * RATES.output
+    assert cost.cache_read == 4 * RATES.cache_read
+    assert cost.cache_write_5m == 3 * RATES.cache_write_5m
+    assert cost.cache_write_1h == 2 * RATES.cache_write_1h
+    assert cost.cache_write == cost.cache_write_5m + cost.cache_write_1h
+    assert cost.total == pytest.approx(
+        cost.input + cost.output + cost.cache_read + cost.cache_write
+    )
+
+
+def test_writes_without_a_ttl_split_are_priced_as_five_minute() -> None:
+    usage = {"input_tokens": 10, "output_tokens": 0, "cache_creation_input_tokens": M}
+    cost = call_cost(usage, "claude-test-1", TABLE)
+    assert cost is not None
+    assert (cost.cache_write_5m, cost.cache_write_1h) == (RATES.cache_write_5m, 0)
+
+
+def test_the_sdk_usage_object_is_priced_with_its_ttl_split() -> None:
+    usage = Usage(
+        input_tokens=1_000,
+        output_tokens=500,
+        cache_read_input_tokens=40_000,
+        cache_creation_input_tokens=3_000,
+        cache_creation=CacheCreation(
+            ephemeral_5m_input_tokens=1_000, ephemeral_1h_input_tokens=2_000
+        ),
+    )
+    assert TokenCounts.from_usage(usage) == TokenCounts(1_000, 500, 40_000, 1_000, 2_000)
+    price = DEFAULT_PRICES.lookup(DEFAULT_MODEL)
+    assert price is not None
+    cost = call_cost(usage, DEFAULT_MODEL)
+    assert cost is not None
+    expected = (
+        1_000 * price.input
+        + 500 * price.output
+        + 40_000 * price.cache_read
+        + 1_000 * price.cache_write_5m
+        + 2_000 * price.cache_write_1h
+    ) / M
+    assert cost.total == pytest.approx(expected)
+
+
+def test_usage_without_cache_fields_and_with_nones_reads_as_zeros() -> None:
+    class Plain:
+        input_tokens = 7
+        output_tokens = 3
+        cache_creation_input_tokens = None
+        cache_read_input_tokens = None
+
+    assert TokenCounts.from_usage(Plain()) == TokenCounts(input=7, output=3)
+    assert TokenCounts.from_usage({}) == TokenCounts()
+
+
+def test_a_split_that_disagrees_with_the_total_keeps_the_total() -> None:
+    usage = {
+        "cache_creation_input_tokens": 900,
+        "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 300},
+    }
+    counts = TokenCounts.from_usage(usage)
+    assert (counts.cache_write_5m, counts.cache_write_1h) == (600, 300)
+
+
+def test_flat_ttl_fields_are_read_too() -> None:
+    class Flat:
+        cache_creation_input_tokens = 50
+        ephemeral_1h_input_tokens = 50
+
+    assert TokenCounts.from_usage(Flat()).cache_write_1h == 50
+
+
+def test_bad_usage_values_are_refused_with_the_field_named() -> None:
+    with pytest.raises(ValueError, match="input_tokens"):
+        TokenCounts.from_usage({"input_tokens": -1})
+    with pytest.raises(ValueError, match="output_tokens"):
+        TokenCounts.from_usage({"output_tokens": "12"})
+
+
+def test_haiku_5_5_long_prompts_are_billed_at_the_higher_band() -> None:
+    price = DEFAULT_PRICES.lookup("claude-haiku-5-5")
+    assert price is not None and price.long_prompt is not None
+    band = price.long_prompt
+    limit = band.threshold_tokens
+    at_limit = {"input_tokens": limit - 1_000, "cache_read_input_tokens": 1_000, "output_tokens": M}
+    over = {**at_limit, "input_tokens": limit - 999}
+    base_cost = call_cost(at_limit, "claude-haiku-5-5")
+    long_cost = call_cost(over, "claude-haiku-5-5")
+    assert base_cost is not None and long_cost is not None
+    assert base_cost.output == price.output
+    assert long_cost.output == band.price.output  # output too is billed at the higher band
+    assert long_cost.input == (limit - 999) * band.price.input / M
+    assert long_cost.cache_read == 1_000 * band.price.cache_read / M
+
+
+@pytest.mark.parametrize("model", ["claude-unknown-9", "<synthetic>", "gpt-5", ""])
+def test_an_unknown_model_has_no_cost(model: str) -> None:
+    assert call_cost({"input_tokens": 100}, model) is None
+    assert model not in DEFAULT_PRICES
+
+
+def test_overrides_change_only_the_rates_given() -> None:
+    before = DEFAULT_PRICES.lookup("claude-sonnet-5-5")
+    table = DEFAULT_PRICES.with_overrides({"claude-sonnet-5-5-20261001": {"cache_read": 0.5}})
+    after = table.lookup("claude-sonnet-5-5")
+    assert before is not None and after is not None
+    assert after.cache_read == 0.5
+    assert (after.input, after.output, after.cache_write_5m) == (
+        before.input,
+        before.output,
+        before.cache_write_5m,
+    )
+    assert DEFAULT_PRICES.lookup("claude-sonnet-5-5") == before  # the shipped table is untouched
+    assert "user overrides" in table.source
+
+
+def test_a_new_model_gets_the_standard_cache_multipliers() -> None:
+    table = DEFAULT_PRICES.with_overrides({"my-proxy-model": {"input": 4, "output": 12}})
+    price = table.lookup("my-proxy-model")
+    assert price == Price(4, 12, 4 * 1.25, 4 * 2, 4 * 0.1)
+    replaced = TABLE.with_overrides({"claude-test-1": Price.standard(1, 2)})
+    assert replaced.lookup("claude-test-1") == Price.standard(1, 2)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"claude-opus-5": {"cache_reads": 1}}, r"claude-opus-5.*unknown field.*cache_reads"),
+        ({"claude-opus-5": {"input": -1}}, r"claude-opus-5.*input.*>= 0"),
+        ({"claude-opus-5": {"output": "cheap"}}, r"claude-opus-5.*output.*number"),
+        ({"claude-opus-5": {"output": float("nan")}}, r"claude-opus-5.*output"),
+        ({"brand-new": {"input": 1}}, r"brand-new.*needs \['output'\]"),
+        ({"claude-opus-5": 3}, r"claude-opus-5.*Price or a mapping"),
+        ({"": {"input": 1, "output": 2}}, r"model id"),
+        ({"claude-opus-5": {"long_prompt": 2}}, r"claude-opus-5.*LongPromptTier"),
+    ],
+)
+def test_bad_overrides_get_a_clear_error(overrides: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        DEFAULT_PRICES.with_overrides(overrides)
+
+
+def test_importing_the_modules_stays_cheap() -> None:
+    code = (
+        "import sys, evo_magic.cost, evo_magic.prompt_cache; "
+        "heavy = [m for m in ('anthropic', 'pandas', 'IPython') if m in sys.modules]; "
+        "print(heavy)"
+    )
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True
+    )
+    assert out.stdout.strip() == "[]"
