@@ -54,6 +54,7 @@ __all__ = [
     "Fault",
     "FakeAnthropic",
     "FakeClock",
+    "RawStream",
     "Reply",
     "Responder",
     "StreamCut",
@@ -166,7 +167,16 @@ class StreamCut:
     after_events: int = 3
 
 
-Item = Reply | Fault | StreamCut
+@dataclass
+class RawStream:
+    """A streamed response sent as given, for servers that are not quite the real API: each
+    event is a payload dict (sent as ``event: <type>`` / ``data: <json>``) or raw bytes (sent
+    verbatim, e.g. garbage). Build the dicts from `sse_events` of a message and change them."""
+
+    events: list[dict | bytes]
+
+
+Item = Reply | Fault | StreamCut | RawStream
 Responder = Callable[[dict], Item]
 
 
@@ -1332,6 +1342,10 @@ class FakeAnthropic:
         handler.send_json(200, payload, {"request-id": request_id})
 
     def _respond(self, handler: _Handler, body: dict, item: Item, request_id: str) -> None:
+        if isinstance(item, RawStream):
+            raw = [e if isinstance(e, bytes) else encode_sse(e) for e in item.events]
+            handler.send_sse(raw, request_id, cut=False)
+            return
         if isinstance(item, Fault):
             handler.send_error_json(
                 item.status, item.error_type, item.message, request_id, item.headers
