@@ -148,16 +148,38 @@ def test_compact_alone_and_bare_focus(ip, api):
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
-        ("", ("default", None)),
-        ('focus="a b {c} $d"', ("default", "a b {c} $d")),
-        ("focus=plain words here", ("default", "plain words here")),
-        ("just words", ("default", "just words")),
-        ("-s lab focus='x y'", ("lab", "x y")),
-        ("--session=lab", ("lab", None)),
+        ("", ("default", None, None)),
+        ('focus="a b {c} $d"', ("default", "a b {c} $d", None)),
+        ("focus=plain words here", ("default", "plain words here", None)),
+        ("just words", ("default", "just words", None)),
+        ("-s lab focus='x y'", ("lab", "x y", None)),
+        ("--session=lab", ("lab", None, None)),
+        ("focus=the user's notes", ("default", "the user's notes", None)),
+        (r"focus=keep C:\data\new", ("default", r"keep C:\data\new", None)),
+        ('"unclosed', ("default", '"unclosed', None)),
+        ("--strategy summarise-older(keep=3) -s lab x", ("lab", "x", "summarise-older(keep=3)")),
+        ("-- -s is part of the focus", ("default", "-s is part of the focus", None)),
     ],
 )
 def test_parse_compact_line(line, expected):
     assert parse_compact_line(line) == expected
+
+
+def test_focus_reaches_the_summariser_exactly_as_typed(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "Look around.")
+        ip.run_line_magic("compact", "focus=the user's notes")
+        ip.run_cell_magic("agent", "--max-turns 1", "Again.")
+        ip.run_line_magic("compact", r"focus=keep C:\data\new and {x}")
+    first, second = summary_requests(api)
+    assert "above all: the user's notes" in first["messages"][0]["content"][0]["text"]
+    assert r"above all: keep C:\data\new and {x}" in second["messages"][0]["content"][0]["text"]
+
+
+def test_a_bad_out_name_is_refused_before_the_task_runs(ip, api):
+    with pytest.raises(UsageError, match="variable name"), capture_output():
+        ip.run_cell_magic("agent", "-o 1bad", "Do something expensive.")
+    assert api.accepted == []
 
 
 @pytest.mark.parametrize(
@@ -172,7 +194,8 @@ def test_parse_compact_line(line, expected):
         ("line", "contxt", None, "Did you mean 'context'"),
         ("line", "history extra", None, "takes no arguments"),
         ("line", "context -s nosuch", None, "no session 'nosuch'"),
-        ("compact", '"unclosed', None, "close the quote"),
+        ("compact", "--strategy", None, "needs a value"),
+        ("compact", "--strategy nope", None, "unknown strategy 'nope'"),
         ("compact", "--force", None, "unknown option"),
         ("compact", "-s nosuch", None, "run a %%agent cell first"),
     ],
@@ -249,7 +272,12 @@ def test_model_error_is_shown_plainly_and_history_stays_valid(ip, monkeypatch):
         server.queue(reply(tool_use("bash", {"command": "echo hi"})), *[server_error()] * 3)
         with capture_output(), pytest.raises(Exception) as info:
             ip.run_cell_magic("agent", "", "Run something.")
-        assert info.value._render_traceback_()[0].startswith("AgentError: API error 500")
+        shown = info.value._render_traceback_()[0]
+        assert shown.startswith("AgentError: API error 500")
+        assert shown.endswith(
+            "The history is kept (3 messages); the next cell continues the conversation."
+        )
+        assert ".." not in shown
         session = magics(ip).sessions["default"]
         assert validate_messages(session.messages) is None
         server.queue(reply(text("fine")))
@@ -257,3 +285,42 @@ def test_model_error_is_shown_plainly_and_history_stays_valid(ip, monkeypatch):
             ip.run_cell_magic("agent", "", "Again.")
         assert ip.user_ns["_agent"].text == "fine"
         server.assert_no_rejections()
+
+
+KEEP_LAST_TURNS = """
+class KeepLastTurns:
+    name = "keep-last-turns"
+    when = "over_limit"
+
+    def __init__(self, n=2):
+        self.n = n
+
+    def compact(self, messages, ctx):
+        starts = ctx.user_turn_starts(messages)
+        if len(starts) <= self.n:
+            return None
+        cut = starts[-self.n]
+        summary = ctx.summarise(messages[:cut], ctx.focus)
+        return [ctx.compacted_message(summary), *messages[cut:]]
+"""
+
+
+def test_a_strategy_pasted_into_the_notebook_runs_through_agent_cells(ip, api):
+    ip.run_cell(KEEP_LAST_TURNS)
+    ip.run_line_magic("config", 'AgentMagics.strategies = ["micro", "KeepLastTurns(n=1)"]')
+    ip.run_line_magic("config", "AgentMagics.context_limit = 4000")
+    with capture_output() as captured:
+        ip.run_cell_magic("agent", "", "Survey the project.")
+        ip.run_cell_magic("agent", "", "Survey it again.")
+    session = magics(ip).sessions["default"]
+    assert [s.name for s in session.strategies] == ["micro", "keep-last-turns"]
+    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    done = [r for r in records if r["kind"] == "compaction" and r["success"]]
+    assert done and {r["strategy"] for r in done} == {"keep-last-turns"}
+    assert "compaction (auto, keep-last-turns)" in captured.stdout
+    listing = repr(ip.run_line_magic("agent", "strategies"))
+    assert "clear-tool-uses(trigger_tokens=100000" in listing
+    assert "this session runs: micro(" in listing and "keep-last-turns(n=1)" in listing
+    ip.run_line_magic("config", 'AgentMagics.strategies = ["nope"]')
+    with pytest.raises(UsageError, match="unknown strategy 'nope'"), capture_output():
+        ip.run_cell_magic("agent", "", "Once more.")

@@ -1,45 +1,60 @@
-"""CompactPolicy: every number that steers compaction, in one place."""
+"""CompactPolicy: the session's limits and the numbers of the default pipeline, in one place.
+
+`context_limit`, `token_limit` and `max_failures` steer every strategy (when the context is
+over the limit; when automatic compaction pauses); `summary_input_limit` and
+`summary_max_tokens` configure the summariser; `max_recent_files` the list a compacted history
+carries; the rest are the numbers of the seed's pipeline (`default_pipeline(policy)`:
+LargeOutputs, MicroCompact, Summarise). Each field's help is the one text the notebook's
+`%config` traits, the `%agent config` table and the README's table are made from.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 PLACEHOLDER = "[Earlier tool result compacted. Re-run the tool if you need full detail.]"
 
 
+def _setting(default: Any, help: str, **kwargs: Any) -> Any:
+    return field(default=default, metadata={"help": help}, **kwargs)
+
+
 @dataclass(frozen=True)
 class CompactPolicy:
-    """Settings of the three compaction layers. Defaults are those of the evo-agent seed.
+    """Limits and the default pipeline's numbers. Defaults are those of the evo-agent seed.
 
     Sizes in characters are measured as the length of the JSON encoding of the messages.
     """
 
-    context_limit: int = 50_000
-    """Full compaction (layer 2) runs when the context is over this many characters."""
-    token_limit: int | None = None
-    """Optional: full compaction also runs when the context is over this many tokens."""
-    keep_recent: int = 3
-    """Micro-compaction (layer 1) keeps this many most recent tool results whole."""
-    min_chars: int = 120
-    """Only tool results longer than this are replaced by the placeholder."""
-    placeholder: str = PLACEHOLDER
-    """The text an old tool result becomes."""
-    exclude_tools: frozenset[str] = field(default_factory=frozenset)
-    """Tools whose results micro-compaction never clears."""
-    clear_at_least: int = 0
-    """Micro-compact only when it frees at least this many characters (0: always, as the seed)."""
-    summary_input_limit: int = 80_000
-    """At most this many characters of conversation go to the summariser (head and tail kept)."""
-    summary_max_tokens: int = 2_000
-    """max_tokens of the summarisation request."""
-    max_recent_files: int = 5
-    """How many recently touched files the compacted history lists."""
-    large_output_limit: int = 30_000
-    """A tool output longer than this is saved to a file and replaced by a preview (layer 0)."""
-    preview_chars: int = 2_000
-    """Length of that preview."""
-    max_failures: int = 3
-    """Consecutive failed automatic compactions after which auto-compaction pauses."""
+    context_limit: int = _setting(
+        50_000, "Full compaction above this many characters (JSON of the messages)."
+    )
+    token_limit: int | None = _setting(
+        None, "Full compaction also above this many tokens of the whole prompt (None: off)."
+    )
+    keep_recent: int = _setting(3, "Micro-compaction keeps this many most recent tool results.")
+    min_chars: int = _setting(120, "Only tool results longer than this are micro-compacted.")
+    placeholder: str = _setting(PLACEHOLDER, "Text of a micro-compacted tool result.")
+    exclude_tools: frozenset[str] = field(
+        default_factory=frozenset,
+        metadata={"help": "Tools whose results micro-compaction never clears."},
+    )
+    clear_at_least: int = _setting(
+        0,
+        "Micro-compact only when it frees this many characters (each clearing breaks the "
+        "prompt cache).",
+    )
+    summary_input_limit: int = _setting(
+        80_000, "Characters of conversation the summariser sees (head and tail kept)."
+    )
+    summary_max_tokens: int = _setting(2_000, "max_tokens of the summary request.")
+    max_recent_files: int = _setting(5, "Recent files listed after a compaction.")
+    large_output_limit: int = _setting(30_000, "Tool outputs longer than this go to a file.")
+    preview_chars: int = _setting(2_000, "Characters of such an output kept in the context.")
+    max_failures: int = _setting(
+        3, "Failed automatic compactions in a row before automatic compaction pauses."
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "exclude_tools", frozenset(self.exclude_tools))
@@ -53,3 +68,8 @@ class CompactPolicy:
     def with_changes(self, **changes: object) -> CompactPolicy:
         """A copy with some settings changed (unknown names raise TypeError)."""
         return replace(self, **changes)
+
+
+def policy_help(name: str) -> str:
+    """The help text of a CompactPolicy setting."""
+    return next(f.metadata["help"] for f in fields(CompactPolicy) if f.name == name)

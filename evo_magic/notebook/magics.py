@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import shlex
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +18,13 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Enum, Float, Int, List, Unicode
 
-from evo_magic.compact.policy import CompactPolicy
+from evo_magic.compact.policy import CompactPolicy, policy_help
 from evo_magic.events import Event
 from evo_magic.models import DEFAULT_MODEL, ModelError, default_model_name, resolve_model
 from evo_magic.notebook.cell import CellView
 from evo_magic.render import size
+from evo_magic.session import ObserverError
+from evo_magic.transcript import TranscriptWriteError
 
 DEFAULT_SESSION = "default"
 SUBCOMMANDS = {
@@ -34,8 +35,18 @@ SUBCOMMANDS = {
     "config": "the effective configuration: every setting, its value and default",
     "sessions": "the sessions of this kernel",
     "last": "the result of the session's last %%agent cell",
+    "strategies": "the registered compaction strategies with their parameters, and the session's",
 }
 _POLICY = CompactPolicy()
+
+
+def _policy_trait(kind: type, name: str, **kwargs: Any) -> Any:
+    """A configurable trait for the CompactPolicy setting `name`: its default and help are the
+    policy's own (each setting is written once, in evo_magic.compact.policy)."""
+    default = getattr(_POLICY, name)
+    if isinstance(default, frozenset):
+        default = sorted(default)
+    return kind(default_value=default, help=policy_help(name), **kwargs).tag(config=True)
 
 
 class AgentCellError(Exception):
@@ -73,33 +84,38 @@ class CellResult:
         return self.text or f"*({self.error or 'no text'})*"
 
 
-def parse_compact_line(line: str) -> tuple[str, str | None]:
-    """`%compact` arguments -> (session name, focus). Accepts `focus=...` (quoted or not), a
-    bare focus text, and `-s/--session NAME`; quotes group words, nothing else is interpreted."""
-    try:
-        tokens = shlex.split(line, posix=True)
-    except ValueError as exc:
-        raise UsageError(f"%compact: {exc} (close the quote around the focus text)") from None
-    session = DEFAULT_SESSION
-    rest: list[str] = []
-    while tokens:
-        token = tokens.pop(0)
-        if token in ("-s", "--session"):
-            if not tokens:
-                raise UsageError("%compact: --session needs a name, e.g. %compact -s lab")
-            session = tokens.pop(0)
-        elif token.startswith("--session="):
-            session = token.split("=", 1)[1]
-        elif token.startswith("-") and not rest:
-            raise UsageError(
-                f"%compact: unknown option {token!r}. Use: %compact [-s SESSION] [focus=TEXT]"
-            )
-        else:
-            rest.append(token)
-    focus = " ".join(rest)
-    if focus.startswith("focus="):
-        focus = focus[len("focus=") :]
-    return session, focus.strip() or None
+_COMPACT_USAGE = "%compact [-s SESSION] [--strategy NAME] [focus=TEXT]"
+
+
+def parse_compact_line(line: str) -> tuple[str, str | None, str | None]:
+    """`%compact` arguments -> (session name, focus, strategy spec).
+
+    Options come first (`-s/--session NAME`, `--strategy SPEC`, `--` to end them); everything
+    after them is the focus, word for word: `focus=` in front is dropped, and one pair of
+    matching quotes around the whole focus is removed. Nothing else is interpreted, so
+    apostrophes, backslashes, braces and dollars reach the summariser as typed.
+    """
+    options: dict[str, str] = {}
+    rest = line.strip()
+    while rest.startswith("-"):
+        word, _, after = rest.partition(" ")
+        if word == "--":
+            rest = after.strip()
+            break
+        name, has_value, value = word.partition("=")
+        key = {"-s": "session", "--session": "session", "--strategy": "strategy"}.get(name)
+        if key is None:
+            raise UsageError(f"%compact: unknown option {word!r}. Use: {_COMPACT_USAGE}")
+        if not has_value:
+            value, _, after = after.strip().partition(" ")
+        if not value:
+            raise UsageError(f"%compact: {name} needs a value. Use: {_COMPACT_USAGE}")
+        options[key] = value
+        rest = after.strip()
+    focus = rest.removeprefix("focus=")
+    if len(focus) >= 2 and focus[0] == focus[-1] and focus[0] in "\"'":
+        focus = focus[1:-1]
+    return options.get("session", DEFAULT_SESSION), focus.strip() or None, options.get("strategy")
 
 
 @magics_class
@@ -131,52 +147,33 @@ class AgentMagics(Magics):
         "auto",
         help="rich: HTML updated in place; plain: streamed text; auto: rich under a kernel.",
     ).tag(config=True)
-    # CompactPolicy, one trait per number (see evo_magic.compact.policy for the meaning).
-    context_limit = Int(
-        _POLICY.context_limit, min=1, help="Full compaction above this many characters."
+    strategies = List(
+        [],
+        help="Compaction strategies, cheapest first: registered names, dotted paths, with "
+        "keyword arguments in call syntax ('micro(keep_recent=5)'), or strategy objects. "
+        "Empty: the seed's pipeline with the numbers below. List them with %agent strategies.",
     ).tag(config=True)
-    token_limit = Int(
-        None, allow_none=True, help="Full compaction also above this many tokens (None: off)."
-    ).tag(config=True)
-    keep_recent = Int(
-        _POLICY.keep_recent, min=0, help="Micro-compaction keeps this many recent results."
-    ).tag(config=True)
-    min_chars = Int(
-        _POLICY.min_chars, min=0, help="Only results longer than this are micro-compacted."
-    ).tag(config=True)
-    placeholder = Unicode(_POLICY.placeholder, help="Text of a micro-compacted result.").tag(
-        config=True
-    )
-    exclude_tools = List(
-        Unicode(), [], help="Tools whose results micro-compaction never clears."
-    ).tag(config=True)
-    clear_at_least = Int(
-        _POLICY.clear_at_least, min=0, help="Micro-compact only when it frees this many chars."
-    ).tag(config=True)
-    summary_input_limit = Int(
-        _POLICY.summary_input_limit, min=1, help="Characters of conversation the summariser sees."
-    ).tag(config=True)
-    summary_max_tokens = Int(
-        _POLICY.summary_max_tokens, min=1, help="max_tokens of the summary request."
-    ).tag(config=True)
-    max_recent_files = Int(
-        _POLICY.max_recent_files, min=0, help="Recent files listed after a compaction."
-    ).tag(config=True)
-    large_output_limit = Int(
-        _POLICY.large_output_limit, min=1, help="Outputs longer than this go to a file."
-    ).tag(config=True)
-    preview_chars = Int(
-        _POLICY.preview_chars, min=0, help="Preview kept in context of such an output."
-    ).tag(config=True)
-    max_failures = Int(
-        _POLICY.max_failures, min=1, help="Failed auto-compactions in a row before pausing."
-    ).tag(config=True)
+    # CompactPolicy: one trait per number, default and help taken from the policy itself.
+    context_limit = _policy_trait(Int, "context_limit", min=1)
+    token_limit = _policy_trait(Int, "token_limit", allow_none=True)
+    keep_recent = _policy_trait(Int, "keep_recent", min=0)
+    min_chars = _policy_trait(Int, "min_chars", min=0)
+    placeholder = _policy_trait(Unicode, "placeholder")
+    exclude_tools = _policy_trait(List, "exclude_tools", trait=Unicode())
+    clear_at_least = _policy_trait(Int, "clear_at_least", min=0)
+    summary_input_limit = _policy_trait(Int, "summary_input_limit", min=1)
+    summary_max_tokens = _policy_trait(Int, "summary_max_tokens", min=1)
+    max_recent_files = _policy_trait(Int, "max_recent_files", min=0)
+    large_output_limit = _policy_trait(Int, "large_output_limit", min=1)
+    preview_chars = _policy_trait(Int, "preview_chars", min=0)
+    max_failures = _policy_trait(Int, "max_failures", min=1)
 
     def __init__(self, shell: Any = None, **kwargs: Any):
         super().__init__(shell, **kwargs)
         self.sessions: dict[str, Any] = {}
         self.results: dict[str, CellResult] = {}
         self._meters: dict[str, Any] = {}
+        self._made: tuple[list[Any], list[Any]] | None = None
 
     # -- the magics --------------------------------------------------------------------------
 
@@ -217,6 +214,7 @@ class AgentMagics(Magics):
           config       every setting, its value and default
           sessions     the sessions of this kernel
           last         the result of the session's last %%agent cell
+          strategies   the registered compaction strategies and the session's own
 
         Manual compaction is `%compact [focus=TEXT]` (see `%compact?`). Settings are
         `%config AgentMagics.<name> = value` (list them with `%config AgentMagics`).
@@ -234,6 +232,8 @@ class AgentMagics(Magics):
             raise UsageError("%%agent: the cell is empty; write the task below the magic line.")
         if opts.max_turns is not None and opts.max_turns < 1:
             raise UsageError("%%agent: --max-turns must be at least 1")
+        if opts.out is not None and not opts.out.isidentifier():
+            raise UsageError(f"%%agent: --out needs a variable name, got {opts.out!r}")
         return self._run_cell(opts, task)
 
     @no_var_expand
@@ -244,20 +244,23 @@ class AgentMagics(Magics):
             %compact
             %compact focus="the failing test and the fix we chose"
             %compact -s lab focus=keep the {braces} and $dollars literally
+            %compact --strategy "summarise-older(keep=10)" focus=the open questions
 
-        The focus reaches the summariser and the new history. Text is taken literally (no
-        {var} or $var expansion). A line ending in `?` is IPython's help syntax and never
-        reaches %compact: end the focus with something else, or quote it
-        (`%compact focus="why?"`).
+        The focus reaches the summariser and the new history, word for word: no {var} or $var
+        expansion, apostrophes and backslashes kept; one pair of quotes around the whole focus
+        is removed. `--strategy` runs that strategy instead of the configured ones. A line
+        ending in `?` is IPython's help syntax and never reaches %compact: end the focus with
+        something else, or quote it (`%compact focus="why?"`).
         """
-        name, focus = parse_compact_line(line)
+        name, focus, spec = parse_compact_line(line)
         session = self._existing_session(name)
         self._configure(session, None)
+        strategy = self._strategy(spec) if spec else None
         meter = self._show_meter(session)
         view = CellView(self._rich(), sys.stdout.write)
         unsubscribe = session.subscribe(view)
         try:
-            event = session.compact(focus)
+            event = session.compact(focus, strategy)
         finally:
             unsubscribe()
         if not event.success and event.error:
@@ -283,11 +286,11 @@ class AgentMagics(Magics):
             cell.result, cell.text, cell.stop_reason = result, result.text, result.stop_reason
         except KeyboardInterrupt:
             cell.error = "interrupted"
-            view.show(self._kept_message(session, "interrupted"))
-            raise AgentInterrupted(self._kept_message(session, "stopped")) from None
-        except ModelError as exc:
+            view.show(f"Interrupted. {_kept(session)}")
+            raise AgentInterrupted(f"Stopped. {_kept(session)}") from None
+        except (ModelError, ObserverError, TranscriptWriteError) as exc:
             cell.error = str(exc)
-            raise AgentCellError(f"{exc}. {self._kept_message(session, 'kept')}") from None
+            raise AgentCellError(f"{_sentence(str(exc))} {_kept(session)}") from None
         finally:
             unsubscribe()
             unsubscribe_events()
@@ -295,19 +298,10 @@ class AgentMagics(Magics):
             self._store(cell, opts.out)
             self._update_meter(meter)
 
-    @staticmethod
-    def _kept_message(session: Any, what: str) -> str:
-        return (
-            f"{what}; the history is kept ({len(session.messages)} messages) and the next "
-            "cell continues the conversation"
-        )
-
     def _store(self, cell: CellResult, out: str | None) -> None:
         self.results[cell.session] = cell
         self.shell.user_ns["_agent"] = cell
         if out:
-            if not out.isidentifier():
-                raise UsageError(f"%%agent: --out needs a variable name, got {out!r}")
             self.shell.user_ns[out] = cell
 
     # -- %agent SUBCOMMAND -----------------------------------------------------------------
@@ -328,6 +322,8 @@ class AgentMagics(Magics):
             return self._sessions_table()
         if name == "config":
             return ConfigTable(self)
+        if name == "strategies":
+            return StrategiesTable(self.sessions.get(opts.session))
         session = self._existing_session(opts.session)
         if name == "context":
             return self._context(session)
@@ -441,6 +437,7 @@ class AgentMagics(Magics):
     def _configure(self, session: Any, opts: Any) -> None:
         """Apply the current settings (and this cell's options) from the next call on."""
         session.policy = self.policy()
+        session.strategies = self._configured_strategies()
         session.max_tokens = self.max_tokens
         session.bash_timeout = self.bash_timeout
         cell_turns = opts.max_turns if opts is not None else None
@@ -451,6 +448,24 @@ class AgentMagics(Magics):
         wanted = spec or default_model_name()
         if session.model.name != wanted:
             session.model = resolve_model(wanted)
+
+    def _configured_strategies(self) -> list[Any] | None:
+        """The strategies `AgentMagics.strategies` names (None: the default pipeline). Made
+        once per setting, so a session keeps its strategy objects from cell to cell."""
+        specs = list(self.strategies)
+        if not specs:
+            return None
+        if self._made is None or self._made[0] != specs:
+            self._made = (specs, [self._strategy(spec) for spec in specs])
+        return self._made[1]
+
+    def _strategy(self, spec: Any) -> Any:
+        from evo_magic.strategies.registry import StrategySpecError, make_strategy
+
+        try:
+            return make_strategy(spec, self.shell.user_ns)
+        except StrategySpecError as exc:
+            raise UsageError(f"AgentMagics.strategies: {exc}") from None
 
     def _rich(self) -> bool:
         if self.display_mode != "auto":
@@ -518,6 +533,65 @@ class ConfigTable:
             f"{rows}</table><p>Set with <code>%config AgentMagics.&lt;setting&gt; = value</code>"
             "</p>"
         )
+
+
+class StrategiesTable:
+    """The registered strategies (and the session's own), as text or HTML."""
+
+    def __init__(self, session: Any = None):
+        from evo_magic.compact.base import describe
+        from evo_magic.strategies.registry import describe_registered
+
+        self.registered = describe_registered()
+        self.current = [describe(s) for s in session.strategies] if session is not None else []
+
+    def __repr__(self) -> str:
+        lines = ["registered strategies (use in %config AgentMagics.strategies):"]
+        for info in self.registered:
+            lines.append(f"  {info.name}({info.params})  [{info.when}]  {info.summary}")
+        if self.current:
+            shown = ", ".join(_call(d) for d in self.current)
+            lines.append(f"this session runs: {shown}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = "".join(
+            f"<tr><td><code>{html.escape(i.name)}</code></td><td>{html.escape(i.when)}</td>"
+            f"<td><code>{html.escape(i.params)}</code></td><td>{html.escape(i.summary)}</td></tr>"
+            for i in self.registered
+        )
+        current = (
+            "<p>This session runs: "
+            + ", ".join(f"<code>{html.escape(_call(d))}</code>" for d in self.current)
+            + "</p>"
+            if self.current
+            else ""
+        )
+        return (
+            "<table><tr><th>name</th><th>when</th><th>parameters (defaults)</th>"
+            f"<th>what it does</th></tr>{rows}</table>{current}"
+        )
+
+
+def _call(description: dict[str, Any]) -> str:
+    params = ", ".join(f"{k}={v!r}" for k, v in description["params"].items())
+    return f"{description['name']}({params})"
+
+
+def _kept(session: Any) -> str:
+    n = len(session.messages)
+    return (
+        f"The history is kept ({n:,} message{'' if n == 1 else 's'}); the next cell continues "
+        "the conversation."
+    )
+
+
+def _sentence(text: str) -> str:
+    """`text` as one sentence: capitalised, ending with exactly one full stop."""
+    text = text.strip().rstrip(".")
+    return (text[:1].upper() + text[1:] + ".") if text else ""
 
 
 def load(ipython: Any) -> None:
