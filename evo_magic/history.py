@@ -26,6 +26,7 @@ from evo_magic.measure import (
     anchored_tokens,
     estimate_tokens,
     list_chars,
+    message_chars,
     to_json,
 )
 
@@ -143,9 +144,16 @@ class History:
             tokens = estimate_tokens(chars + self.overhead_chars)
         return ContextSize(len(self._messages), chars, tokens)
 
-    def message_chars(self, index: int) -> int:
-        """Characters of the JSON of message `index`."""
-        return self._chars[index]
+    def projected_size(self, messages: Sequence[Message], replaced: bool) -> ContextSize:
+        """The size the history would have with `messages` instead, measured as `size()` would
+        measure it after `replace(messages)` (or after rewriting in place)."""
+        chars = message_chars(messages)
+        if not replaced and self._anchor is not None:
+            return ContextSize(len(messages), chars, anchored_tokens(chars, self._anchor))
+        overhead = self._prompt_overhead_tokens() if replaced else self._overhead_tokens
+        if overhead is None:
+            return ContextSize(len(messages), chars, estimate_tokens(chars + self.overhead_chars))
+        return ContextSize(len(messages), chars, overhead + estimate_tokens(chars))
 
     def tool_results(self) -> Sequence[ResultRef]:
         """Every tool_result block of the history, oldest first (a read-only view)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evo_magic.compact.base import Strategy, check_strategy, describe
-from evo_magic.compact.compactor import Compactor
+from evo_magic.compact.compactor import Compactor, Preview
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
 from evo_magic.events import AskFinished, CompactionFinished, ContextSize, Event
@@ -308,6 +308,18 @@ class Session:
             return self.compactor.request("user", focus or None, strategy)
         finally:
             self.transcript.sync()
+
+    def preview(
+        self,
+        strategy: Strategy | None = None,
+        focus: str | None = None,
+        *,
+        summarise: bool = False,
+    ) -> Preview:
+        """What `compact(focus, strategy)` would do now, without doing it: which messages and
+        tool results it would replace, the size before and after. No model call unless
+        `summarise` (a summary is otherwise a stand-in of the right kind)."""
+        return self.compactor.preview(strategy, focus or None, summarise=summarise)
 
     def reset(self) -> None:
         """Start afresh: empty history and compaction state, same transcript and settings."""

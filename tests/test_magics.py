@@ -15,7 +15,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
 
-from evo_magic.notebook.magics import AgentMagics, parse_compact_line
+from evo_magic.notebook.magics import AgentMagics, CompactArgs, parse_compact_line
 
 FOCUS = "keep the {braces} and $dollars"
 
@@ -148,17 +148,21 @@ def test_compact_alone_and_bare_focus(ip, api):
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
-        ("", ("default", None, None)),
-        ('focus="a b {c} $d"', ("default", "a b {c} $d", None)),
-        ("focus=plain words here", ("default", "plain words here", None)),
-        ("just words", ("default", "just words", None)),
-        ("-s lab focus='x y'", ("lab", "x y", None)),
-        ("--session=lab", ("lab", None, None)),
-        ("focus=the user's notes", ("default", "the user's notes", None)),
-        (r"focus=keep C:\data\new", ("default", r"keep C:\data\new", None)),
-        ('"unclosed', ("default", '"unclosed', None)),
-        ("--strategy summarise-older(keep=3) -s lab x", ("lab", "x", "summarise-older(keep=3)")),
-        ("-- -s is part of the focus", ("default", "-s is part of the focus", None)),
+        ("", CompactArgs()),
+        ('focus="a b {c} $d"', CompactArgs(focus="a b {c} $d")),
+        ("focus=plain words here", CompactArgs(focus="plain words here")),
+        ("just words", CompactArgs(focus="just words")),
+        ("-s lab focus='x y'", CompactArgs("lab", "x y")),
+        ("--session=lab", CompactArgs("lab")),
+        ("focus=the user's notes", CompactArgs(focus="the user's notes")),
+        (r"focus=keep C:\data\new", CompactArgs(focus=r"keep C:\data\new")),
+        ('"unclosed', CompactArgs(focus='"unclosed')),
+        (
+            "--strategy summarise-older(keep=3) -s lab x",
+            CompactArgs("lab", "x", "summarise-older(keep=3)"),
+        ),
+        ("--preview focus=x", CompactArgs(focus="x", preview=True)),
+        ("-- -s is part of the focus", CompactArgs(focus="-s is part of the focus")),
     ],
 )
 def test_parse_compact_line(line, expected):
@@ -324,3 +328,14 @@ def test_a_strategy_pasted_into_the_notebook_runs_through_agent_cells(ip, api):
     ip.run_line_magic("config", 'AgentMagics.strategies = ["nope"]')
     with pytest.raises(UsageError, match="unknown strategy 'nope'"), capture_output():
         ip.run_cell_magic("agent", "", "Once more.")
+
+
+def test_compact_preview_changes_nothing(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 3", "Look around.")
+    session = magics(ip).sessions["default"]
+    before = json.dumps(session.messages)
+    preview = ip.run_line_magic("compact", "--preview focus=the notes")
+    assert "preview of summarise (over_limit): replaces" in repr(preview)
+    assert "stand-in summary" in repr(preview)
+    assert json.dumps(session.messages) == before and summary_requests(api) == []

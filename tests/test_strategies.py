@@ -508,3 +508,43 @@ def test_a_package_registers_a_strategy_by_entry_point(tmp_path: Path, monkeypat
     assert listed["halve"].summary == "Keep the newer half of the messages."
     assert make_strategy("halve(minimum=6)").minimum == 6
     assert "mylab" in sys.modules
+
+
+# -- preview -----------------------------------------------------------------------------------
+
+
+def test_a_preview_is_what_the_compaction_then_does(workspace: Path):
+    session = Session(workspace, model=scripted_model(steps=6), strategies=[MicroCompact()])
+    session.ask("Run six commands.")
+    clearing = ClearToolUses(trigger_tokens=0, keep=1)
+    before = json.dumps(session.messages)
+    preview = session.preview(clearing)
+    assert json.dumps(session.messages) == before  # nothing applied
+    assert preview.acts and preview.replaces and preview.error is None
+    event = session.compact(strategy=clearing)
+    assert event.success and event.strategy == "clear-tool-uses" and event.trigger == "user"
+    assert preview.messages == session.messages
+    assert preview.after == event.after
+    assert set(preview.dropped()) == {
+        i for i, m in enumerate(json.loads(before)) if m != session.messages[i]
+    }
+
+    summary = session.preview(Summarise(), focus="F", summarise=True)
+    event = session.compact("F", Summarise())
+    assert summary.replaces and summary.summaries == (event.summary,)
+    assert summary.messages == session.messages
+    assert (summary.after.messages, summary.after.chars) == (
+        event.after.messages,
+        event.after.chars,
+    )
+    assert summary.after.tokens == event.after.tokens
+
+
+def test_a_preview_says_why_a_compaction_would_fail(workspace: Path):
+    session = Session(workspace, model=scripted_model(steps=1))
+    session.ask("One command.")
+    preview = session.preview(Grows())
+    assert "would not be smaller" in preview.error and not preview.acts
+    assert "would FAIL" in repr(preview)
+    stand_in = session.preview()
+    assert stand_in.stand_in and "summary stand-in" in stand_in.summaries[0]

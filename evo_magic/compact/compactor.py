@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evo_magic.compact.base import Context, Edited, Message, Strategy, check_strategy
@@ -200,6 +200,66 @@ class Compactor:
             )
         return None
 
+    # -- preview --------------------------------------------------------------------------
+
+    def preview(
+        self,
+        strategy: Strategy | None = None,
+        focus: str | None = None,
+        *,
+        summarise: bool = False,
+    ) -> Preview:
+        """What compacting now would do, without doing it: the strategy's result, checked as a
+        real compaction checks it, nothing applied, nothing recorded.
+
+        `strategy` defaults to the one a manual request would run first. Without `summarise`,
+        a summary is a stand-in of the strategy's input size (no model call); with it, the
+        summariser is called (and paid for) but the history stays as it is.
+        """
+        chosen = (
+            check_strategy(strategy) if strategy else next(iter(self._manual_strategies()), None)
+        )
+        if chosen is None:
+            raise ValueError("no strategy to preview: configure one or pass strategy=...")
+        history = self.history
+        before = history.size()
+        view = history.view()
+        run = _Run()
+        ctx = self._context(chosen, "user", focus, before, view, run)
+        ctx.memo = dict(ctx.memo)  # a preview leaves the strategy's notes as they were
+        if not summarise:
+            ctx._summarise = _stand_in
+        try:
+            result = chosen.compact(view, ctx)
+            if result is None:
+                return Preview(chosen.name, chosen.when, before, before, list(view), None)
+            changes = None  # a requested compaction replaces the history
+            if changes is not None:
+                self._check_edits(changes)
+                new = list(result)
+            else:
+                new = list(result)
+                self._check_replacement(new, before, "user")
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:
+            return Preview(
+                chosen.name, chosen.when, before, before, list(view), _reason(chosen, exc)
+            )
+        after = history.projected_size(new, replaced=changes is None)
+        return Preview(
+            chosen.name,
+            chosen.when,
+            before,
+            after,
+            new,
+            None,
+            replaces=changes is None,
+            original=list(view),
+            summaries=tuple(ctx.summaries),
+            stand_in=not summarise and bool(ctx.summaries),
+        )
+
     # -- one strategy -------------------------------------------------------------------
 
     def _run(
@@ -221,12 +281,15 @@ class Compactor:
             result = strategy.compact(view, ctx)
             if result is None:
                 return None
-            changes = _in_place_changes(result, view) if layer == "every_call" else None
+            # Before a call, an every-call strategy edits in place; run on request, any strategy
+            # replaces the history (a compaction the user asked for, snapshotted and checked).
+            in_place = layer == "every_call" and trigger == "every_call"
+            changes = _in_place_changes(result, view) if in_place else None
             if changes is not None:
                 edits = self._check_edits(changes)
             else:
                 new = list(result)
-                self._check_replacement(new, before, layer)
+                self._check_replacement(new, before, trigger)
                 # The original whole on disk before it is replaced (or no replacement).
                 snapshot = self._snapshot(self.history.messages)
         except (KeyboardInterrupt, SystemExit):
@@ -321,7 +384,7 @@ class Compactor:
 
     # -- results that replace the history ----------------------------------------------
 
-    def _check_replacement(self, new: list[Message], before: ContextSize, layer: str) -> None:
+    def _check_replacement(self, new: list[Message], before: ContextSize, trigger: str) -> None:
         problem = history_problem(new)
         if problem:
             raise CompactionRefused(f"the result is not a valid history: {problem}")
@@ -333,7 +396,7 @@ class Compactor:
         pending = self.history.pending_request
         if pending and not any(_holds_text(m, pending) for m in new if m["role"] == "user"):
             raise CompactionRefused("the result drops the user's pending request")
-        if layer != "every_call":
+        if trigger != "every_call":  # a compaction must make the history smaller
             chars = message_chars(new)
             if chars >= before.chars:
                 raise CompactionRefused(
@@ -447,6 +510,88 @@ class Compactor:
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+STAND_IN = "[summary stand-in: a summary of {chars:,} characters of conversation goes here]"
+
+
+def _stand_in(messages: Sequence[Message], focus: str | None) -> str:
+    """A summary that costs nothing, for previews: says how much it would summarise."""
+    return STAND_IN.format(chars=message_chars(list(messages)))
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a compaction would do now (see `Compactor.preview`)."""
+
+    strategy: str
+    when: str
+    before: ContextSize
+    after: ContextSize
+    messages: list[Message]
+    """The history it would leave (the current one when it would do nothing or fail)."""
+    error: str | None
+    """Why the compaction would be refused, or None."""
+    replaces: bool = False
+    """True when the history would be replaced (a new epoch), False for edits in place."""
+    original: list[Message] = field(default_factory=list)
+    summaries: tuple[str, ...] = ()
+    stand_in: bool = False
+    """True when the summaries are stand-ins (no model was called)."""
+
+    @property
+    def acts(self) -> bool:
+        return self.error is None and self.messages != self.original and bool(self.original)
+
+    def changed_blocks(self) -> list[tuple[int, int, str]]:
+        """For edits in place: `(message index, block index, tool_use id)` of each block the
+        strategy would rewrite."""
+        if self.replaces:
+            return []
+        changed = []
+        for index, (old, new) in enumerate(zip(self.original, self.messages, strict=True)):
+            if old is new:
+                continue
+            for position, (a, b) in enumerate(zip(_content(old), _content(new), strict=False)):
+                if a != b:
+                    changed.append((index, position, _block_id(b) or ""))
+        return changed
+
+    def dropped(self) -> list[int]:
+        """For replacements: indices of the messages that would not be kept verbatim."""
+        if not self.replaces:
+            return []
+        kept = {id(m) for m in self.messages}
+        return [i for i, m in enumerate(self.original) if id(m) not in kept]
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def text(self) -> str:
+        """The preview as plain text: what would go, what would stay, sizes before and after."""
+        head = f"preview of {self.strategy} ({self.when})"
+        if self.error:
+            return f"{head}: would FAIL, history kept: {self.error}"
+        if not self.acts:
+            return f"{head}: nothing to do now"
+        sizes = (
+            f"{self.before.messages} msgs, {self.before.chars:,} chars, ~{self.before.tokens:,} "
+            f"tokens -> {self.after.messages} msgs, {self.after.chars:,} chars, "
+            f"~{self.after.tokens:,} tokens"
+        )
+        if self.replaces:
+            dropped = self.dropped()
+            detail = f"replaces {len(dropped)} of {len(self.original)} messages"
+            if self.summaries:
+                kind = "a stand-in" if self.stand_in else "a real"
+                detail += f" with {kind} summary"
+        else:
+            detail = f"rewrites {len(self.changed_blocks())} block(s)"
+        return f"{head}: {detail}; {sizes}"
+
+
+def _content(message: Message) -> list[Any]:
+    content = message.get("content")
+    return content if isinstance(content, list) else [content]
 
 
 def _reason(strategy: Strategy, exc: Exception) -> str:

@@ -84,24 +84,37 @@ class CellResult:
         return self.text or f"*({self.error or 'no text'})*"
 
 
-_COMPACT_USAGE = "%compact [-s SESSION] [--strategy NAME] [focus=TEXT]"
+_COMPACT_USAGE = "%compact [-s SESSION] [--strategy NAME] [--preview] [focus=TEXT]"
 
 
-def parse_compact_line(line: str) -> tuple[str, str | None, str | None]:
-    """`%compact` arguments -> (session name, focus, strategy spec).
+@dataclass(frozen=True)
+class CompactArgs:
+    """What a `%compact` line asks for."""
 
-    Options come first (`-s/--session NAME`, `--strategy SPEC`, `--` to end them); everything
-    after them is the focus, word for word: `focus=` in front is dropped, and one pair of
-    matching quotes around the whole focus is removed. Nothing else is interpreted, so
-    apostrophes, backslashes, braces and dollars reach the summariser as typed.
+    session: str = DEFAULT_SESSION
+    focus: str | None = None
+    strategy: str | None = None
+    preview: bool = False
+
+
+def parse_compact_line(line: str) -> CompactArgs:
+    """`%compact` arguments -> CompactArgs.
+
+    Options come first (`-s/--session NAME`, `--strategy SPEC`, `--preview`, `--` to end
+    them); everything after them is the focus, word for word: `focus=` in front is dropped,
+    and one pair of matching quotes around the whole focus is removed. Nothing else is
+    interpreted, so apostrophes, backslashes, braces and dollars reach the summariser as typed.
     """
-    options: dict[str, str] = {}
+    options: dict[str, Any] = {}
     rest = line.strip()
     while rest.startswith("-"):
         word, _, after = rest.partition(" ")
         if word == "--":
             rest = after.strip()
             break
+        if word == "--preview":
+            options["preview"], rest = True, after.strip()
+            continue
         name, has_value, value = word.partition("=")
         key = {"-s": "session", "--session": "session", "--strategy": "strategy"}.get(name)
         if key is None:
@@ -115,7 +128,7 @@ def parse_compact_line(line: str) -> tuple[str, str | None, str | None]:
     focus = rest.removeprefix("focus=")
     if len(focus) >= 2 and focus[0] == focus[-1] and focus[0] in "\"'":
         focus = focus[1:-1]
-    return options.get("session", DEFAULT_SESSION), focus.strip() or None, options.get("strategy")
+    return CompactArgs(focus=focus.strip() or None, **options)
 
 
 @magics_class
@@ -238,24 +251,30 @@ class AgentMagics(Magics):
 
     @no_var_expand
     @line_magic
-    def compact(self, line: str) -> None:
+    def compact(self, line: str) -> Any:
         """Compact the session's whole history now, keeping a focus.
 
             %compact
             %compact focus="the failing test and the fix we chose"
             %compact -s lab focus=keep the {braces} and $dollars literally
-            %compact --strategy "summarise-older(keep=10)" focus=the open questions
+            %compact --strategy summarise-older(keep=10) focus=the open questions
+            %compact --preview focus=the open questions
 
         The focus reaches the summariser and the new history, word for word: no {var} or $var
         expansion, apostrophes and backslashes kept; one pair of quotes around the whole focus
-        is removed. `--strategy` runs that strategy instead of the configured ones. A line
+        is removed. `--strategy` runs that strategy instead of the configured ones;
+        `--preview` shows what the compaction would do (what it would replace, the size before
+        and after; a summary is a stand-in, no model call) and changes nothing. A line
         ending in `?` is IPython's help syntax and never reaches %compact: end the focus with
         something else, or quote it (`%compact focus="why?"`).
         """
-        name, focus, spec = parse_compact_line(line)
-        session = self._existing_session(name)
+        args = parse_compact_line(line)
+        session = self._existing_session(args.session)
         self._configure(session, None)
-        strategy = self._strategy(spec) if spec else None
+        strategy = self._strategy(args.strategy) if args.strategy else None
+        focus = args.focus
+        if args.preview:
+            return session.preview(strategy, focus)
         meter = self._show_meter(session)
         view = CellView(self._rich(), sys.stdout.write)
         unsubscribe = session.subscribe(view)
