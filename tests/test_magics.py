@@ -339,3 +339,10 @@ def test_compact_preview_changes_nothing(ip, api):
     assert "preview of summarise (over_limit): replaces" in repr(preview)
     assert "stand-in summary" in repr(preview)
     assert json.dumps(session.messages) == before and summary_requests(api) == []
+
+
+def test_the_readme_settings_table_is_made_from_the_traits():
+    from evo_magic.notebook.magics import settings_markdown
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert settings_markdown() in readme

@@ -8,6 +8,7 @@ or `c.AgentMagics.context_limit` in ipython_config.py) and apply from the next m
 from __future__ import annotations
 
 import difflib
+import inspect
 import os
 import sys
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from evo_magic.events import Event
 from evo_magic.models import DEFAULT_MODEL, ModelError, default_model_name, resolve_model
 from evo_magic.notebook.cell import CellView
 from evo_magic.render import size
-from evo_magic.session import ObserverError
+from evo_magic.session import ObserverError, Session
 from evo_magic.transcript import TranscriptWriteError
 
 DEFAULT_SESSION = "default"
@@ -38,6 +39,11 @@ SUBCOMMANDS = {
     "strategies": "the registered compaction strategies with their parameters, and the session's",
 }
 _POLICY = CompactPolicy()
+
+
+def _session_default(name: str) -> Any:
+    """The default `Session` gives a setting (written once, in its signature)."""
+    return inspect.signature(Session).parameters[name].default
 
 
 def _policy_trait(kind: type, name: str, **kwargs: Any) -> Any:
@@ -143,8 +149,12 @@ class AgentMagics(Magics):
     offline = Bool(False, help="Use the offline scripted stand-in instead of Claude.").tag(
         config=True
     )
-    max_turns = Int(30, min=1, help="Model calls per %%agent cell at most.").tag(config=True)
-    max_tokens = Int(8_192, min=1, help="max_tokens of each model call.").tag(config=True)
+    max_turns = Int(
+        _session_default("max_turns"), min=1, help="Model calls per %%agent cell at most."
+    ).tag(config=True)
+    max_tokens = Int(
+        _session_default("max_tokens"), min=1, help="max_tokens of each model call."
+    ).tag(config=True)
     workspace = Unicode(
         "", help="Directory the agent works in (new sessions). Empty: the kernel's cwd."
     ).tag(config=True)
@@ -152,9 +162,11 @@ class AgentMagics(Magics):
         "", help="Where transcripts go (new sessions). Empty: <workspace>/.evo_magic."
     ).tag(config=True)
     system_prompt = Unicode("", help="System prompt. Empty: evo_magic's default.").tag(config=True)
-    bash_timeout = Float(120.0, min=1.0, help="Seconds before a bash command is killed.").tag(
-        config=True
-    )
+    bash_timeout = Float(
+        _session_default("bash_timeout"),
+        min=1.0,
+        help="Seconds before a bash command, and every process it started, is killed.",
+    ).tag(config=True)
     display_mode = Enum(
         ("auto", "rich", "plain"),
         "auto",
@@ -394,8 +406,6 @@ class AgentMagics(Magics):
 
     def _session(self, name: str) -> Any:
         if name not in self.sessions:
-            from evo_magic.session import Session
-
             workspace = os.path.expanduser(self.workspace or os.getcwd())
             if not os.path.isdir(workspace):
                 raise UsageError(
@@ -552,6 +562,19 @@ class ConfigTable:
             f"{rows}</table><p>Set with <code>%config AgentMagics.&lt;setting&gt; = value</code>"
             "</p>"
         )
+
+
+def settings_markdown() -> str:
+    """Every setting as the README's Markdown table (setting, default, meaning), in the order
+    the class declares them: the README's table is this text (a test checks it)."""
+    traits = AgentMagics.class_traits(config=True)
+    names = [name for name in vars(AgentMagics) if name in traits]
+    lines = ["| setting | default | meaning |", "| --- | --- | --- |"]
+    for name in names:
+        trait = traits[name]
+        help_text = trait.help.replace("|", "\\|")
+        lines.append(f"| `{name}` | `{trait.default()!r}` | {help_text} |")
+    return "\n".join(lines)
 
 
 class StrategiesTable:
