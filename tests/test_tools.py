@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import threading
 import time
@@ -27,7 +28,7 @@ from evo_magic.tools import (
 )
 from evo_magic.tools.bash import OUTPUT_CAP
 from evo_magic.tools.files import READ_CAP
-from evo_magic.tools.sandbox import display_path, resolve_in_workspace
+from evo_magic.tools.paths import display_path, resolve_in_workspace
 
 
 @pytest.fixture
@@ -72,23 +73,32 @@ def error(name: str, tool_input: Any, ctx: ToolContext) -> str:
     return result.content
 
 
-def alive(pid: int) -> bool:
-    """Whether `pid` runs; a zombie (killed, not yet reaped by init) counts as dead."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+def unique_sleep() -> str:
+    """A `sleep` whose command line no other process has, to find it from outside the sandbox
+    (inside, the command sees its own PID namespace: `$!` is not a pid out here)."""
+    return f"sleep 1000.{secrets.randbelow(10**9):09d}"
 
 
-def wait_dead(pid: int, seconds: float = 3.0) -> bool:
+def running(marker: str) -> list[int]:
+    """Pids of live (not zombie) processes whose command line contains `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue  # it exited meanwhile
+        if marker in cmdline and state != "Z" and "bash -c" not in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def wait_gone(marker: str, seconds: float = 3.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not alive(pid):
+        if not running(marker):
             return True
         time.sleep(0.02)
     return False
@@ -270,12 +280,13 @@ def test_bash_runs_in_workspace_and_reports_exit_code(ctx: ToolContext, workspac
 
 
 def test_bash_timeout_kills_the_whole_process_group(ctx: ToolContext, workspace: Path) -> None:
-    command = "echo started; sleep 100 & echo $! > child.pid; sleep 100"
+    child = unique_sleep()
+    command = f"echo started; {child} & touch child.started; sleep 100"
     started = time.monotonic()
     text = error("bash", {"command": command, "timeout": 1}, ctx)
     assert time.monotonic() - started < 5
     assert text.startswith("started\n") and "timed out after 1 s and was killed" in text
-    assert wait_dead(int((workspace / "child.pid").read_text()))
+    assert (workspace / "child.started").exists() and wait_gone(child)
 
 
 def test_bash_timeout_is_capped_by_the_context(workspace: Path) -> None:
@@ -286,13 +297,15 @@ def test_bash_timeout_is_capped_by_the_context(workspace: Path) -> None:
 def test_bash_kills_background_processes_when_the_command_ends(
     ctx: ToolContext, workspace: Path
 ) -> None:
-    text = ok("bash", {"command": "sleep 100 & echo $! > bg.pid; echo done"}, ctx)
+    child = unique_sleep()
+    text = ok("bash", {"command": f"{child} & touch bg.started; echo done"}, ctx)
     assert text == "done\n\n[exit code: 0]"
-    assert wait_dead(int((workspace / "bg.pid").read_text()))
+    assert (workspace / "bg.started").exists() and wait_gone(child)
 
 
 def test_bash_interrupt_kills_the_group_and_propagates(ctx: ToolContext, workspace: Path) -> None:
-    pid_file = workspace / "child.pid"
+    pid_file = workspace / "child.started"
+    child = unique_sleep()
 
     def interrupt() -> None:
         deadline = time.monotonic() + 5
@@ -302,8 +315,8 @@ def test_bash_interrupt_kills_the_group_and_propagates(ctx: ToolContext, workspa
 
     threading.Thread(target=interrupt, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
-        call("bash", {"command": "sleep 100 & echo $! > child.pid; sleep 100"}, ctx)
-    assert wait_dead(int(pid_file.read_text()))
+        call("bash", {"command": f"{child} & touch child.started; sleep 100"}, ctx)
+    assert wait_gone(child)
 
 
 def test_bash_output_cap_keeps_head_and_tail(ctx: ToolContext) -> None:

@@ -9,19 +9,31 @@ from evo_magic.tools.base import Tool, ToolContext, ToolError, ToolResult, check
 from evo_magic.tools.bash import BASH
 from evo_magic.tools.compact import COMPACT
 from evo_magic.tools.files import EDIT_FILE, READ_FILE, WRITE_FILE
+from evo_magic.tools.sandbox import (
+    DEFAULT_SANDBOX,
+    SANDBOX_MODES,
+    SandboxStatus,
+    describe_sandbox,
+    sandbox_status,
+)
 
 __all__ = [
     "BASH",
     "COMPACT",
+    "DEFAULT_SANDBOX",
     "EDIT_FILE",
     "READ_FILE",
+    "SANDBOX_MODES",
     "WRITE_FILE",
+    "SandboxStatus",
     "Tool",
     "ToolContext",
     "ToolError",
     "ToolResult",
     "default_tools",
+    "describe_sandbox",
     "run_tool",
+    "sandbox_status",
 ]
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evo_magic.tools.sandbox import DEFAULT_SANDBOX, SandboxMode, check_mode
+
 
 class ToolError(Exception):
     """A tool refused or failed; the message goes back to the model as an `is_error` tool_result."""
@@ -22,6 +24,15 @@ class ToolContext:
     request_compaction: Callable[[str | None], None] = lambda focus: None
     """Called by the `compact` tool: compaction runs after the current tool batch."""
     bash_timeout: float = 120.0
+    sandbox: SandboxMode = DEFAULT_SANDBOX
+    """Where bash runs when bubblewrap is unusable: "require" refuses to run it, "warn" runs it
+    unsandboxed and says so, "off" never sandboxes (see tools/sandbox.py)."""
+    notices: set[str] = field(default_factory=set)
+    """Notices already given in a tool output; pass the session's one set to every batch so
+    that each (e.g. "bash runs without a sandbox") is given once per session."""
+
+    def __post_init__(self) -> None:
+        check_mode(self.sandbox)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,10 @@
-"""The `bash` tool: run one command in the workspace, with a timeout, bounded output and a guard.
+"""The `bash` tool: run one command in the workspace, in a sandbox, with a timeout, bounded
+output and a guard.
 
-The guard (`REFUSED`) refuses a short list of clearly destructive commands before anything runs.
-Its rule: a pattern matches only where a command word starts (start of a line, after `;`, `&`,
-`|`, a bracket or a backquote, behind prefixes like `env`, `nohup` or `VAR=1`), so `sudo x` and
-`ls; sudo x` are refused while `echo sudo` runs; `rm` is refused only when an argument is `/`,
-`/*`, `~`, `$HOME` or a top-level system directory, so `rm -rf ./build` runs. It is a guard
-against accidents, not a security boundary: `bash -c "sudo x"` or an obfuscated command gets
-through.
+The sandbox (tools/sandbox.py) is the defence: the command cannot see the notebook kernel's
+process, memory or environment and can write only the workspace and a private /tmp. The guard
+(tools/guard.py) refuses a few clearly destructive commands before anything runs; it catches
+accidents, not a determined command. The environment never holds a credential the session knows.
 """
 
 from __future__ import annotations
@@ -15,14 +13,23 @@ import codecs
 import contextlib
 import io
 import os
-import re
 import signal
 import subprocess
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from evo_magic.secrets import SECRET_ENV_VARS, known_secrets
 from evo_magic.tools.base import Tool, ToolContext, ToolError
+from evo_magic.tools.guard import refusal_reason
+from evo_magic.tools.sandbox import (
+    DEFAULT_SANDBOX,
+    INSTALL_HINT,
+    check_mode,
+    sandbox_status,
+    sandboxed_argv,
+)
 
 OUTPUT_CAP = 50_000
 """Most characters of output a result holds; beyond it the head and tail are kept."""
@@ -31,78 +38,8 @@ _KEEP = 24_000
 _READ_SIZE = 65_536
 _DRAIN_GRACE = 2.0
 """Seconds to wait for the output pipe to close once the process group is gone."""
-HIDDEN_ENV = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"})
-"""Variables the agent's commands never see: the session's own credentials."""
-
-# Where a command word can start: the beginning, after a shell separator or an opening
-# bracket/substitution, optionally behind prefixes that run the next word as a command
-# (`env`, `exec`, `nohup`, `xargs`, `if`, `VAR=value`, ...) and a directory (`/bin/rm`).
-# Matching only there keeps `echo sudo` or `grep reboot log` runnable while `ls; sudo x` is not.
-_CMD = (
-    r"(?:^|[;&|(){}`\n])\s*"
-    r"(?:(?:\w+=\S*|env|exec|nohup|time|command|builtin|nice|xargs|if|then|else|do|while|until|!)"
-    r"\s+)*"
-    r"(?:[\w./-]*/)?"
-)
-# One argument of the current simple command (stops at a separator).
-_ARGS = r"[^;&|\n]*"
-# A whole word ends at whitespace, the end or a separator.
-_END = r"(?=\s|$|[;&|)])"
-_SYSTEM_DIRS = r"(?:bin|boot|dev|etc|home|lib\w*|opt|proc|root|sbin|srv|sys|usr|var)"
-# `/`, `/*`, `~`, `~/`, `$HOME`, `${HOME}/*`, `/etc`, ..., quoted or not, as a whole word.
-_DANGEROUS_TARGET = rf"[\"']?(?:/(?:{_SYSTEM_DIRS})?|~|\$HOME|\$\{{HOME\}})/?\*?[\"']?{_END}"
-_BLOCK_DEVICE = r"/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk|loop|dm-|md|sr)\w*"
-_SHUTDOWN = "shuts down or restarts the machine"
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A destructive command shape the bash tool refuses, and why."""
-
-    pattern: re.Pattern[str]
-    reason: str
-
-
-def _refusal(pattern: str, reason: str) -> Refusal:
-    return Refusal(re.compile(pattern, re.MULTILINE), reason)
-
-
-REFUSED: tuple[Refusal, ...] = (
-    _refusal(
-        rf"{_CMD}rm\s+(?:{_ARGS}\s)?{_DANGEROUS_TARGET}",
-        "deletes the root, the home directory or a system directory",
-    ),
-    _refusal(r"--no-preserve-root\b", "disables rm's protection of /"),
-    _refusal(rf"{_CMD}sudo\b", "runs commands as root"),
-    _refusal(rf"{_CMD}su{_END}", "switches to another user (root)"),
-    _refusal(rf"{_CMD}(?:shutdown|reboot|halt|poweroff){_END}", _SHUTDOWN),
-    _refusal(
-        rf"{_CMD}(?:systemctl|init|telinit)\s+(?:poweroff|reboot|halt|kexec|0|6){_END}", _SHUTDOWN
-    ),
-    _refusal(rf"{_CMD}mkfs(?:\.\w+)?{_END}", "formats a filesystem"),
-    _refusal(
-        rf"{_CMD}dd\s{_ARGS}\bof=/dev/(?!(?:null|zero|stdout|stderr|tty|fd/)\b)",
-        "writes raw data to a device",
-    ),
-    _refusal(rf">\s*{_BLOCK_DEVICE}", "writes raw data to a block device"),
-    _refusal(
-        rf"{_CMD}(?:chmod|chown|chgrp)(?={_ARGS}\s(?:-\w*R|--recursive))"
-        rf"{_ARGS}\s{_DANGEROUS_TARGET}",
-        "changes permissions or ownership of the whole system or home directory",
-    ),
-    _refusal(
-        r"(?P<name>[\w:]+)\s*\(\)\s*\{[^}]*(?P=name)\s*\|\s*(?P=name)\s*&",
-        "is a fork bomb",
-    ),
-)
-
-
-def refusal_reason(command: str) -> str | None:
-    """Why `command` is refused, or None when the guard lets it run."""
-    for refusal in REFUSED:
-        if refusal.pattern.search(command):
-            return refusal.reason
-    return None
+UNSANDBOXED_NOTICE = "unsandboxed"
+"""The key in `ToolContext.notices` of the warning that commands run without the sandbox."""
 
 
 @dataclass
@@ -167,29 +104,93 @@ def _timeout(tool_input: dict[str, Any], ctx: ToolContext) -> float:
     return min(float(requested), ctx.bash_timeout)
 
 
-def _environment() -> dict[str, str]:
-    return {name: value for name, value in os.environ.items() if name not in HIDDEN_ENV}
+def command_environment() -> dict[str, str]:
+    """The kernel's environment without the session's credentials: the credential variables
+    are dropped, and so is any variable whose value holds a known credential."""
+    secrets = known_secrets()
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name not in SECRET_ENV_VARS and not any(secret in value for secret in secrets)
+    }
 
 
-def run_command(command: str, workspace: os.PathLike[str] | str, timeout: float) -> str:
+@dataclass(frozen=True)
+class Launch:
+    """How a command is started: the argv prefix before `bash -c`, and a notice to show."""
+
+    prefix: list[str]
+    notice: str = ""
+
+
+def plan_launch(workspace: Path, mode: str, notices: set[str] | None = None) -> Launch:
+    """Where the command runs under sandbox setting `mode` ("require", "warn" or "off").
+
+    "require" without a usable sandbox raises ToolError (nothing runs). "warn" without one runs
+    unsandboxed with a notice, given once per `notices` set (the session's).
+    """
+    if check_mode(mode) == "off":
+        return Launch([])
+    status = sandbox_status()
+    if status.available and status.bwrap is not None:
+        return Launch(sandboxed_argv(status.bwrap, workspace, []))
+    if mode == "require":
+        raise ToolError(
+            f"bash: refused to run this command: the sandbox is required but not available: "
+            f"{status.reason}. Nothing was run. To run bash, {INSTALL_HINT}, "
+            "or set the sandbox setting to 'warn'."
+        )
+    if notices is not None and UNSANDBOXED_NOTICE in notices:
+        return Launch([])
+    if notices is not None:
+        notices.add(UNSANDBOXED_NOTICE)
+    return Launch(
+        [],
+        f"[warning: bash runs WITHOUT a sandbox: {status.reason}. Commands can read the notebook "
+        "kernel's memory and environment and write wherever this user can. To confine them, "
+        f"{INSTALL_HINT}; to refuse to run unsandboxed, set the sandbox setting to 'require'.]\n",
+    )
+
+
+def run_command(
+    command: str,
+    workspace: os.PathLike[str] | str,
+    timeout: float,
+    sandbox: str = DEFAULT_SANDBOX,
+    notices: set[str] | None = None,
+) -> str:
     """Run `command` with `bash -c` in `workspace`; the merged output and a final status line.
 
-    The status line is `[exit code: N]`. On timeout the whole process group is killed and
-    ToolError is raised with the partial output. Processes the command leaves in the background
-    are killed when it ends, so none outlives it (`setsid` escapes this). A KeyboardInterrupt
-    kills the process group, then propagates.
+    The guard may refuse it first (ToolError, nothing run). `sandbox` is the setting
+    `plan_launch` applies; an unsandboxed run under "warn" starts with a notice. The status line
+    is `[exit code: N]`. On timeout every process the command started is killed and ToolError
+    is raised with the partial output. Processes the command leaves in the background are killed
+    when it ends (in the sandbox, all of them; unsandboxed, `setsid` escapes). A
+    KeyboardInterrupt kills them too, then propagates.
     """
-    reason = refusal_reason(command)
+    reason = refusal_reason(command, cwd=workspace)
     if reason is not None:
         raise ToolError(f"bash: refused to run this command: it {reason}. Nothing was run.")
+    launch = plan_launch(Path(workspace), sandbox, notices)
+    output, returncode = _execute([*launch.prefix, "bash", "-c", command], workspace, timeout)
+    if returncode is None:
+        killed = f"timed out after {timeout:g} s and was killed, with every process it started"
+        raise ToolError(f"{launch.notice}{output}\n[{killed}]")
+    return f"{launch.notice}{output}\n[exit code: {returncode}]"
+
+
+def _execute(
+    argv: list[str], workspace: os.PathLike[str] | str, timeout: float
+) -> tuple[str, int | None]:
+    """Run `argv`; its output and exit code (None when it timed out and was killed)."""
     process = subprocess.Popen(
-        ["bash", "-c", command],
+        argv,
         cwd=workspace,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        env=_environment(),
+        env=command_environment(),
     )
     buffer = _OutputBuffer()
     assert process.stdout is not None
@@ -203,6 +204,7 @@ def run_command(command: str, workspace: os.PathLike[str] | str, timeout: float)
         timed_out = True
     finally:
         # Runs on every exit, KeyboardInterrupt included: nothing the command started survives.
+        # In the sandbox, killing bwrap's group ends its PID namespace and every process in it.
         _kill_group(process)
         process.wait()
     reader.join(_DRAIN_GRACE)
@@ -210,9 +212,10 @@ def run_command(command: str, workspace: os.PathLike[str] | str, timeout: float)
     if reader.is_alive():
         output += "\n[output may be incomplete: a detached process still holds the output pipe]"
     if timed_out:
-        killed = f"timed out after {timeout:g} s and was killed, with every process it started"
-        raise ToolError(f"{output}\n[{killed}]")
-    return f"{output}\n[exit code: {process.returncode}]"
+        return output, None
+    # A signal's death reads as bash reports it (128 + N), sandboxed (bwrap reports it so) or not.
+    code = process.returncode
+    return output, 128 - code if code < 0 else code
 
 
 def _run(tool_input: dict[str, Any], ctx: ToolContext) -> str:
@@ -221,7 +224,7 @@ def _run(tool_input: dict[str, Any], ctx: ToolContext) -> str:
         raise ToolError("bash: command is empty")
     if not ctx.workspace.is_dir():
         raise ToolError(f"bash: the workspace {ctx.workspace} is not a directory")
-    return run_command(command, ctx.workspace, _timeout(tool_input, ctx))
+    return run_command(command, ctx.workspace, _timeout(tool_input, ctx), ctx.sandbox, ctx.notices)
 
 
 BASH = Tool(
@@ -231,8 +234,9 @@ BASH = Tool(
         "ending with the exit code. Each call is a fresh shell: `cd` and variables do not carry "
         "over. There is no stdin; commands must not wait for input. Output beyond 50,000 "
         "characters keeps only its head and tail. Background processes are killed when the "
-        "command ends. Clearly destructive commands (sudo, rm -rf /, shutdown, mkfs, ...) are "
-        "refused. Prefer read_file, write_file and edit_file for files."
+        "command ends. Commands run in a sandbox where it is available: only the workspace and a "
+        "private /tmp are writable. Clearly destructive commands (sudo, rm -rf /, shutdown, "
+        "mkfs, ...) are refused. Prefer read_file, write_file and edit_file for files."
     ),
     input_schema={
         "type": "object",

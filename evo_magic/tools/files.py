@@ -6,12 +6,23 @@ returned into edit_file's `old_str`.
 
 from __future__ import annotations
 
+import errno
+import io
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evo_magic.tools.base import Tool, ToolContext, ToolError
-from evo_magic.tools.sandbox import display_path, resolve_in_workspace
+from evo_magic.tools.paths import (
+    Opened,
+    PathChanged,
+    check_single_link,
+    display_path,
+    open_in_workspace,
+    resolve_in_workspace,
+)
 
 READ_CAP = 50_000
 """Most characters of file text one read_file call returns."""
@@ -35,17 +46,36 @@ def _resolve(tool: str, tool_input: dict[str, Any], ctx: ToolContext) -> tuple[P
     return path, display_path(ctx.workspace, path)
 
 
-def _check_text(tool: str, path: Path, shown: str) -> None:
-    """Refuse what is not a regular, existing, non-binary file."""
-    if not path.exists():
-        raise ToolError(f"{tool}: {shown} does not exist")
-    if path.is_dir():
-        raise ToolError(f"{tool}: {shown} is a directory; use bash (`ls`) to list it")
-    if not path.is_file():
-        raise ToolError(f"{tool}: {shown} is not a regular file")
-    with path.open("rb") as handle:
-        if b"\0" in handle.read(_SNIFF_BYTES):
-            raise ToolError(_binary_message(tool, shown, "it has a NUL byte"))
+def _open(tool: str, ctx: ToolContext, path: Path, flags: int, create_dirs: bool = False) -> Opened:
+    """Open `path` below the workspace, following no link; a swapped-in link is refused."""
+    try:
+        return open_in_workspace(ctx.workspace, path, flags, create_dirs=create_dirs)
+    except PathChanged as error:
+        raise ToolError(f"{tool}: {error}") from error
+
+
+def _open_text(tool: str, ctx: ToolContext, path: Path, shown: str, hint: str = "") -> Opened:
+    """Open an existing, regular, non-binary file for reading; anything else is refused.
+
+    `hint` follows the "does not exist" message."""
+    try:
+        opened = _open(tool, ctx, path, os.O_RDONLY)
+    except FileNotFoundError as error:
+        raise ToolError(f"{tool}: {shown} does not exist{hint}") from error
+    except OSError as error:
+        raise ToolError(f"{tool}: cannot read {shown}: {error.strerror or error}") from error
+    mode = opened.status.st_mode
+    problem = None
+    if stat.S_ISDIR(mode):
+        problem = f"{tool}: {shown} is a directory; use bash (`ls`) to list it"
+    elif not stat.S_ISREG(mode):
+        problem = f"{tool}: {shown} is not a regular file"
+    elif b"\0" in os.pread(opened.fd, _SNIFF_BYTES, 0):
+        problem = _binary_message(tool, shown, "it has a NUL byte")
+    if problem is not None:
+        opened.close()
+        raise ToolError(problem)
+    return opened
 
 
 def _binary_message(tool: str, shown: str, why: str) -> str:
@@ -83,7 +113,7 @@ class _Slice:
     """A line longer than the cap, of which only the start was returned."""
 
 
-def _read_lines(path: Path, shown: str, offset: int, limit: int | None) -> _Slice:
+def _read_lines(opened: Opened, shown: str, offset: int, limit: int | None) -> _Slice:
     """Lines from `offset` on, up to `limit` lines and READ_CAP characters."""
     parts: list[str] = []
     size = 0
@@ -91,7 +121,8 @@ def _read_lines(path: Path, shown: str, offset: int, limit: int | None) -> _Slic
     full = False
     try:
         # newline="" keeps "\r\n" exact; the file is scanned to its end to count the lines.
-        with path.open(encoding="utf-8", newline="") as handle:
+        raw = open(opened.fd, "rb", closefd=False)  # noqa: SIM115 (closed with the wrapper)
+        with io.TextIOWrapper(raw, encoding="utf-8", newline="") as handle:
             for number, line in enumerate(handle, start=1):
                 chunk.total = number
                 if number < offset or full:
@@ -115,10 +146,13 @@ def _read_lines(path: Path, shown: str, offset: int, limit: int | None) -> _Slic
 
 def _read_file(tool_input: dict[str, Any], ctx: ToolContext) -> str:
     path, shown = _resolve("read_file", tool_input, ctx)
-    _check_text("read_file", path, shown)
-    offset = _positive(tool_input, "offset", 1) or 1
-    limit = _positive(tool_input, "limit", None)
-    chunk = _read_lines(path, shown, offset, limit)
+    opened = _open_text("read_file", ctx, path, shown)
+    try:
+        offset = _positive(tool_input, "offset", 1) or 1
+        limit = _positive(tool_input, "limit", None)
+        chunk = _read_lines(opened, shown, offset, limit)
+    finally:
+        opened.close()
     if chunk.total == 0:
         ctx.on_file(shown)
         return f"[{shown} is empty]"
@@ -167,24 +201,47 @@ READ_FILE = Tool(
 # write_file
 
 
-def _write(tool: str, path: Path, shown: str, content: str) -> int:
-    """Write `content` as UTF-8, creating parent directories; the number of bytes written."""
-    if path.is_dir():
-        raise ToolError(f"{tool}: {shown} is a directory")
+def _write(
+    tool: str, ctx: ToolContext, path: Path, shown: str, content: str, *, new: bool = False
+) -> int:
+    """Write `content` as UTF-8, creating parent directories; the number of bytes written.
+
+    The file is opened below the workspace without following links, and refused when it has
+    another hard link. `new` creates the file and fails if it exists (FileExistsError).
+    """
     try:
         data = content.encode("utf-8")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
     except UnicodeEncodeError as error:
         raise ToolError(f"{tool}: content is not valid UTF-8 text ({error})") from error
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if new else 0)
+    try:
+        opened = _open(tool, ctx, path, flags, create_dirs=True)
+    except IsADirectoryError as error:
+        raise ToolError(f"{tool}: {shown} is a directory") from error
+    except FileExistsError:
+        raise
+    except OSError as error:
+        if error.errno == errno.ENXIO:  # a FIFO nobody reads
+            raise ToolError(f"{tool}: {shown} is not a regular file") from error
+        raise ToolError(f"{tool}: cannot write {shown}: {error.strerror or error}") from error
+    try:
+        if not stat.S_ISREG(opened.status.st_mode):
+            raise ToolError(f"{tool}: {shown} is not a regular file")
+        check_single_link(opened, f"{tool}: {shown}")
+        os.ftruncate(opened.fd, 0)
+        written = 0
+        while written < len(data):
+            written += os.write(opened.fd, data[written:])
     except OSError as error:
         raise ToolError(f"{tool}: cannot write {shown}: {error.strerror or error}") from error
+    finally:
+        opened.close()
     return len(data)
 
 
 def _write_file(tool_input: dict[str, Any], ctx: ToolContext) -> str:
     path, shown = _resolve("write_file", tool_input, ctx)
-    written = _write("write_file", path, shown, tool_input["content"])
+    written = _write("write_file", ctx, path, shown, tool_input["content"])
     ctx.on_file(shown)
     return f"Wrote {written} bytes to {shown}"
 
@@ -211,14 +268,15 @@ WRITE_FILE = Tool(
 # edit_file
 
 
-def _create(path: Path, shown: str, new_str: str) -> str:
+def _create(ctx: ToolContext, path: Path, shown: str, new_str: str) -> str:
     """edit_file with an empty old_str: create a new file, never overwrite one."""
-    if path.exists():
+    try:
+        _write("edit_file", ctx, path, shown, new_str, new=True)
+    except FileExistsError as error:
         raise ToolError(
             f"edit_file: old_str is empty, which creates a new file, but {shown} already exists. "
             "Give the exact text to replace as old_str, or use write_file to overwrite the file."
-        )
-    _write("edit_file", path, shown, new_str)
+        ) from error
     return f"Created {shown} ({_line_count(new_str)} lines)"
 
 
@@ -239,28 +297,29 @@ def _replace_once(text: str, shown: str, old_str: str, new_str: str) -> tuple[st
     return text[:index] + new_str + text[index + len(old_str) :], text.count("\n", 0, index) + 1
 
 
+_CREATE_HINT = ". To create it, use write_file (or edit_file with an empty old_str)."
+
+
 def _edit_file(tool_input: dict[str, Any], ctx: ToolContext) -> str:
     path, shown = _resolve("edit_file", tool_input, ctx)
     old_str: str = tool_input["old_str"]
     new_str: str = tool_input["new_str"]
     if old_str == "":
-        result = _create(path, shown, new_str)
+        result = _create(ctx, path, shown, new_str)
         ctx.on_file(shown)
         return result
-    if not path.exists():
-        raise ToolError(
-            f"edit_file: {shown} does not exist. To create it, use write_file "
-            "(or edit_file with an empty old_str)."
-        )
-    if old_str == new_str:
-        raise ToolError("edit_file: old_str and new_str are identical; nothing would change")
-    _check_text("edit_file", path, shown)
+    opened = _open_text("edit_file", ctx, path, shown, _CREATE_HINT)
     try:
-        text = path.read_bytes().decode("utf-8")
+        if old_str == new_str:
+            raise ToolError("edit_file: old_str and new_str are identical; nothing would change")
+        with open(opened.fd, "rb", closefd=False) as handle:
+            text = handle.read().decode("utf-8")
     except UnicodeDecodeError as error:
         raise ToolError(_binary_message("edit_file", shown, "not valid UTF-8")) from error
+    finally:
+        opened.close()
     new_text, line = _replace_once(text, shown, old_str, new_str)
-    _write("edit_file", path, shown, new_text)
+    _write("edit_file", ctx, path, shown, new_text)
     ctx.on_file(shown)
     return (
         f"Edited {shown}: replaced 1 occurrence at line {line} "
