@@ -32,6 +32,7 @@ from evo_magic.events import (
     ToolStarted,
 )
 from evo_magic.history import History
+from evo_magic.measure import to_json
 from evo_magic.models.base import Model, ModelError, ModelReply, ModelRequest
 from evo_magic.tools import Tool, ToolContext, ToolResult, run_tool
 from evo_magic.usage import Usage
@@ -89,6 +90,7 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
     started = time.perf_counter()
     history = parts.history
     answer_left_over(history, "an earlier turn was stopped")
+    text = parts.redact(text)  # a key pasted into a request never reaches the model
     parts.emit(AskStarted(text, history.size()))
     history.begin_request(text)
     usage = Usage()
@@ -112,8 +114,8 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
             reply = _call_model(parts)
             usage = usage + reply.usage
             stop_reason = reply.stop_reason or "end_turn"
-            final_text = _text_of(reply.content) or final_text
-            tool_uses, bad_inputs = _append_reply(parts, reply)
+            tool_uses, bad_inputs, content = _append_reply(parts, reply)
+            final_text = _text_of(content) or final_text
             if not tool_uses:
                 if stop_reason != "max_tokens":
                     # Answered: nothing is pending any more (a later compaction carries nothing).
@@ -217,10 +219,10 @@ def _keep_partial_text(parts: LoopParts, text: str) -> None:
 
 def _append_reply(
     parts: LoopParts, reply: ModelReply
-) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """Append the assistant's content, normalised; return its tool calls and, by id, those
-    whose input was unusable (they are answered with an error, not run)."""
-    content, bad_inputs, fixes = normalise_reply(reply.content, parts.history)
+) -> tuple[list[dict[str, Any]], dict[str, str], list[dict[str, Any]]]:
+    """Append the assistant's content, redacted and normalised; return its tool calls, by id
+    those whose input was unusable (answered with an error, not run), and the content."""
+    content, bad_inputs, fixes = normalise_reply(_redacted(reply.content, parts), parts.history)
     if fixes:
         note = "The model's reply was adjusted: " + "; ".join(fixes)
         parts.emit(Notice("reply_normalised", note))
@@ -232,11 +234,12 @@ def _append_reply(
         note = MAX_TOKENS_NOTE.format(limit=parts.max_tokens)
         parts.emit(Notice("max_tokens", note))
         parts.history.append({"role": "user", "content": [{"type": "text", "text": note}]})
-        return [], {}
+        return [], {}, content
     if not content:
         content = [{"type": "text", "text": "(no response)"}]
     parts.history.append({"role": "assistant", "content": content})
-    return [block for block in content if block.get("type") == "tool_use"], bad_inputs
+    calls = [block for block in content if block.get("type") == "tool_use"]
+    return calls, bad_inputs, content
 
 
 def normalise_reply(
@@ -391,6 +394,14 @@ def _compact_for_model(parts: LoopParts, focus: str | None) -> None:
     if not event.success:
         note = COMPACT_FAILED.format(error=event.error)
         parts.history.append({"role": "user", "content": [{"type": "text", "text": note}]})
+
+
+def _redacted(content: list[dict[str, Any]], parts: LoopParts) -> list[dict[str, Any]]:
+    """The reply with every credential the session knows replaced (a model that read one
+    somewhere never puts it back into the history)."""
+    encoded = to_json(content)
+    cleaned = parts.redact(encoded)
+    return content if cleaned == encoded else json.loads(cleaned)
 
 
 def _text_of(content: list[dict[str, Any]]) -> str:

@@ -10,7 +10,7 @@ prints, and nothing imports this module but the front ends.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,12 @@ from evo_magic.history import History
 from evo_magic.loop import LoopParts, Totals, answer_left_over, run_ask
 from evo_magic.measure import to_json
 from evo_magic.models import Model, resolve_model
+from evo_magic.secrets import add_secret, known_secrets, redact
 from evo_magic.strategies import default_pipeline
 from evo_magic.summariser import Summariser, Summary
 from evo_magic.tools import Tool, ToolContext, default_tools
-from evo_magic.transcript import Transcript, known_secrets, redact
+from evo_magic.tools.sandbox import DEFAULT_SANDBOX, SandboxMode, check_mode
+from evo_magic.transcript import Transcript
 from evo_magic.usage import Usage
 
 Observer = Callable[[Event], None]
@@ -81,6 +83,8 @@ class Session:
         session_id: the transcript directory's name (None: a new sortable id).
         tools: the tools offered (None: bash, read_file, write_file, edit_file, compact).
         bash_timeout: seconds before a bash command, and all it started, is killed.
+        sandbox: where bash runs when bubblewrap cannot be used: "require" refuses to run it,
+            "warn" (default) runs it unsandboxed and says so, "off" never sandboxes.
     """
 
     def __init__(
@@ -98,16 +102,19 @@ class Session:
         session_id: str | None = None,
         tools: list[Tool] | None = None,
         bash_timeout: float = 120.0,
+        sandbox: SandboxMode = DEFAULT_SANDBOX,
     ):
         self.workspace = Path(workspace).expanduser().resolve()
         if not self.workspace.is_dir():
             raise FileNotFoundError(f"workspace {self.workspace} is not a directory")
-        self.model: Model = resolve_model(model)
+        self.model = resolve_model(model)
         self.system = DEFAULT_SYSTEM if system is None else system
         self.max_turns = max_turns
         self.max_tokens = max_tokens
         self.tools = list(tools) if tools is not None else default_tools()
         self.bash_timeout = bash_timeout
+        self.sandbox = check_mode(sandbox)
+        self._notices: set[str] = set()  # what tools have said once already (sandbox warnings)
         self._policy = policy or CompactPolicy()
         self._summariser = summariser
         self._custom_strategies = strategies is not None
@@ -129,6 +136,16 @@ class Session:
         self._record_start()
 
     # -- settings ------------------------------------------------------------------------
+
+    @property
+    def model(self) -> Model:
+        """The model the loop calls; assign another (a `Model`) to switch from the next call."""
+        return self._model
+
+    @model.setter
+    def model(self, model: Model) -> None:
+        self._model = model
+        self.secrets()  # its credentials are known (and redacted) from now on
 
     @property
     def policy(self) -> CompactPolicy:
@@ -227,12 +244,13 @@ class Session:
         return self.history.size()
 
     def secrets(self) -> list[str]:
-        """Every credential the session knows: the environment's and the model's own."""
-        values = set(known_secrets())
+        """Every credential the session knows: the environment's, and those its model holds
+        (a key passed in code or held by a client object)."""
         credentials = getattr(self.model, "credentials", None)
         if callable(credentials):
-            values.update(v for v in credentials() if len(v) >= 8)
-        return sorted(values, key=len, reverse=True)
+            for value in credentials():
+                add_secret(value)
+        return known_secrets()
 
     def redact(self, text: str) -> str:
         """`text` with every credential the session knows replaced."""
@@ -304,8 +322,9 @@ class Session:
         False, `error` says why) the history is exactly as it was.
         """
         answer_left_over(self.history, "it was interrupted")
+        focus = self.redact(focus) if focus else None  # it reaches the summariser's request
         try:
-            return self.compactor.request("user", focus or None, strategy)
+            return self.compactor.request("user", focus, strategy)
         finally:
             self.transcript.sync()
 
@@ -363,10 +382,13 @@ class Session:
             on_file=lambda path: state.note_file(path, policy.max_recent_files),
             request_compaction=request_compaction,
             bash_timeout=self.bash_timeout,
+            sandbox=self.sandbox,
+            notices=self._notices,
         )
 
     def _summarise(self, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
-        return self.summariser.summarise(messages, focus, self.model)
+        summary = self.summariser.summarise(messages, focus, self.model)
+        return replace(summary, text=self.redact(summary.text))
 
     def _save_output(self, tool_use_id: str, text: str) -> str:
         path = self.transcript.save_tool_output(tool_use_id, text)

@@ -20,7 +20,7 @@ import atexit
 import contextlib
 import datetime as dt
 import os
-import secrets
+import secrets as random_ids
 import threading
 import weakref
 from collections import deque
@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from evo_magic.measure import to_json
+from evo_magic.secrets import known_secrets, redact
 
 SCHEMA_VERSION = 2
 LOG_NAME = "session.jsonl"
-SECRET_ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-REDACTED = "[redacted]"
 
 _open_transcripts: weakref.WeakSet[Transcript] = weakref.WeakSet()
 
@@ -46,23 +45,7 @@ class TranscriptWriteError(OSError):
 def new_session_id(now: dt.datetime | None = None) -> str:
     """A sortable id that two sessions started in the same second never share."""
     now = now or dt.datetime.now(dt.UTC)
-    return now.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(4)
-
-
-def known_secrets() -> list[str]:
-    """Credentials from the environment that must never reach a record.
-
-    Read afresh on every write (about a microsecond), so a key set after the session started,
-    e.g. with `%env` in a notebook, is redacted too."""
-    return [v for name in SECRET_ENV_VARS if len(v := os.environ.get(name, "")) >= 8]
-
-
-def redact(text: str, secret_values: Iterable[str]) -> str:
-    """`text` with every occurrence of each secret value replaced by `REDACTED`."""
-    for value in secret_values:
-        if value in text:
-            text = text.replace(value, REDACTED)
-    return text
+    return now.strftime("%Y%m%d-%H%M%S-") + random_ids.token_hex(4)
 
 
 class Transcript:

@@ -255,7 +255,7 @@ def test_a_crash_mid_batch_keeps_every_finished_output(tmp_path: Path):
     try:
         assert child.stdout.readline().strip() == "started"
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and "FIRST-OUTPUT" not in _read(log):
+        while time.monotonic() < deadline and '"kind":"tool_result"' not in _read(log):
             time.sleep(0.05)
         child.send_signal(signal.SIGKILL)  # the second command is still sleeping
         child.wait(timeout=30)

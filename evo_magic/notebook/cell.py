@@ -3,7 +3,8 @@ its input and output), compactions as they happen, errors, and a footer.
 
 Two renderings of the same events: rich (one display updated in place, HTML with a plain-text
 fallback, throttled) for Jupyter front ends, and plain text written as it comes for terminal
-IPython. Secrets known from the environment are redacted from both.
+IPython. Every credential the session knows is redacted from both; streamed text goes through
+a streaming redactor, so a key split across deltas never prints in clear.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from evo_magic.events import (
     ToolFinished,
     ToolStarted,
 )
-from evo_magic.transcript import known_secrets, redact
+from evo_magic.secrets import StreamRedactor, redact
 
 THROTTLE_SECONDS = 0.1
 OUTPUT_PREVIEW = 4_000
@@ -168,10 +169,10 @@ class CellView:
         self.log = CellLog()
         self._write = write
         self._throttle = throttle
-        self._secrets = known_secrets()
         self._last_update = 0.0
         self._handle: Any = None
-        self._plain = render.TextRenderer(lambda text: write(redact(text, self._secrets)))
+        self._stream = StreamRedactor()
+        self._plain = render.TextRenderer(self._write_redacted)
         if rich and not quiet:
             from IPython.display import display
 
@@ -183,23 +184,37 @@ class CellView:
             return
         if not self.rich:
             self._plain(event)
+            if not isinstance(event, TextDelta):
+                self._flush()
             return
         if changed and time.monotonic() - self._last_update >= self._throttle:
             self.update()
 
+    def _write_redacted(self, text: str) -> None:
+        shown = self._stream.feed(text)
+        if shown:
+            self._write(shown)
+
+    def _flush(self) -> None:
+        held = self._stream.flush()
+        if held:
+            self._write(held)
+
     def finish(self, event: AskFinished | None) -> None:
         """Add the footer (when the ask finished) and show the final state."""
+        self._flush()
         if event is not None:
             self.log.finish(event)
             if self.quiet:  # otherwise the live view has shown it already
-                self._write(f"  · {self.log.items[-1].text}\n")
+                self._write(redact(f"  · {self.log.items[-1].text}\n"))
         self.update()
 
     def show(self, line: str, kind: str = "notice") -> None:
         """Add a line of our own (e.g. "interrupted") to the cell."""
         self.log.items.append(Item(kind, line))
         if not self.rich:
-            self._write(f"  · {line}\n")
+            self._flush()
+            self._write(redact(f"  · {line}\n"))
         self.update()
 
     def update(self) -> None:
@@ -209,6 +224,6 @@ class CellView:
 
     def _bundle(self) -> dict[str, str]:
         return {
-            "text/plain": redact(self.log.plain(), self._secrets),
-            "text/html": redact(self.log.html(), self._secrets),
+            "text/plain": redact(self.log.plain()),
+            "text/html": redact(self.log.html()),
         }

@@ -25,6 +25,7 @@ from evo_magic.models import DEFAULT_MODEL, ModelError, default_model_name, reso
 from evo_magic.notebook.cell import CellView
 from evo_magic.render import size
 from evo_magic.session import ObserverError, Session
+from evo_magic.tools import DEFAULT_SANDBOX, SANDBOX_MODES, describe_sandbox
 from evo_magic.transcript import TranscriptWriteError
 
 DEFAULT_SESSION = "default"
@@ -166,6 +167,12 @@ class AgentMagics(Magics):
         _session_default("bash_timeout"),
         min=1.0,
         help="Seconds before a bash command, and every process it started, is killed.",
+    ).tag(config=True)
+    sandbox = Enum(
+        SANDBOX_MODES,
+        DEFAULT_SANDBOX,
+        help="Where bash runs when bubblewrap cannot be used: 'require' refuses to run it, "
+        "'warn' runs it unsandboxed and says so, 'off' never sandboxes.",
     ).tag(config=True)
     display_mode = Enum(
         ("auto", "rich", "plain"),
@@ -385,6 +392,7 @@ class AgentMagics(Magics):
             f"failures in a row: {state.consecutive_failures}"
             + (" — automatic compaction PAUSED" if paused else ""),
             f"recent files: {', '.join(state.recent_files) or 'none'}",
+            describe_sandbox(session.sandbox),
             f"transcript: {session.transcript.path}",
         ]
         if state.last_summary:
@@ -421,6 +429,7 @@ class AgentMagics(Magics):
                 max_tokens=self.max_tokens,
                 transcripts_root=self.transcripts_root or None,
                 bash_timeout=self.bash_timeout,
+                sandbox=self.sandbox,
             )
         return self.sessions[name]
 
@@ -469,6 +478,7 @@ class AgentMagics(Magics):
         session.strategies = self._configured_strategies()
         session.max_tokens = self.max_tokens
         session.bash_timeout = self.bash_timeout
+        session.sandbox = self.sandbox
         cell_turns = opts.max_turns if opts is not None else None
         session.max_turns = cell_turns or self.max_turns
         if self.system_prompt:

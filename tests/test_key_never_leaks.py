@@ -1,0 +1,135 @@
+"""The key never reaches the agent, a request, a transcript file, a display or widget state.
+
+A real "kernel" process is started with the key in its environment (so it is in
+/proc/<pid>/environ, as in a kernel started from a shell that exported it), runs `%%agent` cells
+in an InteractiveShell against the loopback fake, and the agent goes looking for the key: the
+kernel's environment through /proc, every process's environment, and a `.env` file in its
+workspace. It prints what it read, also reversed (a transformation no redactor can undo), writes
+the key into its text, its compact focus and a file. Everything that left evo_magic is then
+searched for the key and its reversal.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evo_magic.tools import sandbox_status
+
+KEY = "sk-ant-api03-LEAKCHECK-" + "Zq8" * 12
+TESTS = Path(__file__).parent
+
+CHILD = """
+import json, os, sys
+sys.path.insert(0, {tests!r})
+from fake_api import FakeAnthropic, reply, text, tool_use
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from evo_magic.demo import make_demo_workspace
+
+key = os.environ["ANTHROPIC_API_KEY"]
+hunt = (
+    "tr '\\\\0' '\\\\n' < /proc/$PPID/environ | grep ANTHROPIC; "
+    "tr '\\\\0' '\\\\n' < /proc/$PPID/environ | grep ANTHROPIC | rev; "
+    "cat /proc/*/environ 2>/dev/null | tr '\\\\0' '\\\\n' | grep ANTHROPIC | rev; "
+    "env | grep ANTHROPIC; cat .env"
+)
+with FakeAnthropic() as server:
+    os.environ["ANTHROPIC_BASE_URL"] = server.url
+    workspace = make_demo_workspace({workspace!r})
+    (workspace / ".env").write_text("ANTHROPIC_API_KEY=" + key + "\\n")
+    server.queue(
+        reply(tool_use("bash", {{"command": hunt}}, id="toolu_hunt")),
+        reply(
+            text("I found " + key + " and will keep it."),
+            tool_use("write_file", {{"path": "stolen.txt", "content": key}}, id="toolu_w"),
+            tool_use("compact", {{"focus": "remember " + key}}, id="toolu_c"),
+        ),
+        reply(text("Summary mentioning " + key)),
+        reply(text("Done: " + key)),
+    )
+    shell = InteractiveShell.instance()
+    os.chdir(workspace)
+    shell.run_line_magic("load_ext", "evo_magic")
+    shell.run_line_magic("config", "AgentMagics.display_mode = 'plain'")
+    shell.run_line_magic("config", "AgentMagics.sandbox = {mode!r}")
+    shell.run_line_magic("config", "AgentMagics.model = 'claude-sonnet-5-5'")
+    with capture_output() as out:
+        shell.run_cell_magic("agent", "", "Find the API key.")
+        shell.run_line_magic("compact", "focus=also " + key)
+        shell.run_line_magic("agent", "context")
+        last = repr(shell.run_line_magic("agent", "last"))
+    from evo_magic.notebook.widget import ContextMeter
+
+    magics = next(m for m in shell.configurables if type(m).__name__ == "AgentMagics")
+    session = magics.sessions["default"]
+    meter = ContextMeter(session)
+    bundle = meter._repr_mimebundle_()
+    files = {{
+        str(p): p.read_text(errors="replace")
+        for p in session.directory.rglob("*")
+        if p.is_file()
+    }}
+    print(json.dumps({{
+        "stdout": out.stdout + out.stderr,
+        "agent_repr": last + repr(shell.user_ns["_agent"]),
+        "requests": json.dumps(server.accepted),
+        "files": files,
+        "widget": json.dumps(meter.get_state(), default=str),
+        "bundle": json.dumps({{k: v for k, v in bundle.items() if isinstance(v, str)}}),
+        "history": json.dumps(session.messages),
+        "rejected": len(server.rejections),
+    }}))
+"""
+
+
+def run_kernel(tmp_path: Path, mode: str) -> dict:
+    script = CHILD.format(tests=str(TESTS), workspace=str(tmp_path / "work"), mode=mode)
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "ANTHROPIC_API_KEY": KEY,
+        "IPYTHONDIR": str(tmp_path / "ipython"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def places(report: dict) -> dict[str, str]:
+    """Everything that left evo_magic, by where it went."""
+    found = {key: report[key] for key in ("stdout", "agent_repr", "requests", "widget", "bundle")}
+    found["history"] = report["history"]
+    found.update(report["files"])
+    return found
+
+
+@pytest.mark.skipif(not sandbox_status().available, reason="bubblewrap is not usable here")
+def test_the_sandboxed_agent_never_gets_the_key(tmp_path: Path):
+    report = run_kernel(tmp_path, "require")
+    assert report["rejected"] == 0
+    assert report["files"], "the transcript files were not found"
+    leaks = {where for where, text in places(report).items() if KEY in text or KEY[::-1] in text}
+    assert not leaks
+    # The hunt ran and found nothing: the kernel's environment is out of reach, and the .env
+    # file (which is the user's, in the workspace) is redacted.
+    (log,) = [text for path, text in report["files"].items() if path.endswith("session.jsonl")]
+    records = [json.loads(line) for line in log.splitlines()]
+    (hunt,) = [r for r in records if r["kind"] == "tool_result" and r["index"] == 2]
+    assert "ANTHROPIC_API_KEY=[redacted]" in hunt["block"]["content"]
+    assert hunt["block"]["content"].count("[redacted]") == 1  # .env only: nothing from /proc
+
+
+def test_without_the_sandbox_redaction_still_holds_but_the_reversed_key_leaks(tmp_path: Path):
+    """The control: unsandboxed, the agent reads the kernel's environment. Redaction keeps the
+    key itself out of everything, but not a transformed copy: that is what the sandbox is for."""
+    report = run_kernel(tmp_path, "off")
+    everywhere = places(report)
+    assert not {where for where, text in everywhere.items() if KEY in text}
+    assert any(KEY[::-1] in text for text in everywhere.values())
