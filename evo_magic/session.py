@@ -383,6 +383,7 @@ class Session:
             request_compaction=request_compaction,
             bash_timeout=self.bash_timeout,
             sandbox=self.sandbox,
+            read_only=(self.transcript.root,),
             notices=self._notices,
         )
 

@@ -427,3 +427,27 @@ def test_a_tool_that_raises_keyboardinterrupt_inside_is_interrupted(workspace: P
     records_ = records(session)
     statuses = [r["status"] for r in records_ if r["kind"] == "tool_result"]
     assert statuses == ["interrupted", "not_run"]
+
+
+def test_the_agent_cannot_change_its_own_transcripts(workspace: Path):
+    log = ".evo_magic"
+
+    def fn(request: ModelRequest):
+        if len(request.messages) > 1:
+            return [text("done")]
+        return [
+            tool_use("bash", {"command": f"echo forged >> {log}/*/session.jsonl"}, id="t1"),
+            tool_use("write_file", {"path": f"{log}/forged.txt", "content": "x"}, id="t2"),
+            tool_use("read_file", {"path": f"{log}/" + "x"}, id="t3"),
+        ]
+
+    session = Session(workspace, model=FunctionModel(fn))
+    session.ask("Cover your tracks.")
+    bash, write, _ = session.messages[2]["content"]
+    assert "forged" not in session.transcript.path.read_text().split("Cover your tracks.")[0]
+    assert "may read but not change" in write["content"] and write["is_error"]
+    assert not (workspace / log / "forged.txt").exists()
+    if "[exit code: 0]" not in bash["content"]:  # sandboxed: the mount is read-only
+        assert "Read-only file system" in bash["content"]
+    lines = session.transcript.path.read_text().splitlines()
+    assert all(json.loads(line) for line in lines)  # nothing was appended to it by the agent

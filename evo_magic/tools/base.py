@@ -27,6 +27,9 @@ class ToolContext:
     sandbox: SandboxMode = DEFAULT_SANDBOX
     """Where bash runs when bubblewrap is unusable: "require" refuses to run it, "warn" runs it
     unsandboxed and says so, "off" never sandboxes (see tools/sandbox.py)."""
+    read_only: tuple[Path, ...] = ()
+    """Directories inside the workspace the agent may read but never change (the session's
+    own transcripts): mounted read-only in the sandbox, refused by write_file and edit_file."""
     notices: set[str] = field(default_factory=set)
     """Notices already given in a tool output; pass the session's one set to every batch so
     that each (e.g. "bash runs without a sandbox") is given once per session."""

@@ -123,7 +123,12 @@ class Launch:
     notice: str = ""
 
 
-def plan_launch(workspace: Path, mode: str, notices: set[str] | None = None) -> Launch:
+def plan_launch(
+    workspace: Path,
+    mode: str,
+    notices: set[str] | None = None,
+    read_only: tuple[Path, ...] = (),
+) -> Launch:
     """Where the command runs under sandbox setting `mode` ("require", "warn" or "off").
 
     "require" without a usable sandbox raises ToolError (nothing runs). "warn" without one runs
@@ -133,7 +138,7 @@ def plan_launch(workspace: Path, mode: str, notices: set[str] | None = None) -> 
         return Launch([])
     status = sandbox_status()
     if status.available and status.bwrap is not None:
-        return Launch(sandboxed_argv(status.bwrap, workspace, []))
+        return Launch(sandboxed_argv(status.bwrap, workspace, [], read_only))
     if mode == "require":
         raise ToolError(
             f"bash: refused to run this command: the sandbox is required but not available: "
@@ -158,6 +163,7 @@ def run_command(
     timeout: float,
     sandbox: str = DEFAULT_SANDBOX,
     notices: set[str] | None = None,
+    read_only: tuple[Path, ...] = (),
 ) -> str:
     """Run `command` with `bash -c` in `workspace`; the merged output and a final status line.
 
@@ -171,7 +177,7 @@ def run_command(
     reason = refusal_reason(command, cwd=workspace)
     if reason is not None:
         raise ToolError(f"bash: refused to run this command: it {reason}. Nothing was run.")
-    launch = plan_launch(Path(workspace), sandbox, notices)
+    launch = plan_launch(Path(workspace), sandbox, notices, read_only)
     output, returncode = _execute([*launch.prefix, "bash", "-c", command], workspace, timeout)
     if returncode is None:
         killed = f"timed out after {timeout:g} s and was killed, with every process it started"
@@ -224,7 +230,8 @@ def _run(tool_input: dict[str, Any], ctx: ToolContext) -> str:
         raise ToolError("bash: command is empty")
     if not ctx.workspace.is_dir():
         raise ToolError(f"bash: the workspace {ctx.workspace} is not a directory")
-    return run_command(command, ctx.workspace, _timeout(tool_input, ctx), ctx.sandbox, ctx.notices)
+    timeout = _timeout(tool_input, ctx)
+    return run_command(command, ctx.workspace, timeout, ctx.sandbox, ctx.notices, ctx.read_only)
 
 
 BASH = Tool(

@@ -46,6 +46,16 @@ def _resolve(tool: str, tool_input: dict[str, Any], ctx: ToolContext) -> tuple[P
     return path, display_path(ctx.workspace, path)
 
 
+def _writable(tool: str, path: Path, shown: str, ctx: ToolContext) -> None:
+    """Refuse a write inside a read-only directory (the session's own transcripts)."""
+    for directory in ctx.read_only:
+        if path.is_relative_to(directory.resolve()):
+            raise ToolError(
+                f"{tool}: {shown} is in {display_path(ctx.workspace, directory.resolve())}, the "
+                "session's transcripts, which tools may read but not change"
+            )
+
+
 def _open(tool: str, ctx: ToolContext, path: Path, flags: int, create_dirs: bool = False) -> Opened:
     """Open `path` below the workspace, following no link; a swapped-in link is refused."""
     try:
@@ -241,6 +251,7 @@ def _write(
 
 def _write_file(tool_input: dict[str, Any], ctx: ToolContext) -> str:
     path, shown = _resolve("write_file", tool_input, ctx)
+    _writable("write_file", path, shown, ctx)
     written = _write("write_file", ctx, path, shown, tool_input["content"])
     ctx.on_file(shown)
     return f"Wrote {written} bytes to {shown}"
@@ -302,6 +313,7 @@ _CREATE_HINT = ". To create it, use write_file (or edit_file with an empty old_s
 
 def _edit_file(tool_input: dict[str, Any], ctx: ToolContext) -> str:
     path, shown = _resolve("edit_file", tool_input, ctx)
+    _writable("edit_file", path, shown, ctx)
     old_str: str = tool_input["old_str"]
     new_str: str = tool_input["new_str"]
     if old_str == "":

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -103,12 +104,14 @@ def _probe(bwrap: str) -> SandboxStatus:
     return SandboxStatus(True, "", bwrap)
 
 
-def _confinement(workspace: Path, hide: list[Path]) -> list[str]:
+def _confinement(workspace: Path, hide: list[Path], read_only: Sequence[Path] = ()) -> list[str]:
     """bwrap's options: what the command sees and shares. Order matters: later mounts win."""
     options = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     options += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
     if workspace != Path("/"):
         options += ["--bind", str(workspace), str(workspace)]
+    for directory in read_only:
+        options += ["--ro-bind", str(directory), str(directory)]
     for directory in hide:
         options += ["--tmpfs", str(directory)]
     options += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
@@ -130,8 +133,11 @@ def _private_directories() -> list[Path]:
     return [Path(runtime), Path(ipython)]
 
 
-def sandboxed_argv(bwrap: str, workspace: Path, argv: list[str]) -> list[str]:
-    """The command line that runs `argv` inside the sandbox, `workspace` writable.
+def sandboxed_argv(
+    bwrap: str, workspace: Path, argv: list[str], read_only: tuple[Path, ...] = ()
+) -> list[str]:
+    """The command line that runs `argv` inside the sandbox, `workspace` writable but for the
+    `read_only` directories in it (those that exist).
 
     A private directory is hidden only when it exists and does not contain the workspace
     (hiding it would hide the workspace too).
@@ -142,7 +148,8 @@ def sandboxed_argv(bwrap: str, workspace: Path, argv: list[str]) -> list[str]:
         resolved = directory.resolve()
         if resolved.is_dir() and not root.is_relative_to(resolved):
             hide.append(resolved)
-    return [bwrap, *_confinement(root, hide), "--", *argv]
+    protected = [p.resolve() for p in read_only if p.is_dir()]
+    return [bwrap, *_confinement(root, hide, protected), "--", *argv]
 
 
 def describe_sandbox(mode: str) -> str:
