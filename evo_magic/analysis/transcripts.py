@@ -1,0 +1,282 @@
+"""`load_transcripts` and what it returns: `Transcripts`, typed DataFrames of many sessions."""
+
+from __future__ import annotations
+
+import html
+import json
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from evo_magic.analysis import lake
+from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
+from evo_magic.analysis.formats import claude_code, codex, detect, evo
+from evo_magic.analysis.frames import EVENT_COLUMNS, FRAMES, to_pandas
+from evo_magic.analysis.loader import Engine, SourceFile, names, resolve, warn_bad_lines
+
+_READERS = {"evo_magic": evo.read, "claude_code": claude_code.read, "codex": codex.read}
+_HINTS = {
+    "blocks": "one row per content block of every message",
+    "parts": "one row per part of a tool result whose content is a list",
+    "calls": "one row per model call",
+    "compactions": "one row per full compaction",
+    "events": "one row per record of any kind (built on first use)",
+}
+
+
+@dataclass
+class Transcripts:
+    """Typed DataFrames of one or more sessions. See docs/transcripts.md for every column."""
+
+    blocks: pd.DataFrame
+    """One row per content block of every message of every epoch, agent and branch."""
+    calls: pd.DataFrame
+    """One row per model call: model, stop reason, usage, cost, duration, context size."""
+    compactions: pd.DataFrame
+    """One row per full compaction (evo_magic `compaction` records, Claude Code boundaries,
+    Codex `compacted` records)."""
+    parts: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """One row per part (text, image, ...) of a tool result whose content is a list."""
+    files: list[Path] = field(default_factory=list)
+    """The files read, in order."""
+    skipped: dict[str, int] = field(default_factory=dict)
+    """What was left out, by reason ("unreadable line", Claude Code record types, ...)."""
+    _identities: pa.Table | None = field(default=None, repr=False)
+    _extents: dict[Path, int] = field(default_factory=dict, repr=False)
+    _events: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def events(self) -> pd.DataFrame:
+        """One row per readable record of any kind: the identity columns, `kind`, `file`,
+        `line`, then the record's own fields lightly flattened (scalars, and one level of
+        nested objects as `<field>_<key>`). Built on first use from the bytes read at load."""
+        if self._events is None:
+            self._events = _events_frame(self._identities, self._extents)
+        return self._events
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        """The frames by name (`events` included only once it has been built)."""
+        found = {name: getattr(self, name) for name in FRAMES}
+        if self._events is not None:
+            found["events"] = self._events
+        return found
+
+    def to_parquet(self, directory: str | Path) -> Path:
+        """Write every frame (events included) as Parquet under `directory`, partitioned by
+        source and session: `<directory>/<frame>/source=<source>/session_id=<id>/*.parquet`.
+        Query them with `evo_magic.analysis.lake.connect(directory)`. Returns the directory."""
+        frames = {**self.frames(), "events": self.events}
+        return lake.write(frames, Path(directory))
+
+    def sql(self, query: str) -> pd.DataFrame:
+        """Run a DuckDB SQL query over these frames (`blocks`, `parts`, `calls`, `compactions`,
+        `events`) and return the result as a DataFrame."""
+        return lake.query({**self.frames(), "events": self.events}, query)
+
+    def _summary(self) -> tuple[int, list[tuple[str, int, list[str]]]]:
+        sessions = 0
+        if len(self.blocks):
+            sessions = self.blocks["session_id"].nunique()
+        rows = [(name, len(frame), list(frame.columns)) for name, frame in self.frames().items()]
+        return sessions, rows
+
+    def __repr__(self) -> str:
+        sessions, rows = self._summary()
+        lines = [f"<Transcripts: {len(self.files)} file(s), {sessions} session(s)"]
+        for name, count, _ in rows:
+            lines.append(f"  .{name:<12} {count:>8,} rows  {_HINTS[name]}")
+        if self._events is None:
+            lines.append(f"  .{'events':<12} {'':>8}       {_HINTS['events']}")
+        if self.skipped:
+            lines.append(f"  .skipped      {self.skipped}")
+        lines.append("  .sql('select ...'), .to_parquet(dir); columns: docs/transcripts.md>")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        sessions, rows = self._summary()
+        body = "".join(
+            f"<tr><td><code>.{name}</code></td><td style='text-align:right'>{count:,}</td>"
+            f"<td>{html.escape(_HINTS[name])}</td>"
+            f"<td><small>{html.escape(', '.join(columns[9:]))}</small></td></tr>"
+            for name, count, columns in rows
+        )
+        if self._events is None:
+            body += f"<tr><td><code>.events</code></td><td></td><td>{_HINTS['events']}</td>"
+            body += "<td></td></tr>"
+        skipped = ""
+        if self.skipped:
+            items = ", ".join(f"{html.escape(k)}: {v}" for k, v in self.skipped.items())
+            skipped = f"<p>Skipped: {items}</p>"
+        return (
+            f"<div><b>Transcripts</b>: {len(self.files)} file(s), {sessions} session(s)"
+            "<table><tr><th>frame</th><th>rows</th><th>what</th>"
+            "<th>columns after the identity columns</th></tr>"
+            f"{body}</table>{skipped}<p>Every frame starts with source, session_id, agent_id, "
+            "sidechain, seq, timestamp, turn, epoch, segment. SQL over all frames: "
+            "<code>t.sql('select ...')</code>; Parquet: <code>t.to_parquet(dir)</code>.</p></div>"
+        )
+
+
+def load_transcripts(path: str | Path) -> Transcripts:
+    """Load transcripts into typed DataFrames.
+
+    `path` is a session directory, a transcripts root, a Claude Code project folder
+    (`~/.claude/projects/<project>/`, subagent files included), a Codex sessions folder
+    (`~/.codex/sessions/`), a single `.jsonl` file of any of these formats, or a glob pattern.
+    Every `*.jsonl` below a directory is read (except evo_magic's history snapshots), and the
+    format is detected per file.
+
+    Torn or corrupt lines are skipped with one `TranscriptWarning` per file naming the file, the
+    line numbers and the count; a file found in a folder that is in no known format is skipped
+    with a warning. Raises `TranscriptError` when the path does not exist, a glob matches
+    nothing, there are no records, a file named on its own is in no known format, or a record
+    has a schema version newer than this evo_magic reads.
+    """
+    files, single = resolve(path)
+    sources = [SourceFile(i, file, file.read_bytes()) for i, file in enumerate(files)]
+    engine = Engine(sources)
+    try:
+        return _load(engine, sources, single, path)
+    finally:
+        engine.close()
+
+
+def _load(engine: Engine, sources: list[SourceFile], single: bool, path: Any) -> Transcripts:
+    by_format: dict[str, list[SourceFile]] = {}
+    skipped: dict[str, int] = {}
+    for source in sources:
+        warn_bad_lines(source, stacklevel=5)
+        if source.bad:
+            skipped["unreadable line"] = skipped.get("unreadable line", 0) + len(source.bad)
+        head = source.head()
+        kind = detect([record for _, record in head])
+        if kind is None:
+            if not head:
+                if not source.bad:
+                    skipped["empty file"] = skipped.get("empty file", 0) + 1
+                continue
+            number, record = head[0]
+            message = (
+                f"{source.path} is neither an evo_magic transcript nor a Claude Code or Codex "
+                f"session (the record at line {number} has keys {sorted(record)[:8]})"
+            )
+            if single:
+                raise TranscriptError(message)
+            warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=4)
+            skipped["file in no known format"] = skipped.get("file in no known format", 0) + 1
+            continue
+        by_format.setdefault(kind, []).append(source)
+    parts = [_READERS[kind](engine, group) for kind, group in by_format.items()]
+    records = sum(part.records for part in parts)
+    if records == 0:
+        raise TranscriptError(
+            f"no transcript records in {path} (read {names(s.path for s in sources)})"
+        )
+    for part in parts:
+        for reason, count in part.skipped.items():
+            skipped[reason] = skipped.get(reason, 0) + count
+    frames = {
+        name: _concat([getattr(p, name) for p in parts], spec) for name, spec in FRAMES.items()
+    }
+    identities = pa.concat_tables([t for p in parts for t in p.identities]) if parts else None
+    return Transcripts(
+        blocks=frames["blocks"],
+        calls=frames["calls"],
+        compactions=frames["compactions"],
+        parts=frames["parts"],
+        files=[s.path for s in sources],
+        skipped=skipped,
+        _identities=identities,
+        _extents={s.path: len(s.data) for s in sources},
+    )
+
+
+def _concat(tables: list[list[pa.Table]], spec: dict[str, str]) -> pd.DataFrame:
+    from evo_magic.analysis.frames import empty_table
+
+    flat = [t for group in tables for t in group]
+    table = pa.concat_tables(flat) if flat else empty_table(spec)
+    return to_pandas(table, spec)
+
+
+def sql(sql_text: str, where: Transcripts | str | Path) -> pd.DataFrame:
+    """Run a DuckDB SQL query over the frames (`blocks`, `parts`, `calls`, `compactions`,
+    `events`) of `where` and return a DataFrame. `where` is a `Transcripts`, a lake directory
+    (written by `Transcripts.to_parquet`), or any path `load_transcripts` accepts (loaded
+    first)."""
+    if isinstance(where, Transcripts):
+        return where.sql(sql_text)
+    root = Path(where).expanduser()
+    if lake.has_lake(root):
+        con = lake.connect(root)
+        try:
+            return con.sql(sql_text).df()
+        finally:
+            con.close()
+    return load_transcripts(where).sql(sql_text)
+
+
+# -- events -----------------------------------------------------------------------------------
+
+_SCALARS = (str, int, float, bool)
+_CATEGORICAL_FIELDS = frozenset(
+    {"name", "model", "reason", "trigger", "code", "type", "subtype", "role", "kind", "strategy"}
+)
+
+
+def _events_frame(identities: pa.Table | None, extents: dict[Path, int]) -> pd.DataFrame:
+    if identities is None or identities.num_rows == 0:
+        from evo_magic.analysis.frames import empty_table
+
+        return to_pandas(empty_table(EVENT_COLUMNS), EVENT_COLUMNS)
+    lines_of: dict[str, list[bytes]] = {}
+    for path, extent in extents.items():
+        with open(path, "rb") as f:
+            lines_of[str(path)] = f.read(extent).split(b"\n")
+    fields: dict[str, dict[int, Any]] = {}
+    files = identities.column("file").to_pylist()
+    numbers = identities.column("line").to_pylist()
+    for row, (file, number) in enumerate(zip(files, numbers, strict=True)):
+        try:
+            record = json.loads(lines_of[file][number - 1])
+        except (ValueError, KeyError, IndexError):
+            continue
+        for key, value in record.items():
+            if type(value) is dict:
+                for sub, item in value.items():
+                    if item is None or isinstance(item, _SCALARS):
+                        fields.setdefault(f"{key}_{sub}", {})[row] = item
+            elif value is None or isinstance(value, _SCALARS):
+                fields.setdefault(key, {})[row] = value
+    frame = to_pandas(identities, EVENT_COLUMNS)
+    extra = {
+        name: _field_column(name, cells, len(frame))
+        for name, cells in fields.items()
+        if name not in frame.columns
+    }
+    if not extra:
+        return frame
+    return pd.concat([frame, pd.DataFrame(extra, index=frame.index)], axis=1)
+
+
+def _field_column(name: str, cells: dict[int, Any], n: int) -> Any:
+    """A record field as a typed column: boolean, Int64, Float64, category or string."""
+    values: list[Any] = [None] * n
+    for row, value in cells.items():
+        values[row] = value
+    kinds = {type(v) for v in cells.values() if v is not None}
+    if kinds == {bool}:
+        return pd.array(values, dtype="boolean")
+    if kinds == {int} and all(-(2**63) <= v < 2**63 for v in cells.values() if v is not None):
+        return pd.array(values, dtype="Int64")
+    if kinds and kinds <= {int, float}:
+        return pd.array([None if v is None else float(v) for v in values], dtype="Float64")
+    if kinds == {str} and name.rpartition("_")[2] in _CATEGORICAL_FIELDS:
+        return pd.Categorical(values)
+    if kinds <= {str}:
+        return pd.array(values, dtype="string")
+    return pd.array([v if v is None or type(v) is str else json.dumps(v) for v in values], "string")
