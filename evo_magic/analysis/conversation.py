@@ -163,7 +163,7 @@ def _block(row: Any, parts: dict[tuple[Any, ...], list[dict[str, Any]]]) -> dict
     if kind == "tool_result":
         content: Any = parts.get((row.file, row.line, row.block_index), text)
         block = {"type": "tool_result", "tool_use_id": row.tool_use_id, "content": content}
-        if row.is_error is True:
+        if not pd.isna(row.is_error) and bool(row.is_error):
             block["is_error"] = True
         return block
     if kind == "thinking":

@@ -76,10 +76,10 @@ def connect(directory: str | Path, con: duckdb.DuckDBPyConnection | None = None)
         found = sorted(root.glob(f"**/{name}/**/*.parquet"))
         if not found:
             continue
-        pattern = str(root / "**" / name / "**" / "*.parquet")
+        listed = ", ".join(f"'{_quoted(str(path))}'" for path in found)
         con.execute(
             f"create or replace view {name} as select * from read_parquet("
-            f"'{_quoted(pattern)}', hive_partitioning = true, union_by_name = true)"
+            f"[{listed}], hive_partitioning = true, union_by_name = true)"
         )
     return con
 
