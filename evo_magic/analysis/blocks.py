@@ -1,15 +1,16 @@
-"""Content blocks as rows: the SQL that flattens recorded messages, and the same in Python.
+"""Content blocks as rows: computed per message in DuckDB, flattened in Arrow, and the same for
+one block in Python.
 
-A format reader decides which records are messages and where each sits in its conversation
-(a "unit": file, line, JSON path of the content, identity, message index, ...); `BLOCKS_SQL`
-then turns every unit's content into one row per block in DuckDB, and `PARTS_SQL` into one row
-per part of a tool result whose content is a list. `block_row` does the same for one block in
-Python (histories in memory, Codex items).
+`blocks_sql(content)` turns a DuckDB list of blocks (read with the `BLOCK` type) into a list of
+structs holding each block's columns, in the same pass that reads the file. `flatten` then makes
+one row per block of the messages a format reader kept, each with its message's columns (a
+"unit": identity, message index, role, kind, ...), without leaving Arrow. `block_row` does the
+same for one block in Python (histories in memory, Codex items).
 
 Text of a block: `text` for text, the compact JSON of `input` for tool_use (exactly as the file
-holds it), the content of a tool_result (its text parts joined by a newline when it is a list),
-`thinking` for thinking. Images and documents have no text: `chars` is then the length of their
-base64 data and `media_type` their type.
+spells it: see `respell`), the content of a tool_result (its text parts joined by a newline when
+it is a list), `thinking` for thinking. Images and documents have no text: `chars` is then the
+length of their base64 data and `media_type` their type.
 """
 
 from __future__ import annotations
@@ -18,32 +19,13 @@ import json
 from typing import Any
 
 import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-UNIT_COLUMNS = (
-    "file_id",
-    "line",
-    "path",
-    "first_block",
-    "source",
-    "session_id",
-    "agent_id",
-    "sidechain",
-    "seq",
-    "timestamp",
-    "turn",
-    "epoch",
-    "segment",
-    "message_index",
-    "role",
-    "message_kind",
-    "abandoned",
-    "status",
-    "parent_tool_use_id",
-    "file",
-)
-"""The columns of a units table (see `BLOCKS_SQL`)."""
+from evo_magic.analysis.frames import PART_COLUMNS, rows_table
 
-_BLOCK = {
+BLOCK = {
     "type": "VARCHAR",
     "text": "VARCHAR",
     "id": "VARCHAR",
@@ -55,111 +37,197 @@ _BLOCK = {
     "thinking": "VARCHAR",
     "source": {"media_type": "VARCHAR", "data": "VARCHAR"},
 }
-_PART = json.dumps(
-    [{"type": "VARCHAR", "text": "VARCHAR", "source": {"media_type": "VARCHAR", "data": "VARCHAR"}}]
-)
-_IN_MESSAGE = json.dumps({"message": {"content": [_BLOCK]}})
-_ONE = json.dumps({"block": _BLOCK})
-_TEXT = json.dumps(_BLOCK)
+"""The fields of a content block that the frames use, as `read_json` reads them."""
 
-BLOCKS_SQL = f"""
-with listed as (
-    select u.*, l.text as raw,
-        case u.path
-            when '$.block' then [from_json(l.text, '{_ONE}').block]
-            else coalesce(from_json(l.text, '{_IN_MESSAGE}').message.content,
-                case when json_type(l.text, '$.message.content') = 'VARCHAR'
-                    then [from_json(json_object('type', 'text', 'text',
-                        json_extract_string(l.text, '$.message.content')), '{_TEXT}')]
-                end)
-        end as blocks
-    from {{units}} u join lines l using (file_id, line)
-),
-flat as (
-    select listed.* exclude (blocks), unnest(blocks) as b,
-        generate_subscripts(blocks, 1) - 1 + first_block as block_index
-    from listed
-),
-typed as (
-    select flat.* exclude (b), b.type as block_type, b.name as tool_name,
-        coalesce(b.id, b.tool_use_id) as tool_use_id,
-        case when b.type = 'tool_result' then coalesce(b.is_error, false) end as is_error,
-        case b.type
+
+def block_type_sql() -> str:
+    """`BLOCK` as a DuckDB type."""
+    inner = ", ".join(
+        f'"{k}" ' + ("STRUCT(media_type VARCHAR, data VARCHAR)" if isinstance(v, dict) else v)
+        for k, v in BLOCK.items()
+    )
+    return f"STRUCT({inner})"
+
+
+def blocks_sql(content: str) -> str:
+    """A DuckDB expression: the list `content` (of `BLOCK`s) as a list of each block's columns.
+    A tool result's content (JSON text) is told apart by its first character: a string, a list
+    of parts, or something else."""
+    return f"""list_transform({content}, lambda b: {{
+        'block_type': b.type,
+        'tool_name': b.name,
+        'tool_use_id': coalesce(b.id, b.tool_use_id),
+        'is_error': case when b.type = 'tool_result' then coalesce(b.is_error, false) end,
+        'text': case b.type
             when 'text' then b.text
             when 'tool_use' then coalesce(b.input, '{{}}')::VARCHAR
-            when 'tool_result' then case json_type(b.content)
-                when 'VARCHAR' then json_extract_string(b.content, '$')
-                when 'NULL' then ''
-                when 'ARRAY' then array_to_string(list_filter(list_transform(
-                    from_json(b.content, '{_PART}'),
-                    lambda p: case p.type when 'text' then p.text end),
-                    lambda t: t is not null), chr(10))
-                else coalesce(b.content::VARCHAR, '')
+            when 'tool_result' then case
+                when b.content is null or b.content = 'null' then ''
+                when starts_with(b.content, '"') then json_extract_string(b.content, '$')
+                when starts_with(b.content, '[') then array_to_string(list_filter(
+                    json_extract_string(b.content, '$[*].text'), lambda t: t is not null),
+                    chr(10))
+                else b.content::VARCHAR
             end
             when 'thinking' then b.thinking
             when 'image' then null
             when 'document' then null
             else b.text
-        end as text,
-        case when json_type(b.content) = 'ARRAY' then b.content end as part_list,
-        b.source.media_type as media_type,
-        length(b.source.data) as data_chars,
-        b.type = 'tool_use' and b.input is not null
-            and not contains(raw, b.input::VARCHAR) as respelled
-    from flat
-)
-select * exclude (raw, data_chars),
-    case when part_list is not null then json_array_length(part_list) end as parts,
-    coalesce(length(text), data_chars) as chars
-from typed
-"""
-"""One row per block of every unit in `{units}` (joined with `lines`): the unit's columns and
-the block's. A unit's content is at `path`: `$.message.content` (a list of blocks, or a string
-as one text block) or `$.block` (one block). A tool input that the file spells differently from
-DuckDB's canonical JSON is marked `respelled`, to be replaced by the file's own bytes
-(`raw_inputs`); `part_list` keeps a tool result's list content for `PARTS_SQL`."""
+        end,
+        'parts': case when b.type = 'tool_result' and starts_with(b.content, '[')
+            then json_array_length(b.content) end,
+        'part_list': case when b.type = 'tool_result' and starts_with(b.content, '[')
+            then b.content::VARCHAR end,
+        'media_type': b.source.media_type,
+        'data_chars': length(b.source.data)
+    }})"""
 
-PARTS_SQL = f"""
-with results as (
-    select * exclude (part_list), from_json(part_list, '{_PART}') as part_items
-    from {{rows}} where part_list is not null
-),
-each as (
-    select results.* exclude (part_items), unnest(part_items) as p,
-        generate_subscripts(part_items, 1) - 1 as part_index
-    from results
-)
-select each.* exclude (p, text, chars, media_type), p.type as part_type,
-    case p.type when 'text' then p.text end as text,
-    coalesce(length(case p.type when 'text' then p.text end), length(p.source.data)) as chars,
-    p.source.media_type as media_type
-from each
-"""
-"""One row per part of every tool result (of the block rows in `{rows}`) whose content is a
-list."""
+
+def flatten(lists: pa.ChunkedArray | pa.Array, units: pa.Table, keep: np.ndarray) -> pa.Table:
+    """One row per block of the records where `keep` is true: the record's row of `units`
+    (which must have `first_block`, the index of its first block in its message), `position`
+    (the block's place in the record's list) and `block_index`, then the block's columns
+    (from `blocks_sql`)."""
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    lists = pc.if_else(pa.array(keep, pa.bool_()), lists, pa.nulls(len(lists), lists.type))
+    parents = pc.list_parent_indices(lists)
+    values = pc.list_flatten(lists)
+    parent = parents.to_numpy()
+    position = np.arange(len(parent), dtype=np.int64) - lists.offsets.to_numpy()[parent]
+    rows = units.take(parents)
+    first = pc.fill_null(rows.column("first_block"), 0).to_numpy().astype(np.int64)
+    rows = rows.drop_columns(["first_block"])
+    rows = rows.append_column("position", pa.array(position))
+    rows = rows.append_column("block_index", pa.array(position + first))
+    for name in values.type.names:
+        rows = rows.append_column(name, values.field(name))
+    return rows
+
+
+def finish(rows: pa.Table, sources: dict[int, Any]) -> pa.Table:
+    """Block rows made whole: tool inputs in the file's own spelling, `chars`, each tool
+    result named after its call, and `status` (`ok`/`error` where the record has none).
+    `sources` maps each file_id to its `SourceFile` (for its bytes)."""
+    rows = respell(rows, sources)
+    text = rows.column("text")
+    chars = pc.coalesce(pc.utf8_length(text).cast(pa.int64()), rows.column("data_chars"))
+    rows = rows.drop_columns(["data_chars", "position"]).append_column("chars", chars)
+    rows = _name_results(rows)
+    status = rows.column("status") if "status" in rows.column_names else None
+    derived = pc.if_else(
+        pc.equal(rows.column("block_type"), "tool_result"),
+        pc.if_else(pc.fill_null(rows.column("is_error"), False), "error", "ok"),
+        pa.nulls(rows.num_rows, pa.string()),
+    )
+    status = derived if status is None else pc.coalesce(status.cast(pa.string()), derived)
+    if "status" in rows.column_names:
+        rows = rows.drop_columns(["status"])
+    return rows.append_column("status", status)
+
+
+def _name_results(rows: pa.Table) -> pa.Table:
+    """tool_name of each tool_result: that of the tool_use with its id, in the same file and
+    conversation."""
+    key = ["file_id", "agent_id", "tool_use_id"]
+    frame = rows.select([*key, "block_type", "tool_name"]).to_pandas()
+    uses = frame.loc[frame["block_type"] == "tool_use", [*key, "tool_name"]]
+    results = frame[(frame["block_type"] == "tool_result") & frame["tool_name"].isna()]
+    if uses.empty or results.empty:
+        return rows
+    found = results[key].reset_index().merge(uses.drop_duplicates(key), on=key, how="inner")
+    names = frame["tool_name"].to_numpy(dtype=object, na_value=None)
+    names[found["index"].to_numpy()] = found["tool_name"].to_numpy(dtype=object)
+    position = rows.column_names.index("tool_name")
+    return rows.set_column(position, "tool_name", pa.array(names, pa.string()))
 
 
 class _Block(msgspec.Struct):
     input: msgspec.Raw = msgspec.Raw(b"null")
 
 
-def raw_inputs(line: bytes, path: str) -> list[bytes] | None:
-    """The tool_use inputs of the content at `path` (a JSON path like `$.message.content`) of one
-    line, exactly as the file spells them (None where a block has none); None when the content is
-    not a list of objects."""
-    keys = path.removeprefix("$.").split(".")
+def raw_inputs(line: bytes, path: tuple[str, ...]) -> list[bytes] | None:
+    """The tool_use inputs of the block list at `path` (keys, e.g. ("message", "content")) of
+    one line, exactly as the file spells them (None where a block has none); None when there is
+    no such list."""
     target: Any = list[_Block]
-    for key in reversed(keys):
+    for key in reversed(path):
         target = msgspec.defstruct("_At", [(key, target | None, None)])
     try:
         value: Any = msgspec.json.decode(line, type=target)
     except msgspec.DecodeError:
         return None
-    for key in keys:
+    for key in path:
         value = getattr(value, key)
         if value is None:
             return None
     return [None if bytes(b.input) == b"null" else bytes(b.input) for b in value]
+
+
+def respell(rows: pa.Table, sources: dict[int, Any]) -> pa.Table:
+    """Tool inputs as the file spells them. DuckDB re-encodes JSON canonically; where that text
+    is not found verbatim in the record's line (another writer's escapes or number format), the
+    file's own bytes are taken instead. Needs `path` (the block list's keys, joined by ".")."""
+    uses = np.flatnonzero(pc.equal(rows.column("block_type"), "tool_use").to_numpy(False))
+    if len(uses) == 0:
+        return rows.drop_columns(["path"])
+    chosen = rows.select(["file_id", "line", "text", "path", "position"]).take(pa.array(uses))
+    fixes: dict[int, str] = {}
+    cache: dict[tuple[int, int], list[bytes] | None] = {}
+    files = chosen.column("file_id").to_numpy()
+    numbers = chosen.column("line").to_numpy()
+    texts = chosen.column("text").to_pylist()
+    for file_id in np.unique(files).tolist():
+        source = sources[file_id]
+        mine = np.flatnonzero(files == file_id)
+        at = np.searchsorted(source.numbers, numbers[mine])
+        starts, ends, data = source.starts[at].tolist(), source.ends[at].tolist(), source.data
+        for k, start, end in zip(mine.tolist(), starts, ends, strict=True):
+            text = texts[k]
+            if text is None or data.find(text.encode(), start, end) >= 0:
+                continue
+            key = (file_id, int(numbers[k]))
+            if key not in cache:
+                path = tuple(chosen.column("path")[k].as_py().split("."))
+                cache[key] = raw_inputs(data[start:end], path)
+            found, place = cache[key], chosen.column("position")[k].as_py()
+            if found is not None and 0 <= place < len(found) and found[place] is not None:
+                fixes[int(uses[k])] = found[place].decode("utf-8")
+    rows = rows.drop_columns(["path"])
+    if not fixes:
+        return rows
+    values = rows.column("text").to_pylist()
+    for row, text in fixes.items():
+        values[row] = text
+    return rows.set_column(rows.column_names.index("text"), "text", pa.array(values, pa.string()))
+
+
+def parts_table(rows: pa.Table) -> pa.Table:
+    """One row per part of each tool result whose content is a list (`part_list`)."""
+    listed = np.flatnonzero(pc.is_valid(rows.column("part_list")).to_numpy(False))
+    found: list[dict[str, Any]] = []
+    if len(listed):
+        chosen = rows.take(pa.array(listed)).to_pylist()
+        for row in chosen:
+            for n, part in enumerate(json.loads(row["part_list"])):
+                found.append({**row, **part_row(part), "part_index": n})
+    return rows_table(found, PART_COLUMNS)
+
+
+def part_row(part: Any) -> dict[str, Any]:
+    """A part's columns: part_type, text, chars, media_type."""
+    if not isinstance(part, dict):
+        return {"part_type": type(part).__name__}
+    kind = part.get("type")
+    text = part.get("text") if kind == "text" and isinstance(part.get("text"), str) else None
+    source = part.get("source") if isinstance(part.get("source"), dict) else {}
+    data = source.get("data")
+    return {
+        "part_type": kind,
+        "text": text,
+        "chars": len(text) if text is not None else (len(data) if isinstance(data, str) else None),
+        "media_type": source.get("media_type"),
+    }
 
 
 def _parts_text(content: list[Any]) -> str:
@@ -172,7 +240,7 @@ def _parts_text(content: list[Any]) -> str:
 
 def block_row(block: Any) -> dict[str, Any]:
     """One block's columns (block_type, tool_name, tool_use_id, is_error, text, chars, parts,
-    media_type), as `BLOCKS_SQL` computes them."""
+    media_type), as `blocks_sql` and `finish` compute them."""
     if not isinstance(block, dict):
         return {"block_type": type(block).__name__}
     kind = block.get("type")
@@ -182,7 +250,7 @@ def block_row(block: Any) -> dict[str, Any]:
         text = block.get("text")
     elif kind == "tool_use":
         row["tool_name"], row["tool_use_id"] = block.get("name"), block.get("id")
-        text = msgspec.json.encode(block.get("input", {})).decode()
+        text = json.dumps(block.get("input", {}), ensure_ascii=False, separators=(",", ":"))
     elif kind == "tool_result":
         row["tool_use_id"] = block.get("tool_use_id")
         row["is_error"] = bool(block.get("is_error"))

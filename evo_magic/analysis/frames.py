@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 IDENTITY = {
     "source": "category",
@@ -201,9 +202,13 @@ def to_pandas(table: pa.Table, spec: dict[str, str]) -> pd.DataFrame:
     """A typed DataFrame of `table` with the columns of `spec` first, in order (any further
     columns of `table` follow)."""
     table = table.select([*spec, *(n for n in table.column_names if n not in spec)])
+    for name, dtype in spec.items():  # categories encoded in Arrow convert without a copy
+        if dtype == "category" and not pa.types.is_dictionary(table.schema.field(name).type):
+            encoded = pc.dictionary_encode(table.column(name))
+            table = table.set_column(table.column_names.index(name), name, encoded)
     frame = table.to_pandas(types_mapper=_PANDAS_TYPES.get, self_destruct=True)
     for name, dtype in spec.items():
-        if dtype == "category":
+        if dtype == "category" and frame[name].dtype != "category":
             frame[name] = frame[name].astype("category")
         elif dtype == "datetime" and len(frame) == 0:
             frame[name] = frame[name].astype("datetime64[us, UTC]")

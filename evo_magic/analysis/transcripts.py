@@ -138,7 +138,7 @@ def load_transcripts(path: str | Path) -> Transcripts:
     """
     files, single = resolve(path)
     sources = [SourceFile(i, file, file.read_bytes()) for i, file in enumerate(files)]
-    engine = Engine(sources)
+    engine = Engine()
     try:
         return _load(engine, sources, single, path)
     finally:
@@ -148,17 +148,23 @@ def load_transcripts(path: str | Path) -> Transcripts:
 def _load(engine: Engine, sources: list[SourceFile], single: bool, path: Any) -> Transcripts:
     by_format: dict[str, list[SourceFile]] = {}
     skipped: dict[str, int] = {}
+
+    def skip(reason: str, count: int = 1) -> None:
+        skipped[reason] = skipped.get(reason, 0) + count
+
     for source in sources:
-        warn_bad_lines(source, stacklevel=5)
-        if source.bad:
-            skipped["unreadable line"] = skipped.get("unreadable line", 0) + len(source.bad)
         head = source.head()
         kind = detect([record for _, record in head])
-        if kind is None:
-            if not head:
-                if not source.bad:
-                    skipped["empty file"] = skipped.get("empty file", 0) + 1
-                continue
+        if kind is not None:
+            by_format.setdefault(kind, []).append(source)
+        elif not head:
+            if len(source.numbers) == 0:
+                skip("empty file")
+            elif len(source.numbers) <= 50:
+                source.bad.extend(source.numbers.tolist())  # torn or corrupt throughout
+            else:
+                raise TranscriptError(f"{source.path}: none of its first 50 lines is a JSON object")
+        else:
             number, record = head[0]
             message = (
                 f"{source.path} is neither an evo_magic transcript nor a Claude Code or Codex "
@@ -167,22 +173,22 @@ def _load(engine: Engine, sources: list[SourceFile], single: bool, path: Any) ->
             if single:
                 raise TranscriptError(message)
             warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=4)
-            skipped["file in no known format"] = skipped.get("file in no known format", 0) + 1
-            continue
-        by_format.setdefault(kind, []).append(source)
+            skip("file in no known format")
     parts = [_READERS[kind](engine, group) for kind, group in by_format.items()]
-    records = sum(part.records for part in parts)
-    if records == 0:
-        raise TranscriptError(
-            f"no transcript records in {path} (read {names(s.path for s in sources)})"
-        )
+    for source in sources:
+        warn_bad_lines(source, stacklevel=4)
+        if source.bad:
+            skip("unreadable line", len(set(source.bad)))
+    if sum(part.records for part in parts) == 0:
+        read = names(s.path for s in sources)
+        raise TranscriptError(f"no transcript records in {path} (read {read})")
     for part in parts:
         for reason, count in part.skipped.items():
-            skipped[reason] = skipped.get(reason, 0) + count
+            skip(reason, count)
     frames = {
         name: _concat([getattr(p, name) for p in parts], spec) for name, spec in FRAMES.items()
     }
-    identities = pa.concat_tables([t for p in parts for t in p.identities]) if parts else None
+    identities = [t for p in parts for t in p.identities]
     return Transcripts(
         blocks=frames["blocks"],
         calls=frames["calls"],
@@ -190,7 +196,7 @@ def _load(engine: Engine, sources: list[SourceFile], single: bool, path: Any) ->
         parts=frames["parts"],
         files=[s.path for s in sources],
         skipped=skipped,
-        _identities=identities,
+        _identities=pa.concat_tables(identities) if identities else None,
         _extents={s.path: len(s.data) for s in sources},
     )
 

@@ -30,10 +30,20 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from evo_magic.analysis.frames import CALL_COLUMNS, COMPACTION_COLUMNS, EVENT_COLUMNS, rows_table
-from evo_magic.analysis.loader import Engine, Part, SourceFile
+from evo_magic.analysis.blocks import BLOCK, blocks_sql, finish, flatten, parts_table
+from evo_magic.analysis.frames import (
+    BLOCK_COLUMNS,
+    CALL_COLUMNS,
+    COMPACTION_COLUMNS,
+    EVENT_COLUMNS,
+    IDENTITY,
+    rows_table,
+)
+from evo_magic.analysis.loader import Engine, Part, SourceFile, conform
 
 SOURCE = "claude_code"
 
@@ -66,7 +76,7 @@ STRUCTURE = {
         "model": "VARCHAR",
         "stop_reason": "VARCHAR",
         "usage": _USAGE,
-        "content": [{"type": "VARCHAR", "id": "VARCHAR", "tool_use_id": "VARCHAR"}],
+        "content": "JSON",
     },
     "compactMetadata": {
         "trigger": "VARCHAR",
@@ -76,16 +86,28 @@ STRUCTURE = {
     },
     "toolUseResult": {"agentId": "VARCHAR"},
 }
-_COLUMNS = f"""unnest(from_json(text, '{json.dumps(STRUCTURE)}')),
-    case when text->>'$.type' = 'user' then left(case json_type(text, '$.message.content')
-        when 'VARCHAR' then json_extract_string(text, '$.message.content')
-        else json_extract_string(text, '$.message.content[0].text') end, 300) end as head,
-    case when json_type(text, '$.message.content') = 'VARCHAR' then 1 end as string_content,
-    case when coalesce(try_cast(text->>'$.isCompactSummary' as BOOLEAN), false)
-        then case json_type(text, '$.message.content')
-            when 'VARCHAR' then json_extract_string(text, '$.message.content')
-            else array_to_string(json_extract_string(text, '$.message.content[*].text'), '')
-        end end as summary_text"""
+_KINDS = json.dumps([{"type": "VARCHAR", "id": "VARCHAR", "tool_use_id": "VARCHAR"}])
+_CONTENT = "message.content"
+_AS_LIST = f"""case json_type({_CONTENT})
+    when 'ARRAY' then from_json({_CONTENT}, '[{{BLOCK}}]')
+    when 'VARCHAR' then [from_json(json_object('type', 'text', 'text',
+        json_extract_string({_CONTENT}, '$')), '{{BLOCK}}')]
+    end"""
+_SELECT = f"""* exclude (message, timestamp), timestamp,
+    try_cast(timestamp as TIMESTAMPTZ) as stamp,
+    struct_pack(id := message.id, role := message.role, model := message.model,
+        stop_reason := message.stop_reason, usage := message.usage,
+        content := case json_type({_CONTENT}) when 'ARRAY'
+            then from_json({_CONTENT}, '{_KINDS}') end) as message,
+    case when type = 'user' then left(case json_type({_CONTENT})
+        when 'VARCHAR' then json_extract_string({_CONTENT}, '$')
+        else json_extract_string({_CONTENT}, '$[0].text') end, 300) end as head,
+    case when json_type({_CONTENT}) = 'VARCHAR' then 1 end as string_content,
+    case when isCompactSummary then case json_type({_CONTENT})
+        when 'VARCHAR' then json_extract_string({_CONTENT}, '$')
+        else array_to_string(json_extract_string({_CONTENT}, '$[*].text'), '')
+    end end as summary_text,
+    {{BLOCKS}} as blocks"""
 
 _PREFIXES = (
     ("<local-command-stdout>", "command_output"),
@@ -143,34 +165,74 @@ class _State:
     boundary_ts: str | None = None
 
 
+_UNIT = {
+    **{name: dtype for name, dtype in BLOCK_COLUMNS.items() if name in IDENTITY},
+    "message_index": "Int64",
+    "role": "category",
+    "message_kind": "category",
+    "abandoned": "boolean",
+    "parent_tool_use_id": "string",
+    "file_id": "Int64",
+    "file": "category",
+    "line": "Int64",
+    "first_block": "Int64",
+    "path": "string",
+    "ord": "Int64",
+}
+
+
+def _select() -> str:
+    listed = _AS_LIST.replace("{BLOCK}", json.dumps(BLOCK))
+    return _SELECT.replace("{BLOCKS}", blocks_sql(listed))
+
+
 def read(engine: Engine, files: list[SourceFile]) -> Part:
     """The frames' rows of Claude Code session files."""
     part = Part()
-    table = engine.query(engine.readable([f.file_id for f in files], _COLUMNS))
-    records = table.to_pylist()
-    part.records = len(records)
-    by_file: dict[int, list[dict[str, Any]]] = {}
-    for record in records:
-        by_file.setdefault(record["file_id"], []).append(record)
-    units: list[dict[str, Any]] = []
+    select = _select()
+    tables = {f.file_id: engine.read(f, STRUCTURE, select) for f in files}
+    records = {i: t.drop_columns(["blocks"]).to_pylist() for i, t in tables.items()}
+    part.records = sum(len(r) for r in records.values())
+    spawned = _spawned_agents([r for rs in records.values() for r in rs])
     calls: list[dict[str, Any]] = []
     compactions: list[dict[str, Any]] = []
     identities: list[dict[str, Any]] = []
-    spawned = _spawned_agents(records)
+    blocks: list[pa.Table] = []
     for source in files:
-        found = by_file.get(source.file_id, [])
-        reader = _File(source, found, spawned, part)
+        reader = _File(source, records[source.file_id], spawned, part)
         reader.read()
-        units += reader.units
         calls += reader.calls
         compactions += reader.compactions
         identities += reader.identities
+        by_line = {unit["line"]: unit for unit in reader.units}
+        lines = tables[source.file_id].column("line").to_pylist()
+        keep = np.array([n in by_line for n in lines], dtype=bool)
+        if keep.any():
+            units = rows_table([by_line.get(n, {}) for n in lines], _UNIT)
+            blocks.append(flatten(tables[source.file_id].column("blocks"), units, keep))
     _number(calls)
-    if units:
-        blocks, parts = engine.blocks(pa.Table.from_pylist(units))
-        _fill_summaries(compactions)
-        part.blocks.append(blocks)
-        part.parts.append(parts)
+    _fill_summaries(compactions)
+    if blocks:
+        rows = finish(pa.concat_tables(blocks), {f.file_id: f for f in files})
+        order = pc.sort_indices(
+            rows,
+            sort_keys=[
+                (k, "ascending")
+                for k in (
+                    "file_id",
+                    "agent_id",
+                    "ord",
+                    "epoch",
+                    "message_index",
+                    "block_index",
+                    "line",
+                )
+            ],
+            null_placement="at_start",
+        )
+        rows = rows.take(order)
+        part.blocks.append(conform(rows, BLOCK_COLUMNS))
+        part.parts.append(parts_table(rows))
     part.calls.append(rows_table(calls, CALL_COLUMNS))
     part.compactions.append(rows_table(compactions, COMPACTION_COLUMNS))
     part.identities.append(rows_table(identities, EVENT_COLUMNS))
@@ -331,7 +393,7 @@ class _File:
             self.units.append(
                 {
                     **identity,
-                    "path": "$.message.content",
+                    "path": "message.content",
                     "first_block": first,
                     "message_kind": message_kind,
                     "ord": branch,
@@ -384,7 +446,7 @@ class _File:
             "agent_id": agent,
             "sidechain": agent is not None,
             "seq": record["line"],
-            "timestamp": record.get("timestamp"),
+            "timestamp": record.get("stamp"),
             "turn": state.turn,
             "epoch": state.epoch if epoch is None else epoch,
             "segment": 0,
@@ -406,7 +468,7 @@ class _File:
                 placed.update(
                     source=SOURCE,
                     session_id=self._session(record),
-                    timestamp=record.get("timestamp"),
+                    timestamp=record.get("stamp"),
                     file=self.source.name,
                 )
             last = placed

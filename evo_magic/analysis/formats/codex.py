@@ -36,8 +36,8 @@ from evo_magic.analysis.frames import (
 from evo_magic.analysis.loader import Engine, Part, SourceFile
 
 SOURCE = "codex"
-_COLUMNS = """text->>'$.type' as type, text->>'$.timestamp' as timestamp,
-    json_extract(text, '$.payload')::VARCHAR as payload"""
+_FIELDS = {"timestamp": "VARCHAR", "type": "VARCHAR", "payload": "JSON"}
+_SELECT = "type, try_cast(timestamp as TIMESTAMPTZ) as timestamp, payload::VARCHAR as payload"
 _META_PREFIXES = (
     "<environment_context>",
     "<user_instructions>",
@@ -52,12 +52,8 @@ _OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output"}
 def read(engine: Engine, files: list[SourceFile]) -> Part:
     """The frames' rows of Codex rollout files."""
     part = Part()
-    table = engine.query(engine.readable([f.file_id for f in files], _COLUMNS))
-    by_file: dict[int, list[dict[str, Any]]] = {}
-    for record in table.to_pylist():
-        by_file.setdefault(record["file_id"], []).append(record)
-    part.records = table.num_rows
-    rollouts = [_Rollout(source, by_file.get(source.file_id, [])) for source in files]
+    rollouts = [_Rollout(f, engine.read(f, _FIELDS, _SELECT).to_pylist()) for f in files]
+    part.records = sum(len(r.records) for r in rollouts)
     for rollout in rollouts:
         rollout.read()
     part.blocks.append(rows_table([r for x in rollouts for r in x.blocks], BLOCK_COLUMNS))

@@ -1,6 +1,7 @@
 """evo_magic's own transcripts (`<root>/<session_id>/session.jsonl`), schema versions 1 and 2.
 
-Everything is SQL over one parse of each record (`from_json` into the fields below):
+One read per file (DuckDB's `read_json`) gives every field below and each message's blocks;
+the rest is a few vectorised steps over those columns:
 
 - `segment` counts `reset` records; `epoch` is the record's own, else the successful
   compactions before it in its segment; `turn` the record's own, else the asks so far.
@@ -14,14 +15,21 @@ Everything is SQL over one parse of each record (`from_json` into the fields bel
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from evo_magic.analysis.blocks import blocks_sql, finish, flatten, parts_table
 from evo_magic.analysis.errors import TranscriptError
-from evo_magic.analysis.frames import CALL_COLUMNS, COMPACTION_COLUMNS, EVENT_COLUMNS
+from evo_magic.analysis.frames import (
+    BLOCK_COLUMNS,
+    CALL_COLUMNS,
+    COMPACTION_COLUMNS,
+    EVENT_COLUMNS,
+)
 from evo_magic.analysis.loader import Engine, Part, SourceFile, conform
 
 SOURCE = "evo_magic"
@@ -39,7 +47,7 @@ _USAGE = {
         "ephemeral_1h_input_tokens": "BIGINT",
     },
 }
-NARROW = {
+FIELDS = {
     "v": "BIGINT",
     "session_id": "VARCHAR",
     "seq": "BIGINT",
@@ -52,13 +60,10 @@ NARROW = {
     "status": "VARCHAR",
     "success": "BOOLEAN",
     "strategy": "VARCHAR",
-    "message": {"role": "VARCHAR", "content": [{"type": "VARCHAR"}]},
-    "cleared_ids": ["VARCHAR"],
-    "edits": [{"index": "BIGINT", "block_index": "BIGINT"}],
-}
-"""The fields read from every record (one parse each); calls and compactions read theirs from
-their own records only."""
-CALL = {
+    "message": {"role": "VARCHAR", "content": "BLOCKS"},
+    "block": "BLOCK",
+    "cleared_ids": "VARCHAR[]",
+    "edits": 'STRUCT("index" BIGINT, block_index BIGINT)[]',
     "call": "BIGINT",
     "model": "VARCHAR",
     "stop_reason": "VARCHAR",
@@ -67,13 +72,10 @@ CALL = {
     "cost_usd": "DOUBLE",
     "context_before_micro": _SIZE,
     "context_sent": _SIZE,
-}
-COMPACTION = {
     "layer": "VARCHAR",
     "trigger": "VARCHAR",
     "focus": "VARCHAR",
     "error": "VARCHAR",
-    "duration": "DOUBLE",
     "summary": "VARCHAR",
     "snapshot_path": "VARCHAR",
     "summary_cost_usd": "DOUBLE",
@@ -81,183 +83,277 @@ COMPACTION = {
     "after": _SIZE,
     "summary_usage": _USAGE,
 }
+"""The fields the frames use (other fields are only in `events`)."""
 
-_IDENTITY = """
-    'evo_magic' as source, session_id, null::VARCHAR as agent_id, false as sidechain, seq,
-    try_cast(ts as TIMESTAMPTZ) as timestamp, turn, epoch, segment"""
+
+def _columns() -> dict[str, Any]:
+    from evo_magic.analysis.blocks import block_type_sql
+
+    block = block_type_sql()
+
+    def typed(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: typed(v) for k, v in value.items()}
+        return {"BLOCK": block, "BLOCKS": f"{block}[]"}.get(value, value)
+
+    return typed(FIELDS)
+
+
+_SELECT = f"""* exclude (message, block, ts),
+    try_cast(ts as TIMESTAMPTZ) as timestamp, message.role as role,
+    {blocks_sql("coalesce(message.content, case when block is not null then [block] end)")}
+        as blocks"""
 
 
 def read(engine: Engine, files: list[SourceFile]) -> Part:
     """The frames' rows of evo_magic transcripts."""
     part = Part()
-    defaults = pa.table(
-        {
-            "file_id": pa.array([f.file_id for f in files], pa.int32()),
-            "default_id": [f.path.parent.name for f in files],
-            "file": [f.name for f in files],
-        }
-    )
-    columns = f"unnest(from_json(text, '{json.dumps(NARROW)}'))"
-    records = engine.query(engine.readable([f.file_id for f in files], columns))
-    engine.con.register("evo", _placed(records, defaults))
-    _check_versions(engine)
-    part.records = engine.query("select count(*) as n from evo").column("n")[0].as_py()
-    units, originals, compacted = _units(engine)
-    blocks, parts = engine.blocks(units, compacted, originals)
+    columns = _columns()
+    tables = []
+    for source in files:
+        table = engine.read(source, columns, _SELECT)
+        count = table.num_rows
+        table = table.append_column("file_id", pa.array(np.full(count, source.file_id, np.int64)))
+        table = table.append_column("file", pa.array([source.name] * count, pa.string()))
+        table = table.append_column(
+            "default_id", pa.array([source.path.parent.name] * count, pa.string())
+        )
+        tables.append(table)
+    records = _placed(pa.concat_tables(tables))
+    _check_versions(records)
+    part.records = records.num_rows
+    blocks, parts = _blocks(records, {s.file_id: s for s in files})
     part.blocks.append(blocks)
     part.parts.append(parts)
-    part.calls.append(conform(engine.query(_own("model_response", CALL, _CALLS)), CALL_COLUMNS))
-    compactions = _own("compaction", COMPACTION, _COMPACTIONS)
-    part.compactions.append(conform(engine.query(compactions), COMPACTION_COLUMNS))
-    part.identities.append(
-        conform(engine.query(f"select {_IDENTITY}, kind, file, line from evo"), EVENT_COLUMNS)
-    )
-    engine.con.unregister("evo")
+    plain = records.drop_columns(["blocks"])
+    part.calls.append(conform(engine.query(_CALLS, evo=plain), CALL_COLUMNS))
+    part.compactions.append(conform(engine.query(_COMPACTIONS, evo=plain), COMPACTION_COLUMNS))
+    part.identities.append(conform(_identity(plain), EVENT_COLUMNS))
     return part
 
 
-def _placed(records: pa.Table, defaults: pa.Table) -> pa.Table:
+def _identity(records: pa.Table) -> pa.Table:
+    count = records.num_rows
+    return (
+        records.append_column("source", pa.array([SOURCE] * count, pa.string()))
+        .append_column("agent_id", pa.nulls(count, pa.string()))
+        .append_column("sidechain", pa.array(np.zeros(count, dtype=bool)))
+    )
+
+
+def _ints(table: pa.Table, name: str) -> np.ndarray:
+    """An integer column as float64 (nulls as NaN) for vectorised work."""
+    return pc.cast(table.column(name), pa.float64()).to_numpy(zero_copy_only=False)
+
+
+def _placed(records: pa.Table) -> pa.Table:
     """`records` with their place: `segment` (resets so far), `turn` (the record's, else asks
     so far), `epoch` (for messages the record's, else successful compactions before it in its
-    segment), the file's name, and the session id (else the directory's name)."""
-    kinds = records.column("kind").to_numpy(zero_copy_only=False)
-    success = records.column("success").to_numpy(zero_copy_only=False)
+    segment), and the session id (else the directory's name)."""
+    kinds = pc.fill_null(records.column("kind"), "").to_numpy(zero_copy_only=False)
+    success = pc.fill_null(records.column("success"), False).to_numpy(zero_copy_only=False)
     files = records.column("file_id").to_numpy()
-    starts = np.flatnonzero(np.diff(files, prepend=-1))  # where each file's records begin
 
     def running(flags: np.ndarray, groups: np.ndarray) -> np.ndarray:
         """Inclusive count of `flags` within consecutive runs of equal `groups`."""
         total = np.cumsum(flags)
         begin = np.flatnonzero(np.diff(groups, prepend=np.nan) != 0)
-        offset = np.repeat(total[begin] - flags[begin], np.diff(np.append(begin, len(flags))))
-        return total - offset
+        lengths = np.diff(np.append(begin, len(flags)))
+        return total - np.repeat(total[begin] - flags[begin], lengths)
 
-    del starts
     segment = running((kinds == "reset").astype(np.int64), files)
     asks = running((kinds == "ask_started").astype(np.int64), files)
-    compacted = ((kinds == "compaction") & (success == True)).astype(np.int64)  # noqa: E712
-    group = files.astype(np.int64) * (1 << 32) + segment
-    done = running(compacted, group) - compacted
-    own_epoch = records.column("epoch").to_numpy(zero_copy_only=False)
-    own_turn = records.column("turn").to_numpy(zero_copy_only=False)
-    placed_kind = np.isin(kinds, ["message", "tool_result", "micro_compaction"])
-    epoch = np.where(
-        placed_kind & ~_missing(own_epoch), np.nan_to_num(own_epoch.astype(float)), done
+    compacted = ((kinds == "compaction") & success).astype(np.int64)
+    done = running(compacted, files * (1 << 32) + segment) - compacted
+    own_epoch, own_turn = _ints(records, "epoch"), _ints(records, "turn")
+    placed = np.isin(kinds, ["message", "tool_result", "micro_compaction"])
+    epoch = np.where(placed & ~np.isnan(own_epoch), np.nan_to_num(own_epoch), done)
+    turn = np.where(~np.isnan(own_turn), np.nan_to_num(own_turn), asks)
+    session = pc.coalesce(records.column("session_id"), records.column("default_id"))
+    table = records.drop_columns(["epoch", "turn", "session_id", "default_id"])
+    return (
+        table.append_column("session_id", session)
+        .append_column("segment", pa.array(segment.astype(np.int64)))
+        .append_column("epoch", pa.array(epoch.astype(np.int64)))
+        .append_column("turn", pa.array(turn.astype(np.int64)))
     )
-    turn = np.where(~_missing(own_turn), np.nan_to_num(own_turn.astype(float)), asks)
-    table = records.drop_columns(["epoch", "turn"])
-    table = table.append_column("segment", pa.array(segment, pa.int64()))
-    table = table.append_column("epoch", pa.array(epoch.astype(np.int64), pa.int64()))
-    table = table.append_column("turn", pa.array(turn.astype(np.int64), pa.int64()))
-    ids = dict(
-        zip(
-            defaults.column("file_id").to_pylist(),
-            defaults.column("default_id").to_pylist(),
-            strict=True,
-        )
-    )
-    names = dict(
-        zip(
-            defaults.column("file_id").to_pylist(), defaults.column("file").to_pylist(), strict=True
-        )
-    )
-    file_ids = files.tolist()
-    session = records.column("session_id").to_pylist()
-    table = table.set_column(
-        table.column_names.index("session_id"),
-        "session_id",
-        pa.array([s if s is not None else ids[f] for s, f in zip(session, file_ids, strict=True)]),
-    )
-    return table.append_column("file", pa.array([names[f] for f in file_ids]))
 
 
-def _missing(values: np.ndarray) -> np.ndarray:
-    """Where an integer column fetched from Arrow is null (object None or float NaN)."""
-    if values.dtype == object:
-        return np.array([v is None for v in values], dtype=bool)
-    if values.dtype.kind == "f":
-        return np.isnan(values)
-    return np.zeros(len(values), dtype=bool)
-
-
-def _own(kind: str, structure: dict[str, Any], select: str) -> str:
-    """`select` over the records of `kind`, with the fields of `structure` read from them."""
-    return f"""with evo as (
-        select mine.* exclude (o), o.* from (
-            select e.*, from_json(l.text, '{json.dumps(structure)}') as o
-            from (select * from evo where kind = '{kind}') e join lines l using (file_id, line)
-        ) mine
-    ) {select}"""
-
-
-def _check_versions(engine: Engine) -> None:
-    newer = engine.query(
-        f"select file, line, v from evo where v > {READS_VERSION} order by file_id, line limit 1"
-    ).to_pylist()
-    if newer:
-        row = newer[0]
+def _check_versions(records: pa.Table) -> None:
+    versions = pc.fill_null(records.column("v"), 0).to_numpy(zero_copy_only=False)
+    newer = np.flatnonzero(versions > READS_VERSION)
+    if len(newer):
+        row = records.slice(int(newer[0]), 1).to_pylist()[0]
         raise TranscriptError(
             f"{row['file']} line {row['line']}: record schema version {row['v']} is newer than "
             f"this evo_magic reads (version {READS_VERSION}); upgrade evo_magic to load it"
         )
 
 
-def _units(engine: Engine) -> tuple[pa.Table, pa.Table, pa.Table]:
-    """The message units, the v1 tool results to keep from a message's first record, and the
-    blocks micro-compaction later edited."""
-    units = engine.query(
-        f"""with strategies as (
-            select file_id, segment, epoch + 1 as epoch, coalesce(strategy, 'summarise') as strategy
-            from evo where kind = 'compaction' and success
-        ),
-        messages as (
-            select * from evo where kind = 'message' and "index" is not null
-                and message is not null
-            qualify row_number() over (
-                partition by file_id, segment, epoch, "index" order by line desc) = 1
-        ),
-        results as (
-            select * from evo where kind = 'tool_result' and "index" is not null
-            qualify row_number() over (
-                partition by file_id, segment, epoch, "index", block_index order by line desc) = 1
-        )
-        select file_id, line, '$.message.content' as path, 0 as first_block, {_IDENTITY},
-            "index" as message_index, message.role as role,
-            case
-                when message.role = 'assistant' then 'response'
-                when epoch > 0 and "index" = 0
-                    and coalesce(s.strategy, 'summarise') = 'summarise' then 'compact_summary'
-                when list_contains(list_transform(message.content, lambda b: b.type), 'text')
-                    then 'prompt'
-                when list_contains(list_transform(message.content, lambda b: b.type),
-                    'tool_result') then 'tool_result'
-                else 'prompt'
-            end as message_kind,
-            false as abandoned, null::VARCHAR as status, file, 0 as ord
-        from messages left join strategies s using (file_id, segment, epoch)
-        union all
-        select file_id, line, '$.block', coalesce(block_index, 0), {_IDENTITY},
-            "index", 'user', 'tool_result', false, status, file, 0
-        from results"""
+def _blocks(records: pa.Table, sources: dict[int, SourceFile]) -> tuple[pa.Table, pa.Table]:
+    """The blocks of the history messages (see the module's docstring) and their parts."""
+    keys = pd.DataFrame(
+        {
+            "kind": records.column("kind").to_pandas(),
+            "file_id": records.column("file_id").to_numpy(),
+            "segment": records.column("segment").to_numpy(),
+            "epoch": records.column("epoch").to_numpy(),
+            "index": records.column("index").to_pandas(),
+            "block_index": records.column("block_index").to_pandas(),
+            "role": records.column("role").to_pandas(),
+        }
     )
-    first = engine.query(
-        """select file_id, line, '$.message.content' as path, 0 as first_block,
-            session_id, segment, epoch, "index" as message_index, 'user' as role, file
-        from evo where kind = 'message' and "index" is not null
-        window k as (partition by file_id, segment, epoch, "index")
-        qualify count(*) over k > 1 and row_number() over (k order by line) = 1"""
+    message = (keys["kind"] == "message") & keys["index"].notna() & keys["role"].notna()
+    result = (keys["kind"] == "tool_result") & keys["index"].notna()
+    place = ["file_id", "segment", "epoch", "index"]
+    repeated = keys[message].duplicated(place, keep=False).reindex(keys.index, fill_value=False)
+    first = (
+        message
+        & repeated
+        & ~keys[message].duplicated(place, keep="first").reindex(keys.index, fill_value=True)
     )
-    compacted = engine.query(
-        """select file_id, unnest(cleared_ids) as tool_use_id, null::BIGINT as segment,
-            null::BIGINT as epoch, null::BIGINT as message_index, null::BIGINT as block_index
-        from evo where kind = 'micro_compaction' and cleared_ids is not null
-        union all
-        select file_id, null, segment, epoch, e."index", e.block_index
-        from (select file_id, segment, epoch, unnest(edits) as e
-              from evo where kind = 'micro_compaction' and edits is not null)"""
+    keep_message = message & ~keys[message].duplicated(place, keep="last").reindex(
+        keys.index, fill_value=True
     )
-    return units, first, compacted
+    keep_result = result & ~keys[result].duplicated([*place, "block_index"], keep="last").reindex(
+        keys.index, fill_value=True
+    )
+    units = _units(records, keys, keep_result.to_numpy())
+    keep = (keep_message | keep_result).to_numpy()
+    rows = flatten(records.column("blocks"), units, keep)
+    rows = _keep_first_results(rows, flatten(records.column("blocks"), units, first.to_numpy()))
+    rows = finish(rows, sources)
+    rows = rows.append_column("compacted", _compacted(records, rows))
+    parts = parts_table(rows)
+    order = pc.sort_indices(
+        rows,
+        sort_keys=[
+            ("file_id", "ascending"),
+            ("segment", "ascending"),
+            ("epoch", "ascending"),
+            ("message_index", "ascending"),
+            ("block_index", "ascending"),
+            ("line", "ascending"),
+        ],
+    )
+    return conform(rows.take(order), BLOCK_COLUMNS), parts
 
+
+def _units(records: pa.Table, keys: pd.DataFrame, results: np.ndarray) -> pa.Table:
+    """Each record's columns as a unit of the blocks frame (used for the records kept)."""
+    count = records.num_rows
+    lists = records.column("blocks").combine_chunks()
+    flat = pc.list_flatten(lists)
+    parent = pc.list_parent_indices(lists).to_numpy()
+    types = flat.field("block_type").to_numpy(zero_copy_only=False)
+    has_text = np.bincount(parent[types == "text"], minlength=count) > 0
+    epochs = keys["epoch"].to_numpy()
+    index = keys["index"].to_numpy(dtype=float, na_value=np.nan)
+    opens = (epochs > 0) & (index == 0)  # the first message of a compacted epoch
+    strategies = _epoch_strategies(records)
+    summarised = np.zeros(count, dtype=bool)
+    for i in np.flatnonzero(opens).tolist():
+        key = (keys["file_id"].iat[i], keys["segment"].iat[i], epochs[i])
+        summarised[i] = strategies.get(key, "summarise") == "summarise"
+    roles = keys["role"].fillna("").to_numpy()
+    kind = np.where(
+        roles == "assistant",
+        "response",
+        np.where(
+            summarised,
+            "compact_summary",
+            np.where(results, "tool_result", np.where(has_text, "prompt", "tool_result")),
+        ),
+    )
+    role = np.where(results, "user", roles)
+    first = np.where(results, np.nan_to_num(_ints(records, "block_index")), 0).astype(np.int64)
+    status = pc.if_else(pa.array(results), records.column("status"), pa.nulls(count, pa.string()))
+    return pa.table(
+        {
+            "source": pa.array([SOURCE] * count, pa.string()),
+            "session_id": records.column("session_id"),
+            "agent_id": pa.nulls(count, pa.string()),
+            "sidechain": pa.array(np.zeros(count, dtype=bool)),
+            "seq": records.column("seq"),
+            "timestamp": records.column("timestamp"),
+            "turn": records.column("turn"),
+            "epoch": records.column("epoch"),
+            "segment": records.column("segment"),
+            "message_index": records.column("index"),
+            "role": pa.array(role, pa.string()),
+            "message_kind": pa.array(kind, pa.string()),
+            "abandoned": pa.array(np.zeros(count, dtype=bool)),
+            "status": status,
+            "file_id": records.column("file_id"),
+            "file": records.column("file"),
+            "line": records.column("line"),
+            "first_block": pa.array(first),
+            "path": pa.array(np.where(results, "block", "message.content"), pa.string()),
+        }
+    )
+
+
+def _epoch_strategies(records: pa.Table) -> dict[tuple[Any, Any, Any], str]:
+    """(file, segment, epoch) -> the strategy of the compaction that opened the epoch."""
+    found = {}
+    rows = records.select(["kind", "success", "file_id", "segment", "epoch", "strategy"])
+    for row in rows.filter(pc.equal(rows.column("kind"), "compaction")).to_pylist():
+        if row["success"]:
+            key = (row["file_id"], row["segment"], row["epoch"] + 1)
+            found[key] = row["strategy"] or "summarise"
+    return found
+
+
+def _keep_first_results(rows: pa.Table, firsts: pa.Table) -> pa.Table:
+    """A v1 message recorded again (a request merged into it) may carry results that were
+    micro-compacted in memory since: keep the text of its first record."""
+    key = ["file_id", "segment", "epoch", "message_index", "tool_use_id"]
+    if firsts.num_rows == 0:
+        return rows
+    old = firsts.select([*key, "block_type", "text"]).to_pandas()
+    old = old[old["block_type"] == "tool_result"].drop(columns="block_type")
+    if old.empty:
+        return rows
+    new = rows.select(key).to_pandas()
+    new["row"] = np.arange(len(new))
+    found = new.merge(old.drop_duplicates(key), on=key, how="inner")
+    if found.empty:
+        return rows
+    texts = rows.column("text").to_pylist()
+    for row, text in zip(found["row"].tolist(), found["text"].tolist(), strict=True):
+        texts[row] = text
+    return rows.set_column(rows.column_names.index("text"), "text", pa.array(texts, pa.string()))
+
+
+def _compacted(records: pa.Table, rows: pa.Table) -> pa.Array:
+    """Whether a per-call strategy later edited each block row: v1 by `cleared_ids` (tool
+    results), v2 by `edits` positions, within the same file."""
+    micro = records.filter(pc.equal(records.column("kind"), "micro_compaction"))
+    ids, places = [], []
+    for row in micro.select(["file_id", "segment", "epoch", "cleared_ids", "edits"]).to_pylist():
+        ids += [(row["file_id"], i) for i in row["cleared_ids"] or ()]
+        places += [
+            (row["file_id"], row["segment"], row["epoch"], e["index"], e["block_index"])
+            for e in row["edits"] or ()
+        ]
+    flags = np.zeros(rows.num_rows, dtype=bool)
+    frame = rows.select(
+        ["file_id", "segment", "epoch", "message_index", "block_index", "tool_use_id"]
+    ).to_pandas()
+    frame["row"] = np.arange(len(frame))
+    if ids:
+        results = frame[(rows.column("block_type").to_numpy(zero_copy_only=False) == "tool_result")]
+        cleared = pd.DataFrame(ids, columns=["file_id", "tool_use_id"]).drop_duplicates()
+        flags[results.merge(cleared, on=["file_id", "tool_use_id"])["row"].to_numpy()] = True
+    if places:
+        where = ["file_id", "segment", "epoch", "message_index", "block_index"]
+        edited = pd.DataFrame(places, columns=where).drop_duplicates()
+        flags[frame.merge(edited, on=where)["row"].to_numpy()] = True
+    return pa.array(flags)
+
+
+_IDENTITY = """'evo_magic' as source, session_id, null::VARCHAR as agent_id, false as sidechain,
+    seq, timestamp, turn, epoch, segment"""
 
 _CALLS = f"""select {_IDENTITY}, call,
     context_sent.messages as message_index, false as abandoned, model, stop_reason,
