@@ -90,11 +90,14 @@ def flatten(lists: pa.ChunkedArray | pa.Array, units: pa.Table, keep: np.ndarray
     (from `blocks_sql`)."""
     if isinstance(lists, pa.ChunkedArray):
         lists = lists.combine_chunks()
-    lists = pc.if_else(pa.array(keep, pa.bool_()), lists, pa.nulls(len(lists), lists.type))
     parents = pc.list_parent_indices(lists)
-    values = pc.list_flatten(lists)
+    chosen = pc.array_take(pa.array(keep, pa.bool_()), parents)  # only the kept blocks' text
+    parents = parents.filter(chosen)
+    values = pc.list_flatten(lists).filter(chosen)
     parent = parents.to_numpy()
-    position = np.arange(len(parent), dtype=np.int64) - lists.offsets.to_numpy()[parent]
+    position = np.arange(len(chosen), dtype=np.int64)[chosen.to_numpy(zero_copy_only=False)]
+    offsets = lists.offsets.to_numpy()
+    position = position - (offsets[parent] - offsets[0])
     rows = units.take(parents)
     first = pc.fill_null(rows.column("first_block"), 0).to_numpy().astype(np.int64)
     rows = rows.drop_columns(["first_block"])

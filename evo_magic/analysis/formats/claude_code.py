@@ -214,22 +214,8 @@ def read(engine: Engine, files: list[SourceFile]) -> Part:
     _fill_summaries(compactions)
     if blocks:
         rows = finish(pa.concat_tables(blocks), {f.file_id: f for f in files})
-        order = pc.sort_indices(
-            rows,
-            sort_keys=[
-                (k, "ascending")
-                for k in (
-                    "file_id",
-                    "agent_id",
-                    "ord",
-                    "epoch",
-                    "message_index",
-                    "block_index",
-                    "line",
-                )
-            ],
-            null_placement="at_start",
-        )
+        keys = ("file_id", "agent_id", "ord", "epoch", "message_index", "block_index", "line")
+        order = pc.sort_indices(rows, sort_keys=[(k, "ascending", "at_start") for k in keys])
         rows = rows.take(order)
         part.blocks.append(conform(rows, BLOCK_COLUMNS))
         part.parts.append(parts_table(rows))
@@ -339,8 +325,9 @@ class _File:
             fork = _State()
             if start is not None:
                 fork.epoch, fork.turn = start["epoch"], start["turn"]
-                fork.index, fork.role = start.get("message_index", -1), start.get("role")
-                fork.next_block = start.get("next_block", 0)
+                fork.index = start.get("message_index", start["at"][0])
+                fork.role = start.get("role", start["at"][1])
+                fork.next_block = start.get("next_block", start["at"][2])
             self._walk(agent, chain, fork, branch)
 
     def _walk(
@@ -455,6 +442,7 @@ class _File:
             "file_id": self.source.file_id,
             "file": self.source.name,
             "line": record["line"],
+            "at": (state.index, state.role, state.next_block),
         }
         self.place[record["line"]] = identity
         return identity
