@@ -363,6 +363,27 @@ def test_a_codex_rollout_loads_into_the_same_frames():
         assert list(frame.columns) == list(spec)
 
 
+def test_a_codex_subagent_rollout_joins_its_parent_session(tmp_path: Path):
+    parent = "0199aaaa-0000-7000-8000-000000000001"
+    meta = {
+        "id": "0199bbbb-0000-7000-8000-000000000002",
+        "cwd": "/tmp/demo",
+        "source": {"subagent": {"thread_spawn": {"parent_thread_id": parent, "depth": 1}}},
+    }
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Check"}]}
+    records = [
+        {"timestamp": "2026-01-01T00:00:03Z", "type": "session_meta", "payload": meta},
+        {"timestamp": "2026-01-01T00:00:04Z", "type": "response_item", "payload": item},
+    ]
+    shutil.copytree(CODEX, tmp_path / "sessions")
+    write_jsonl(tmp_path / "sessions" / "rollout-child.jsonl", records)
+    t = load_transcripts(tmp_path / "sessions")
+    child = t.blocks[t.blocks["sidechain"]]
+    assert child["text"].tolist() == ["Check"]
+    assert set(child["session_id"]) == {parent}
+    assert set(child["agent_id"]) == {"0199bbbb-0000-7000-8000-000000000002"}
+
+
 # -- schema v2 --------------------------------------------------------------------------------
 
 
