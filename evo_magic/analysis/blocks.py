@@ -100,7 +100,7 @@ def flatten(lists: pa.ChunkedArray | pa.Array, units: pa.Table, keep: np.ndarray
     position = position - (offsets[parent] - offsets[0])
     rows = units.take(parents)
     first = pc.fill_null(rows.column("first_block"), 0).to_numpy().astype(np.int64)
-    rows = rows.drop_columns(["first_block"])
+    rows = rows.drop_columns(["first_block"]).append_column("record", parents)
     rows = rows.append_column("position", pa.array(position))
     rows = rows.append_column("block_index", pa.array(position + first))
     for name in values.type.names:
@@ -139,10 +139,17 @@ def _name_results(rows: pa.Table) -> pa.Table:
     if uses.empty or results.empty:
         return rows
     found = results[key].reset_index().merge(uses.drop_duplicates(key), on=key, how="inner")
-    names = frame["tool_name"].to_numpy(dtype=object, na_value=None)
-    names[found["index"].to_numpy()] = found["tool_name"].to_numpy(dtype=object)
-    position = rows.column_names.index("tool_name")
-    return rows.set_column(position, "tool_name", pa.array(names, pa.string()))
+    found = found.sort_values("index")
+    return replace(rows, "tool_name", found["index"].to_numpy(), found["tool_name"].tolist())
+
+
+def replace(rows: pa.Table, name: str, where: np.ndarray, values: list[Any]) -> pa.Table:
+    """`rows` with column `name` set to `values` at the rows `where` (ascending)."""
+    column = rows.column(name).combine_chunks()
+    mask = np.zeros(rows.num_rows, dtype=bool)
+    mask[where] = True
+    fresh = pc.replace_with_mask(column, pa.array(mask), pa.array(values, column.type))
+    return rows.set_column(rows.column_names.index(name), name, fresh)
 
 
 class _Block(msgspec.Struct):
@@ -199,10 +206,8 @@ def respell(rows: pa.Table, sources: dict[int, Any]) -> pa.Table:
     rows = rows.drop_columns(["path"])
     if not fixes:
         return rows
-    values = rows.column("text").to_pylist()
-    for row, text in fixes.items():
-        values[row] = text
-    return rows.set_column(rows.column_names.index("text"), "text", pa.array(values, pa.string()))
+    where = sorted(fixes)
+    return replace(rows, "text", np.array(where), [fixes[row] for row in where])
 
 
 def parts_table(rows: pa.Table) -> pa.Table:

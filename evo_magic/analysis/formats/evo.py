@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evo_magic.analysis.blocks import blocks_sql, finish, flatten, parts_table
+from evo_magic.analysis.blocks import blocks_sql, finish, flatten, parts_table, replace
 from evo_magic.analysis.errors import TranscriptError
 from evo_magic.analysis.frames import (
     BLOCK_COLUMNS,
@@ -221,7 +221,14 @@ def _blocks(records: pa.Table, sources: dict[int, SourceFile]) -> tuple[pa.Table
     units = _units(records, keys, keep_result.to_numpy())
     keep = (keep_message | keep_result).to_numpy()
     rows = flatten(records.column("blocks"), units, keep)
-    rows = _keep_first_results(rows, flatten(records.column("blocks"), units, first.to_numpy()))
+    if first.any():
+        again = (keep_message & repeated).to_numpy()  # the winning records of repeated messages
+        rows = _keep_first_results(
+            rows,
+            flatten(records.column("blocks"), units, first.to_numpy()),
+            again[rows.column("record").to_numpy()],
+        )
+    rows = rows.drop_columns(["record"])
     rows = finish(rows, sources)
     rows = rows.append_column("compacted", _compacted(records, rows))
     parts = parts_table(rows)
@@ -236,7 +243,9 @@ def _blocks(records: pa.Table, sources: dict[int, SourceFile]) -> tuple[pa.Table
             ("line", "ascending"),
         ],
     )
-    return conform(rows.take(order), BLOCK_COLUMNS), parts
+    if not np.array_equal(order.to_numpy(), np.arange(rows.num_rows)):
+        rows = rows.take(order)
+    return conform(rows, BLOCK_COLUMNS), parts
 
 
 def _units(records: pa.Table, keys: pd.DataFrame, results: np.ndarray) -> pa.Table:
@@ -252,8 +261,9 @@ def _units(records: pa.Table, keys: pd.DataFrame, results: np.ndarray) -> pa.Tab
     opens = (epochs > 0) & (index == 0)  # the first message of a compacted epoch
     strategies = _epoch_strategies(records)
     summarised = np.zeros(count, dtype=bool)
+    files, segments = keys["file_id"].to_numpy(), keys["segment"].to_numpy()
     for i in np.flatnonzero(opens).tolist():
-        key = (keys["file_id"].iat[i], keys["segment"].iat[i], epochs[i])
+        key = (int(files[i]), int(segments[i]), int(epochs[i]))
         summarised[i] = strategies.get(key, "summarise") == "summarise"
     roles = keys["role"].fillna("").to_numpy()
     kind = np.where(
@@ -304,25 +314,22 @@ def _epoch_strategies(records: pa.Table) -> dict[tuple[Any, Any, Any], str]:
     return found
 
 
-def _keep_first_results(rows: pa.Table, firsts: pa.Table) -> pa.Table:
+def _keep_first_results(rows: pa.Table, firsts: pa.Table, again: np.ndarray) -> pa.Table:
     """A v1 message recorded again (a request merged into it) may carry results that were
-    micro-compacted in memory since: keep the text of its first record."""
+    micro-compacted in memory since: keep the text of its first record. `again` marks the rows
+    of such messages."""
     key = ["file_id", "segment", "epoch", "message_index", "tool_use_id"]
-    if firsts.num_rows == 0:
-        return rows
     old = firsts.select([*key, "block_type", "text"]).to_pandas()
     old = old[old["block_type"] == "tool_result"].drop(columns="block_type")
     if old.empty:
         return rows
-    new = rows.select(key).to_pandas()
-    new["row"] = np.arange(len(new))
-    found = new.merge(old.drop_duplicates(key), on=key, how="inner")
+    where = np.flatnonzero(again)
+    new = rows.select(key).take(pa.array(where)).to_pandas()
+    new["row"] = where
+    found = new.merge(old.drop_duplicates(key), on=key, how="inner").sort_values("row")
     if found.empty:
         return rows
-    texts = rows.column("text").to_pylist()
-    for row, text in zip(found["row"].tolist(), found["text"].tolist(), strict=True):
-        texts[row] = text
-    return rows.set_column(rows.column_names.index("text"), "text", pa.array(texts, pa.string()))
+    return replace(rows, "text", found["row"].to_numpy(), found["text"].tolist())
 
 
 def _compacted(records: pa.Table, rows: pa.Table) -> pa.Array:
