@@ -273,8 +273,11 @@ from b order by seq, block_index
 
 
 def duckdb_flatten(path: Path) -> Any:
-    """DuckDB's own reader, flattened to one row per block (the like-for-like reference)."""
+    """DuckDB's own reader, flattened to one row per block, as a DataFrame typed like
+    `Transcripts.blocks` (the like-for-like reference)."""
     import duckdb
+
+    from evo_magic.analysis.frames import BLOCK_COLUMNS, to_pandas
 
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
@@ -282,7 +285,8 @@ def duckdb_flatten(path: Path) -> Any:
         table = con.sql(DUCKDB_FLATTEN, params=[str(path)]).to_arrow_table()
     finally:
         con.close()
-    return table.to_pandas()
+    spec = {name: BLOCK_COLUMNS[name] for name in table.column_names}
+    return to_pandas(table, spec)
 
 
 def pyarrow_records(path: Path) -> Any:
