@@ -190,42 +190,54 @@ def _check_versions(records: pa.Table) -> None:
         )
 
 
+def _duplicates(mask: np.ndarray, keys: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Among the records of `mask`, grouped by `keys`: the last of each group, the first of each
+    group that has more than one, and every record of such a group (boolean masks)."""
+    count = len(mask)
+    last, first, repeated = (np.zeros(count, dtype=bool) for _ in range(3))
+    chosen = np.flatnonzero(mask)
+    if len(chosen) == 0:
+        return last, first, repeated
+    table = np.stack([k[chosen] for k in keys], axis=1)
+    _, group = np.unique(table, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    groups = group.max() + 1
+    ends = np.full(groups, -1, dtype=np.int64)
+    np.maximum.at(ends, group, chosen)
+    starts = np.full(groups, count, dtype=np.int64)
+    np.minimum.at(starts, group, chosen)
+    sizes = np.bincount(group, minlength=groups)
+    last[ends] = True
+    first[starts[sizes > 1]] = True
+    repeated[chosen[sizes[group] > 1]] = True
+    return last, first, repeated
+
+
 def _blocks(records: pa.Table, sources: dict[int, SourceFile]) -> tuple[pa.Table, pa.Table]:
     """The blocks of the history messages (see the module's docstring) and their parts."""
-    keys = pd.DataFrame(
-        {
-            "kind": records.column("kind").to_pandas(),
-            "file_id": records.column("file_id").to_numpy(),
-            "segment": records.column("segment").to_numpy(),
-            "epoch": records.column("epoch").to_numpy(),
-            "index": records.column("index").to_pandas(),
-            "block_index": records.column("block_index").to_pandas(),
-            "role": records.column("role").to_pandas(),
-        }
+    kinds = pc.fill_null(records.column("kind"), "").to_numpy(zero_copy_only=False)
+    index = _ints(records, "index")
+    place = [
+        records.column("file_id").to_numpy().astype(float),
+        records.column("segment").to_numpy().astype(float),
+        records.column("epoch").to_numpy().astype(float),
+        index,
+    ]
+    message = (
+        (kinds == "message")
+        & ~np.isnan(index)
+        & pc.is_valid(records.column("role")).to_numpy(False)
     )
-    message = (keys["kind"] == "message") & keys["index"].notna() & keys["role"].notna()
-    result = (keys["kind"] == "tool_result") & keys["index"].notna()
-    place = ["file_id", "segment", "epoch", "index"]
-    repeated = keys[message].duplicated(place, keep=False).reindex(keys.index, fill_value=False)
-    first = (
-        message
-        & repeated
-        & ~keys[message].duplicated(place, keep="first").reindex(keys.index, fill_value=True)
-    )
-    keep_message = message & ~keys[message].duplicated(place, keep="last").reindex(
-        keys.index, fill_value=True
-    )
-    keep_result = result & ~keys[result].duplicated([*place, "block_index"], keep="last").reindex(
-        keys.index, fill_value=True
-    )
-    units = _units(records, keys, keep_result.to_numpy())
-    keep = (keep_message | keep_result).to_numpy()
-    rows = flatten(records.column("blocks"), units, keep)
+    result = (kinds == "tool_result") & ~np.isnan(index)
+    keep_message, first, repeated = _duplicates(message, place)
+    keep_result, _, _ = _duplicates(result, [*place, np.nan_to_num(_ints(records, "block_index"))])
+    units = _units(records, keep_result)
+    rows = flatten(records.column("blocks"), units, keep_message | keep_result)
     if first.any():
-        again = (keep_message & repeated).to_numpy()  # the winning records of repeated messages
+        again = keep_message & repeated  # the winning records of repeated messages
         rows = _keep_first_results(
             rows,
-            flatten(records.column("blocks"), units, first.to_numpy()),
+            flatten(records.column("blocks"), units, first),
             again[rows.column("record").to_numpy()],
         )
     rows = rows.drop_columns(["record"])
@@ -248,24 +260,22 @@ def _blocks(records: pa.Table, sources: dict[int, SourceFile]) -> tuple[pa.Table
     return conform(rows, BLOCK_COLUMNS), parts
 
 
-def _units(records: pa.Table, keys: pd.DataFrame, results: np.ndarray) -> pa.Table:
+def _units(records: pa.Table, results: np.ndarray) -> pa.Table:
     """Each record's columns as a unit of the blocks frame (used for the records kept)."""
     count = records.num_rows
     lists = records.column("blocks").combine_chunks()
-    flat = pc.list_flatten(lists)
+    texts = pc.equal(pc.list_flatten(lists).field("block_type"), "text")
     parent = pc.list_parent_indices(lists).to_numpy()
-    types = flat.field("block_type").to_numpy(zero_copy_only=False)
-    has_text = np.bincount(parent[types == "text"], minlength=count) > 0
-    epochs = keys["epoch"].to_numpy()
-    index = keys["index"].to_numpy(dtype=float, na_value=np.nan)
-    opens = (epochs > 0) & (index == 0)  # the first message of a compacted epoch
+    has_text = np.bincount(parent[texts.to_numpy(zero_copy_only=False)], minlength=count) > 0
+    epochs = records.column("epoch").to_numpy()
+    files, segments = records.column("file_id").to_numpy(), records.column("segment").to_numpy()
+    opens = (epochs > 0) & (_ints(records, "index") == 0)  # the first message of a new epoch
     strategies = _epoch_strategies(records)
     summarised = np.zeros(count, dtype=bool)
-    files, segments = keys["file_id"].to_numpy(), keys["segment"].to_numpy()
     for i in np.flatnonzero(opens).tolist():
         key = (int(files[i]), int(segments[i]), int(epochs[i]))
         summarised[i] = strategies.get(key, "summarise") == "summarise"
-    roles = keys["role"].fillna("").to_numpy()
+    roles = pc.fill_null(records.column("role"), "").to_numpy(zero_copy_only=False)
     kind = np.where(
         roles == "assistant",
         "response",
@@ -278,9 +288,10 @@ def _units(records: pa.Table, keys: pd.DataFrame, results: np.ndarray) -> pa.Tab
     role = np.where(results, "user", roles)
     first = np.where(results, np.nan_to_num(_ints(records, "block_index")), 0).astype(np.int64)
     status = pc.if_else(pa.array(results), records.column("status"), pa.nulls(count, pa.string()))
+    source = pa.DictionaryArray.from_arrays(pa.array(np.zeros(count, np.int8)), [SOURCE])
     return pa.table(
         {
-            "source": pa.array([SOURCE] * count, pa.string()),
+            "source": source.cast(pa.string()),
             "session_id": records.column("session_id"),
             "agent_id": pa.nulls(count, pa.string()),
             "sidechain": pa.array(np.zeros(count, dtype=bool)),
@@ -336,24 +347,27 @@ def _compacted(records: pa.Table, rows: pa.Table) -> pa.Array:
     """Whether a per-call strategy later edited each block row: v1 by `cleared_ids` (tool
     results), v2 by `edits` positions, within the same file."""
     micro = records.filter(pc.equal(records.column("kind"), "micro_compaction"))
-    ids, places = [], []
+    flags = np.zeros(rows.num_rows, dtype=bool)
+    if micro.num_rows == 0:
+        return pa.array(flags)
+    files = rows.column("file_id").to_numpy()
+    results = pc.equal(rows.column("block_type"), "tool_result").to_numpy(zero_copy_only=False)
+    cleared: dict[int, list[str]] = {}
+    places = []
     for row in micro.select(["file_id", "segment", "epoch", "cleared_ids", "edits"]).to_pylist():
-        ids += [(row["file_id"], i) for i in row["cleared_ids"] or ()]
+        cleared.setdefault(row["file_id"], []).extend(row["cleared_ids"] or ())
         places += [
             (row["file_id"], row["segment"], row["epoch"], e["index"], e["block_index"])
             for e in row["edits"] or ()
         ]
-    flags = np.zeros(rows.num_rows, dtype=bool)
-    frame = rows.select(
-        ["file_id", "segment", "epoch", "message_index", "block_index", "tool_use_id"]
-    ).to_pandas()
-    frame["row"] = np.arange(len(frame))
-    if ids:
-        results = frame[(rows.column("block_type").to_numpy(zero_copy_only=False) == "tool_result")]
-        cleared = pd.DataFrame(ids, columns=["file_id", "tool_use_id"]).drop_duplicates()
-        flags[results.merge(cleared, on=["file_id", "tool_use_id"])["row"].to_numpy()] = True
+    for file_id, ids in cleared.items():
+        if ids:
+            found = pc.is_in(rows.column("tool_use_id"), value_set=pa.array(ids, pa.string()))
+            flags |= results & (files == file_id) & pc.fill_null(found, False).to_numpy(False)
     if places:
         where = ["file_id", "segment", "epoch", "message_index", "block_index"]
+        frame = rows.select(where).to_pandas()
+        frame["row"] = np.arange(len(frame))
         edited = pd.DataFrame(places, columns=where).drop_duplicates()
         flags[frame.merge(edited, on=where)["row"].to_numpy()] = True
     return pa.array(flags)
