@@ -363,6 +363,30 @@ def test_a_codex_rollout_loads_into_the_same_frames():
         assert list(frame.columns) == list(spec)
 
 
+def test_a_codex_server_compaction_opens_the_next_epoch(tmp_path: Path):
+    prompt = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "Keep going"}],
+    }
+    sealed = {"type": "compaction", "encrypted_content": "gAAAA" + "x" * 95}
+    records = [
+        {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "c1"}},
+        {"timestamp": "2026-01-01T00:00:01Z", "type": "response_item", "payload": prompt},
+        {
+            "timestamp": "2026-01-01T00:00:02Z",
+            "type": "compacted",
+            "payload": {"message": "", "replacement_history": [sealed, prompt]},
+        },
+    ]
+    t = load_transcripts(write_jsonl(tmp_path / "rollout-c1.jsonl", records))
+    after = t.blocks[t.blocks["epoch"] == 1]
+    assert after["block_type"].tolist() == ["compaction", "text"]
+    assert after["chars"].tolist() == [100, len("Keep going")]
+    assert after["message_kind"].tolist() == ["compact_summary", "compact_history"]
+    assert t.blocks["turn"].max() == 1  # the carried-over prompt is not a new turn
+
+
 def test_a_codex_subagent_rollout_joins_its_parent_session(tmp_path: Path):
     parent = "0199aaaa-0000-7000-8000-000000000001"
     meta = {

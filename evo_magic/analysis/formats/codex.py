@@ -16,7 +16,8 @@ Each line is `{"timestamp", "type", "payload"}`. How the records map onto the fr
   `cache_read_input_tokens` the cached, so `context_sent_tokens` is Codex's `input_tokens`).
   A repeat of the same totals is not a new call.
 - `compacted` is a compaction: the next epoch starts with its `replacement_history` when the
-  record has one, else with the summary (`payload.message`) as a user message.
+  record has one (an opaque server-side `compaction` item in it is a `compaction` block, its
+  size in `chars`), else with the summary (`payload.message`) as a user message.
 - `turn_context` sets the model of the calls that follow.
 """
 
@@ -174,6 +175,11 @@ class _Rollout:
         elif kind in _OUTPUT_TYPES:
             role, message_kind = "user", "tool_result"
             blocks = [self._output_block(item)]
+        elif kind in ("compaction", "compaction_summary"):  # the server's opaque summary
+            role, message_kind = "user", "compact_summary"
+            sealed = item.get("encrypted_content")
+            size = len(sealed) if isinstance(sealed, str) else None
+            blocks = [{"block_type": "compaction", "chars": size}]
         if role is None:
             return
         if message_kind == "prompt" and new_turns:
@@ -259,7 +265,7 @@ class _Rollout:
                     self._item(record, item, new_turns=False)
             for block in self.blocks:
                 if block["epoch"] == self.epoch and block.get("message_kind") == "prompt":
-                    block["message_kind"] = "compact_history"
+                    block["message_kind"] = "compact_history"  # carried over, not typed now
         elif isinstance(summary, str):
             self.role = "user"
             self.index = 0
