@@ -149,6 +149,34 @@ class Engine:
             table = table.filter(pc.invert(pc.is_in(table.column("line"), pa.array(bad))))
         return table
 
+    def detected(self, source: SourceFile) -> pa.Table:
+        """Every readable record of `source` with the schema DuckDB detects over the whole file,
+        lightly flattened: scalar fields as they are, the scalar keys of nested objects as
+        `<field>_<key>`, lists and deeper objects left out, a field whose type varies between
+        records kept where it is a string; and each record's `line`. Text that looks like a
+        date stays text."""
+        size = max(16 << 20, source.longest + 1)
+        reader = f"""read_json(?, format = 'newline_delimited', ignore_errors = true,
+            sample_size = -1, maximum_depth = 3, maximum_object_size = {size},
+            timestampformat = 'x', dateformat = 'x')"""
+        relation = self.con.sql(f"select * from {reader}", params=[source.name])
+        picks = []
+        for name, kind in zip(relation.columns, relation.types, strict=True):
+            if kind.id == "struct":
+                for child, inner in kind.children:
+                    column = _scalar_sql(f'"{name}"."{child}"', inner)
+                    if column:
+                        picks.append(f'{column} as "{name}_{child}"')
+            elif column := _scalar_sql(f'"{name}"', kind):
+                picks.append(f'{column} as "{name}"')
+        picks = picks or ["null as _"]
+        table = self.con.sql(
+            f"select {', '.join(picks)} from {reader}", params=[source.name]
+        ).to_arrow_table()
+        count = min(table.num_rows, len(source.numbers))
+        table = table.slice(0, count)
+        return table.append_column("line", pa.array(source.numbers[:count], pa.int64()))
+
     def query(self, sql: str, **tables: Any) -> pa.Table:
         """Run `sql` with `tables` (Arrow tables) registered under their names."""
         for name, table in tables.items():
@@ -161,6 +189,20 @@ class Engine:
 
     def close(self) -> None:
         self.con.close()
+
+
+def _scalar_sql(expression: str, kind: Any) -> str | None:
+    """SQL for one detected field as a scalar column, or None to leave it out."""
+    if kind.id in ("struct", "list", "map", "array", "union"):
+        return None
+    if str(kind) == "JSON":  # its type varies between records: keep the strings
+        return (
+            f"case when json_type({expression}) = 'VARCHAR' "
+            f"then json_extract_string({expression}, '$') end"
+        )
+    if kind.id in ("uuid", "hugeint", "uhugeint", "blob", "bit", "interval"):
+        return f"{expression}::VARCHAR"
+    return expression
 
 
 def _struct(columns: dict[str, Any]) -> str:

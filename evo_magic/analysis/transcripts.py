@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,11 +10,12 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from evo_magic.analysis import lake
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.formats import claude_code, codex, detect, evo
-from evo_magic.analysis.frames import EVENT_COLUMNS, FRAMES, to_pandas
+from evo_magic.analysis.frames import EVENT_COLUMNS, FRAMES, arrow_schema, empty_table, to_pandas
 from evo_magic.analysis.loader import Engine, SourceFile, names, resolve, warn_bad_lines
 
 _READERS = {"evo_magic": evo.read, "claude_code": claude_code.read, "codex": codex.read}
@@ -228,61 +228,53 @@ def sql(sql_text: str, where: Transcripts | str | Path) -> pd.DataFrame:
 
 # -- events -----------------------------------------------------------------------------------
 
-_SCALARS = (str, int, float, bool)
 _CATEGORICAL_FIELDS = frozenset(
     {"name", "model", "reason", "trigger", "code", "type", "subtype", "role", "kind", "strategy"}
 )
 
 
 def _events_frame(identities: pa.Table | None, extents: dict[Path, int]) -> pd.DataFrame:
+    """The identity of every record, then its own fields: each file read again by DuckDB with
+    its schema detected (nested objects to one level; lists left out)."""
     if identities is None or identities.num_rows == 0:
-        from evo_magic.analysis.frames import empty_table
-
         return to_pandas(empty_table(EVENT_COLUMNS), EVENT_COLUMNS)
-    lines_of: dict[str, list[bytes]] = {}
-    for path, extent in extents.items():
-        with open(path, "rb") as f:
-            lines_of[str(path)] = f.read(extent).split(b"\n")
-    fields: dict[str, dict[int, Any]] = {}
-    files = identities.column("file").to_pylist()
-    numbers = identities.column("line").to_pylist()
-    for row, (file, number) in enumerate(zip(files, numbers, strict=True)):
-        try:
-            record = json.loads(lines_of[file][number - 1])
-        except (ValueError, KeyError, IndexError):
-            continue
-        for key, value in record.items():
-            if type(value) is dict:
-                for sub, item in value.items():
-                    if item is None or isinstance(item, _SCALARS):
-                        fields.setdefault(f"{key}_{sub}", {})[row] = item
-            elif value is None or isinstance(value, _SCALARS):
-                fields.setdefault(key, {})[row] = value
-    frame = to_pandas(identities, EVENT_COLUMNS)
-    extra = {
-        name: _field_column(name, cells, len(frame))
-        for name, cells in fields.items()
-        if name not in frame.columns
-    }
-    if not extra:
+    engine = Engine()
+    fields: list[pa.Table] = []
+    order: list[pa.Table] = []
+    try:
+        for path, extent in extents.items():
+            mine = identities.filter(pc.equal(identities.column("file"), str(path)))
+            if mine.num_rows == 0:
+                continue
+            with open(path, "rb") as f:
+                source = SourceFile(0, path, f.read(extent))
+            table = engine.detected(source)
+            wanted = pc.is_in(table.column("line"), value_set=mine.column("line"))
+            fields.append(table.filter(wanted).drop_columns(["line"]))
+            order.append(mine)
+    finally:
+        engine.close()
+    frame = to_pandas(pa.concat_tables(order), EVENT_COLUMNS)
+    if not fields:
         return frame
-    return pd.concat([frame, pd.DataFrame(extra, index=frame.index)], axis=1)
+    table = pa.concat_tables(fields, promote_options="permissive")
+    table = table.select([n for n in table.column_names if n not in frame.columns])
+    if table.num_columns == 0:
+        return frame
+    spec = {name: _dtype(name, table.column(name).type) for name in table.column_names}
+    extra = to_pandas(table.cast(arrow_schema(spec)), spec)
+    extra.index = frame.index
+    return pd.concat([frame, extra], axis=1)
 
 
-def _field_column(name: str, cells: dict[int, Any], n: int) -> Any:
-    """A record field as a typed column: boolean, Int64, Float64, category or string."""
-    values: list[Any] = [None] * n
-    for row, value in cells.items():
-        values[row] = value
-    kinds = {type(v) for v in cells.values() if v is not None}
-    if kinds == {bool}:
-        return pd.array(values, dtype="boolean")
-    if kinds == {int} and all(-(2**63) <= v < 2**63 for v in cells.values() if v is not None):
-        return pd.array(values, dtype="Int64")
-    if kinds and kinds <= {int, float}:
-        return pd.array([None if v is None else float(v) for v in values], dtype="Float64")
-    if kinds == {str} and name.rpartition("_")[2] in _CATEGORICAL_FIELDS:
-        return pd.Categorical(values)
-    if kinds <= {str}:
-        return pd.array(values, dtype="string")
-    return pd.array([v if v is None or type(v) is str else json.dumps(v) for v in values], "string")
+def _dtype(name: str, kind: pa.DataType) -> str:
+    """The dtype of a record's field: boolean, Int64, Float64, category (names) or string."""
+    if pa.types.is_boolean(kind):
+        return "boolean"
+    if pa.types.is_integer(kind):
+        return "Int64"
+    if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        return "Float64"
+    if name.rpartition("_")[2] in _CATEGORICAL_FIELDS:
+        return "category"
+    return "string"
