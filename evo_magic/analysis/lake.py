@@ -43,7 +43,7 @@ def write(frames: dict[str, pd.DataFrame], directory: Path) -> Path:
         table = table.set_column(
             table.column_names.index("session_id"),
             "session_id",
-            pc_str(table.column("session_id")),
+            table.column("session_id").cast(pa.string()),  # plain strings to partition by
         )
         ds.write_dataset(
             table,
@@ -54,11 +54,6 @@ def write(frames: dict[str, pd.DataFrame], directory: Path) -> Path:
             existing_data_behavior="delete_matching",
         )
     return directory
-
-
-def pc_str(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """A (dictionary) string column as plain strings, for partitioning."""
-    return column.cast(pa.string())
 
 
 def has_lake(directory: Path) -> bool:

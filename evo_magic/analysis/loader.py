@@ -31,7 +31,6 @@ _GLOB_CHARS = frozenset("*?[")
 _HEAD_LINES = 50
 """A file's format is judged by its first readable records (up to this many)."""
 LOG_NAME = "session.jsonl"
-_WHITESPACE = frozenset(b" \t\r\n")
 
 
 @dataclass

@@ -22,7 +22,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evo_magic.analysis.blocks import blocks_sql, finish, flatten, parts_table, replace
+from evo_magic.analysis.blocks import (
+    block_type_sql,
+    blocks_sql,
+    finish,
+    flatten,
+    parts_table,
+    replace,
+)
 from evo_magic.analysis.errors import TranscriptError
 from evo_magic.analysis.frames import (
     BLOCK_COLUMNS,
@@ -87,8 +94,7 @@ FIELDS = {
 
 
 def _columns() -> dict[str, Any]:
-    from evo_magic.analysis.blocks import block_type_sql
-
+    """`FIELDS` with the block type filled in."""
     block = block_type_sql()
 
     def typed(value: Any) -> Any:
