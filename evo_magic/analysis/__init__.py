@@ -16,6 +16,7 @@ stays cheap.
 
 from __future__ import annotations
 
+from evo_magic.analysis.blocks import history_frame
 from evo_magic.analysis.conversation import (
     Call,
     Compaction,
@@ -32,7 +33,6 @@ from evo_magic.analysis.frames import (
     HISTORY_COLUMNS,
     IDENTITY,
     PART_COLUMNS,
-    history_frame,
 )
 from evo_magic.analysis.lake import connect
 from evo_magic.analysis.transcripts import Transcripts, load_transcripts, sql

@@ -213,26 +213,3 @@ def to_pandas(table: pa.Table, spec: dict[str, str]) -> pd.DataFrame:
         elif dtype == "datetime" and len(frame) == 0:
             frame[name] = frame[name].astype("datetime64[us, UTC]")
     return frame
-
-
-def history_frame(messages: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per content block of a history in Messages API shape (e.g. `session.messages`,
-    as it is now: micro-compacted results show the placeholder), with the columns of
-    `HISTORY_COLUMNS`, typed as in `Transcripts.blocks`."""
-    from evo_magic.analysis.blocks import block_row
-
-    rows: list[dict[str, Any]] = []
-    names: dict[Any, Any] = {}
-    for index, message in enumerate(messages):
-        content = message.get("content") if isinstance(message, dict) else None
-        role = message.get("role") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        for position, block in enumerate(content if isinstance(content, list) else []):
-            row = block_row(block)
-            if row["block_type"] == "tool_use":
-                names[row["tool_use_id"]] = row["tool_name"]
-            elif row["block_type"] == "tool_result":
-                row["tool_name"] = names.get(row["tool_use_id"])
-            rows.append({**row, "message_index": index, "role": role, "block_index": position})
-    return to_pandas(rows_table(rows, HISTORY_COLUMNS), HISTORY_COLUMNS)
