@@ -1,0 +1,568 @@
+"""Claude Code sessions: `~/.claude/projects/<project>/<session>.jsonl`, and their subagents
+(`agent-<id>.jsonl` beside them, or `<session>/subagents/agent-<id>.jsonl`).
+
+A few columns per record are read in SQL; the rest is decided here, per conversation (the main
+one, and each subagent's, flagged `sidechain` with its `agent_id`):
+
+- **Branches.** Records form a tree by `parentUuid`. The conversation is the chain from its last
+  message back to the root (as Claude Code resumes it), crossing compact boundaries by
+  `logicalParentUuid`; tool results of parallel tool calls hang beside that chain and belong to
+  it. Any other record below a record of the chain is on an abandoned branch (a rewind): it is
+  flagged `abandoned`, indexed as its own continuation of the fork, and sorted after the
+  conversation instead of into it.
+- **Messages.** Consecutive records of the same role form one message (Claude Code writes each
+  block of a streamed response as its own record); a `compact_boundary` starts a new epoch.
+- **Kinds of user message** (`message_kind`): `prompt` (typed by a person), `command` (a slash
+  command sent to the model), `local_command` (one that ran locally), `command_output`,
+  `meta` (caveats, expanded command prompts), `interrupt`, `task_notification`, `bash`,
+  `memory`, `tool_result`, `compact_summary`. `turn` counts prompts and commands sent to the model.
+- **Manual /compact.** Claude Code writes the command, its caveat and its output after the
+  boundary and the summary, with earlier timestamps: they are put back at the end of the epoch
+  they happened in.
+- **Not calls.** Claude Code's placeholders for failed requests (`isApiErrorMessage`, model
+  `<synthetic>`) are neither messages nor calls; the failures themselves (`system` records,
+  subtype `api_error`) are in `events`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evo_magic.analysis.blocks import BLOCK, blocks_sql, finish, flatten, parts_table
+from evo_magic.analysis.frames import (
+    BLOCK_COLUMNS,
+    CALL_COLUMNS,
+    COMPACTION_COLUMNS,
+    EVENT_COLUMNS,
+    IDENTITY,
+    rows_table,
+)
+from evo_magic.analysis.loader import Engine, Part, SourceFile, conform
+
+SOURCE = "claude_code"
+
+_USAGE = {
+    "input_tokens": "BIGINT",
+    "output_tokens": "BIGINT",
+    "cache_creation_input_tokens": "BIGINT",
+    "cache_read_input_tokens": "BIGINT",
+    "cache_creation": {
+        "ephemeral_5m_input_tokens": "BIGINT",
+        "ephemeral_1h_input_tokens": "BIGINT",
+    },
+}
+STRUCTURE = {
+    "type": "VARCHAR",
+    "subtype": "VARCHAR",
+    "uuid": "VARCHAR",
+    "parentUuid": "VARCHAR",
+    "logicalParentUuid": "VARCHAR",
+    "isSidechain": "BOOLEAN",
+    "agentId": "VARCHAR",
+    "sessionId": "VARCHAR",
+    "timestamp": "VARCHAR",
+    "isMeta": "BOOLEAN",
+    "isCompactSummary": "BOOLEAN",
+    "isApiErrorMessage": "BOOLEAN",
+    "message": {
+        "id": "VARCHAR",
+        "role": "VARCHAR",
+        "model": "VARCHAR",
+        "stop_reason": "VARCHAR",
+        "usage": _USAGE,
+        "content": "JSON",
+    },
+    "compactMetadata": {
+        "trigger": "VARCHAR",
+        "preTokens": "BIGINT",
+        "postTokens": "BIGINT",
+        "durationMs": "DOUBLE",
+    },
+    "toolUseResult": {"agentId": "VARCHAR"},
+}
+_KINDS = json.dumps([{"type": "VARCHAR", "id": "VARCHAR", "tool_use_id": "VARCHAR"}])
+_CONTENT = "message.content"
+_AS_LIST = f"""case json_type({_CONTENT})
+    when 'ARRAY' then from_json({_CONTENT}, '[{{BLOCK}}]')
+    when 'VARCHAR' then [from_json(json_object('type', 'text', 'text',
+        json_extract_string({_CONTENT}, '$')), '{{BLOCK}}')]
+    end"""
+_SELECT = f"""* exclude (message, timestamp), timestamp,
+    try_cast(timestamp as TIMESTAMPTZ) as stamp,
+    struct_pack(id := message.id, role := message.role, model := message.model,
+        stop_reason := message.stop_reason, usage := message.usage,
+        content := case json_type({_CONTENT}) when 'ARRAY'
+            then from_json({_CONTENT}, '{_KINDS}') end) as message,
+    case when type = 'user' then left(case json_type({_CONTENT})
+        when 'VARCHAR' then json_extract_string({_CONTENT}, '$')
+        else json_extract_string({_CONTENT}, '$[0].text') end, 300) end as head,
+    case when json_type({_CONTENT}) = 'VARCHAR' then 1 end as string_content,
+    case when isCompactSummary then case json_type({_CONTENT})
+        when 'VARCHAR' then json_extract_string({_CONTENT}, '$')
+        else array_to_string(json_extract_string({_CONTENT}, '$[*].text'), '')
+    end end as summary_text,
+    {{BLOCKS}} as blocks"""
+
+_PREFIXES = (
+    ("<local-command-stdout>", "command_output"),
+    ("<local-command-stderr>", "command_output"),
+    ("<local-command-caveat>", "meta"),
+    ("<command-name>", "command"),
+    ("<command-message>", "command"),
+    ("[Request interrupted by user", "interrupt"),
+    ("<task-notification>", "task_notification"),
+    ("<bash-input>", "bash"),
+    ("<bash-stdout>", "bash"),
+    ("<bash-stderr>", "bash"),
+    ("<user-memory-input>", "memory"),
+)
+_UNTIMED_KINDS = frozenset({"command", "local_command", "command_output", "meta"})
+
+
+def user_kind(record: dict[str, Any]) -> str:
+    """What a user record is (see the module's docstring); `local_command` is decided later,
+    from what follows a command."""
+    content = _content(record)
+    if record.get("isCompactSummary"):
+        return "compact_summary"
+    if any(b.get("type") == "tool_result" for b in content):
+        return "tool_result"
+    head = (record.get("head") or "").lstrip()
+    for prefix, kind in _PREFIXES:
+        if head.startswith(prefix):
+            return kind
+    if record.get("isMeta"):
+        return "meta"
+    return "prompt"
+
+
+def _content(record: dict[str, Any]) -> list[dict[str, Any]]:
+    message = record.get("message") or {}
+    return [b for b in (message.get("content") or []) if b]
+
+
+def _blocks(record: dict[str, Any]) -> int:
+    return 1 if record.get("string_content") else len(_content(record))
+
+
+@dataclass
+class _State:
+    """Where a walk over one conversation (or branch) is."""
+
+    epoch: int = 0
+    turn: int = 0
+    index: int = -1
+    role: str | None = None
+    next_block: int = 0
+    # epoch -> (last message index, its role, next block) for records put back into an epoch
+    ends: dict[int, tuple[int, str | None, int]] = field(default_factory=dict)
+    boundary_ts: str | None = None
+
+
+_UNIT = {
+    **{name: dtype for name, dtype in BLOCK_COLUMNS.items() if name in IDENTITY},
+    "message_index": "Int64",
+    "role": "category",
+    "message_kind": "category",
+    "abandoned": "boolean",
+    "parent_tool_use_id": "string",
+    "file_id": "Int64",
+    "file": "category",
+    "line": "Int64",
+    "first_block": "Int64",
+    "path": "string",
+    "ord": "Int64",
+}
+
+
+def _select() -> str:
+    listed = _AS_LIST.replace("{BLOCK}", json.dumps(BLOCK))
+    return _SELECT.replace("{BLOCKS}", blocks_sql(listed))
+
+
+def read(engine: Engine, files: list[SourceFile]) -> Part:
+    """The frames' rows of Claude Code session files."""
+    part = Part()
+    select = _select()
+    tables = {f.file_id: engine.read(f, STRUCTURE, select) for f in files}
+    records = {i: t.drop_columns(["blocks"]).to_pylist() for i, t in tables.items()}
+    part.records = sum(len(r) for r in records.values())
+    spawned = _spawned_agents([r for rs in records.values() for r in rs])
+    calls: list[dict[str, Any]] = []
+    compactions: list[dict[str, Any]] = []
+    identities: list[dict[str, Any]] = []
+    blocks: list[pa.Table] = []
+    for source in files:
+        reader = _File(source, records[source.file_id], spawned, part)
+        reader.read()
+        calls += reader.calls
+        compactions += reader.compactions
+        identities += reader.identities
+        by_line = {unit["line"]: unit for unit in reader.units}
+        lines = tables[source.file_id].column("line").to_pylist()
+        keep = np.array([n in by_line for n in lines], dtype=bool)
+        if keep.any():
+            units = rows_table([by_line.get(n, {}) for n in lines], _UNIT)
+            blocks.append(flatten(tables[source.file_id].column("blocks"), units, keep))
+    _number(calls)
+    _fill_summaries(compactions)
+    if blocks:
+        rows = finish(pa.concat_tables(blocks), {f.file_id: f for f in files})
+        keys = ("file_id", "agent_id", "ord", "epoch", "message_index", "block_index", "line")
+        order = pc.sort_indices(rows, sort_keys=[(k, "ascending", "at_start") for k in keys])
+        rows = rows.take(order)
+        part.blocks.append(conform(rows, BLOCK_COLUMNS))
+        part.parts.append(parts_table(rows))
+    part.calls.append(rows_table(calls, CALL_COLUMNS))
+    part.compactions.append(rows_table(compactions, COMPACTION_COLUMNS))
+    part.identities.append(rows_table(identities, EVENT_COLUMNS))
+    return part
+
+
+def _spawned_agents(records: list[dict[str, Any]]) -> dict[tuple[Any, str], str]:
+    """(session id, agent id) -> the tool_use_id of the tool call that started the agent, from
+    the `toolUseResult.agentId` of its result."""
+    found: dict[tuple[Any, str], str] = {}
+    for record in records:
+        agent = (record.get("toolUseResult") or {}).get("agentId")
+        if agent:
+            for block in _content(record):
+                if block.get("type") == "tool_result" and block.get("tool_use_id"):
+                    found[(record.get("sessionId"), agent)] = block["tool_use_id"]
+    return found
+
+
+def _fill_summaries(compactions: list[dict[str, Any]]) -> None:
+    for row in compactions:
+        summary = row.get("summary")
+        row["summary_chars"] = len(summary) if isinstance(summary, str) else None
+
+
+class _File:
+    """One Claude Code file's records, read into units, calls, compactions and identities."""
+
+    def __init__(
+        self,
+        source: SourceFile,
+        records: list[dict[str, Any]],
+        spawned: dict[tuple[Any, str], str],
+        part: Part,
+    ):
+        self.source = source
+        self.records = records
+        self.spawned = spawned
+        self.part = part
+        self.units: list[dict[str, Any]] = []
+        self.calls: list[dict[str, Any]] = []
+        self.compactions: list[dict[str, Any]] = []
+        self.identities: list[dict[str, Any]] = []
+        self.place: dict[int, dict[str, Any]] = {}  # line -> identity of a placed record
+        stem = source.path.stem
+        self.file_agent = stem.removeprefix("agent-") if stem.startswith("agent-") else None
+
+    def read(self) -> None:
+        if not any(r.get("type") in ("user", "assistant") for r in self.records):
+            self.part.skip("claude_code: file without messages")
+        seen: set[str] = set()
+        conversations: dict[Any, list[dict[str, Any]]] = {}
+        for record in self.records:
+            uuid = record.get("uuid")
+            if uuid is not None:
+                if uuid in seen:  # a resumed session can repeat records
+                    self.part.skip("claude_code: repeated uuid")
+                    record["repeated"] = True
+                    continue
+                seen.add(uuid)
+            conversations.setdefault(self._agent(record), []).append(record)
+        for agent, records in conversations.items():
+            self._conversation(agent, records)
+        self._identities()
+
+    def _agent(self, record: dict[str, Any]) -> str | None:
+        if not record.get("isSidechain"):
+            return None
+        return record.get("agentId") or self.file_agent or "sidechain"
+
+    def _session(self, record: dict[str, Any]) -> str:
+        return record.get("sessionId") or self.source.path.stem
+
+    def _conversation(self, agent: str | None, records: list[dict[str, Any]]) -> None:
+        messages = [r for r in records if r.get("type") in ("user", "assistant")]
+        if not messages:
+            return
+        by_uuid = {r["uuid"]: r for r in records if r.get("uuid")}
+        active = _chain(messages[-1], by_uuid)
+        used = {
+            b.get("id")
+            for r in records
+            if r.get("uuid") in active and r.get("type") == "assistant"
+            for b in _content(r)
+            if b.get("type") == "tool_use"
+        }
+        for record in messages:  # results of parallel tool calls hang beside the chain
+            ids = [b.get("tool_use_id") for b in _content(record) if b.get("type") == "tool_result"]
+            if ids and all(i in used for i in ids):
+                active.add(record.get("uuid"))
+        branches = _branches(records, active, by_uuid)
+        _classify(messages, branches)
+        main = [r for r in records if branches.get(r.get("uuid"), 0) == 0]
+        state = _State()
+        self._walk(agent, main, state, 0)
+        forks: dict[int, list[dict[str, Any]]] = {}
+        for record in records:
+            branch = branches.get(record.get("uuid"), 0)
+            if branch:
+                forks.setdefault(branch, []).append(record)
+        for branch, chain in forks.items():
+            parent = by_uuid.get(chain[0].get("parentUuid"))
+            start = self.place.get(parent["line"]) if parent else None
+            fork = _State()
+            if start is not None:
+                fork.epoch, fork.turn = start["epoch"], start["turn"]
+                fork.index = start.get("message_index", start["at"][0])
+                fork.role = start.get("role", start["at"][1])
+                fork.next_block = start.get("next_block", start["at"][2])
+            self._walk(agent, chain, fork, branch)
+
+    def _walk(
+        self, agent: str | None, records: list[dict[str, Any]], state: _State, branch: int
+    ) -> None:
+        calls: dict[Any, dict[str, Any]] = {}
+        pending: dict[str, Any] | None = None  # the compaction awaiting its summary
+        for record in records:
+            kind = record.get("type")
+            message = record.get("message") or {}
+            if kind == "system" and record.get("subtype") == "compact_boundary":
+                pending = self._boundary(agent, record, state, branch)
+                continue
+            if kind not in ("user", "assistant") or not message:
+                self._identity(agent, record, state, branch)
+                continue
+            if record.get("isApiErrorMessage") or message.get("model") == "<synthetic>":
+                self.part.skip("claude_code: API error placeholder (not a call)")
+                self._identity(agent, record, state, branch)
+                continue
+            role = message.get("role") or kind
+            message_kind = record.get("kind") if kind == "user" else "response"
+            epoch = state.epoch
+            late = (
+                state.boundary_ts is not None
+                and message_kind in _UNTIMED_KINDS
+                and (record.get("timestamp") or "") < state.boundary_ts
+                and epoch > 0
+            )
+            if late:  # a manual /compact's own records: back into the epoch they belong to
+                epoch -= 1
+                index, last_role, next_block = state.ends.get(epoch, (-1, None, 0))
+                if role != last_role:
+                    index, next_block = index + 1, 0
+                first = next_block
+                state.ends[epoch] = (index, role, next_block + _blocks(record))
+            else:
+                if message_kind in ("prompt", "command"):
+                    state.turn += 1
+                if role != state.role:
+                    state.index, state.next_block, state.role = state.index + 1, 0, role
+                index, first = state.index, state.next_block
+                state.next_block += _blocks(record)
+                state.ends[epoch] = (state.index, state.role, state.next_block)
+            if pending is not None and record.get("isCompactSummary"):
+                pending["summary"] = record.get("summary_text")
+                pending = None
+            identity = self._identity(agent, record, state, branch, epoch=epoch)
+            identity.update(message_index=index, role=role, next_block=state.next_block)
+            self.units.append(
+                {
+                    **identity,
+                    "path": "message.content",
+                    "first_block": first,
+                    "message_kind": message_kind,
+                    "ord": branch,
+                }
+            )
+            if kind == "assistant" and message.get("usage"):
+                key = message.get("id") or record["line"]
+                if key in calls:
+                    calls[key]["records"].append(record)
+                else:
+                    calls[key] = {"identity": dict(identity), "records": [record]}
+        for call in calls.values():
+            self.calls.append(_call_row(call["identity"], call["records"]))
+
+    def _boundary(
+        self, agent: str | None, record: dict[str, Any], state: _State, branch: int
+    ) -> dict[str, Any]:
+        meta = record.get("compactMetadata") or {}
+        identity = self._identity(agent, record, state, branch)
+        trigger = meta.get("trigger")
+        duration = meta.get("durationMs")
+        row = {
+            **identity,
+            "strategy": "summarise",
+            "layer": {"auto": "over_limit", "manual": "on_request"}.get(trigger),
+            "trigger": trigger,
+            "success": True,
+            "duration": None if duration is None else duration / 1000,
+            "before_tokens": meta.get("preTokens"),
+            "after_tokens": meta.get("postTokens"),
+        }
+        self.compactions.append(row)
+        state.epoch += 1
+        state.index, state.role, state.next_block = -1, None, 0
+        state.boundary_ts = record.get("timestamp")
+        return row
+
+    def _identity(
+        self,
+        agent: str | None,
+        record: dict[str, Any],
+        state: _State,
+        branch: int,
+        epoch: int | None = None,
+    ) -> dict[str, Any]:
+        session = self._session(record)
+        identity = {
+            "source": SOURCE,
+            "session_id": session,
+            "agent_id": agent,
+            "sidechain": agent is not None,
+            "seq": record["line"],
+            "timestamp": record.get("stamp"),
+            "turn": state.turn,
+            "epoch": state.epoch if epoch is None else epoch,
+            "segment": 0,
+            "abandoned": branch > 0,
+            "parent_tool_use_id": self.spawned.get((session, agent)) if agent else None,
+            "file_id": self.source.file_id,
+            "file": self.source.name,
+            "line": record["line"],
+            "at": (state.index, state.role, state.next_block),
+        }
+        self.place[record["line"]] = identity
+        return identity
+
+    def _identities(self) -> None:
+        last: dict[str, Any] | None = None
+        for record in self.records:
+            placed = self.place.get(record["line"])
+            if placed is None:
+                placed = dict(last or {}, seq=record["line"], line=record["line"])
+                placed.update(
+                    source=SOURCE,
+                    session_id=self._session(record),
+                    timestamp=record.get("stamp"),
+                    file=self.source.name,
+                )
+            last = placed
+            self.identities.append({**placed, "kind": record.get("type")})
+
+
+def _chain(last: dict[str, Any], by_uuid: dict[str, dict[str, Any]]) -> set[Any]:
+    """The uuids from `last` back to the root, across compact boundaries."""
+    found: set[Any] = set()
+    record: dict[str, Any] | None = last
+    while record is not None and record.get("uuid") not in found:
+        found.add(record.get("uuid"))
+        parent = record.get("parentUuid") or record.get("logicalParentUuid")
+        record = by_uuid.get(parent) if parent else None
+    return found
+
+
+def _branches(
+    records: list[dict[str, Any]], active: set[Any], by_uuid: dict[str, dict[str, Any]]
+) -> dict[Any, int]:
+    """uuid -> 0 for the conversation (and records not below it), or the number (1, 2, ...) of
+    the abandoned branch it is on."""
+    branch: dict[Any, int] = {}
+    numbers: dict[Any, int] = {}
+
+    def of(record: dict[str, Any]) -> int:
+        uuid = record.get("uuid")
+        if uuid is None or uuid in active:
+            return 0
+        if uuid in branch:
+            return branch[uuid]
+        branch[uuid] = 0  # guards against a cycle
+        parent = by_uuid.get(record.get("parentUuid") or "")
+        if parent is None:
+            result = 0
+        elif parent.get("uuid") in active:  # a fork: this record starts an abandoned branch
+            result = numbers.setdefault(uuid, len(numbers) + 1)
+        else:
+            result = of(parent)
+        branch[uuid] = result
+        return result
+
+    for record in records:
+        of(record)
+    return branch
+
+
+def _classify(messages: list[dict[str, Any]], branches: dict[Any, int]) -> None:
+    """Set each user record's `kind`; a command followed by its local output (before the model
+    answers) ran locally."""
+    for record in messages:
+        if record.get("type") == "user":
+            record["kind"] = user_kind(record)
+    for i, record in enumerate(messages):
+        if record.get("kind") != "command":
+            continue
+        for later in messages[i + 1 :]:
+            if later.get("type") == "assistant" or later.get("kind") in ("prompt", "command"):
+                break
+            if later.get("kind") == "command_output":
+                record["kind"] = "local_command"
+                break
+
+
+def _call_row(identity: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One model call from the records of one response (streamed blocks share its id; the last
+    record's usage is the final one)."""
+    message = records[-1].get("message") or {}
+    usage = message.get("usage") or {}
+    stop = next(
+        (r["message"]["stop_reason"] for r in reversed(records) if r["message"].get("stop_reason")),
+        None,
+    )
+    inferred = False
+    if stop is None:
+        content = next((_content(r) for r in reversed(records) if _content(r)), [])
+        if content and content[-1].get("type") == "tool_use":
+            stop, inferred = "tool_use", True
+    cache = usage.get("cache_creation") or {}
+    parts = [
+        usage.get("input_tokens"),
+        usage.get("cache_read_input_tokens"),
+        usage.get("cache_creation_input_tokens"),
+    ]
+    sent = sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
+    return {
+        **identity,
+        "model": message.get("model"),
+        "stop_reason": stop,
+        "stop_reason_inferred": inferred,
+        "input_tokens": usage.get("input_tokens"),
+        "output_tokens": usage.get("output_tokens"),
+        "cache_creation_input_tokens": usage.get("cache_creation_input_tokens"),
+        "cache_read_input_tokens": usage.get("cache_read_input_tokens"),
+        "cache_creation_5m_input_tokens": cache.get("ephemeral_5m_input_tokens"),
+        "cache_creation_1h_input_tokens": cache.get("ephemeral_1h_input_tokens"),
+        "context_sent_tokens": sent,
+        "context_sent_tokens_exact": sent is not None,
+    }
+
+
+def _number(calls: list[dict[str, Any]]) -> None:
+    """Number the calls 1, 2, ... per (session, agent), in order."""
+    counts: dict[tuple[Any, Any], int] = {}
+    for row in calls:
+        if row.get("call") is None:
+            key = (row["session_id"], row["agent_id"])
+            counts[key] = counts.get(key, 0) + 1
+            row["call"] = counts[key]

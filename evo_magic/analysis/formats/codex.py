@@ -1,0 +1,335 @@
+"""OpenAI Codex CLI sessions: `~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`.
+
+Each line is `{"timestamp", "type", "payload"}`. How the records map onto the frames:
+
+- `session_meta` names the session (`payload.id`); a subagent's file names its parent thread
+  (`payload.source.subagent.thread_spawn.parent_thread_id`): its rows get the parent's
+  `session_id`, their own `agent_id` and `sidechain`.
+- `response_item`s are the conversation, in the Messages API's shape: consecutive items of the
+  same role form one message. `message` parts (`input_text`, `output_text`) are text blocks and
+  `input_image` image blocks; `reasoning` is a `thinking` block (its summary text);
+  `function_call`, `custom_tool_call`, `local_shell_call` and `web_search_call` are `tool_use`
+  blocks (`text` is the call's arguments exactly as recorded); their outputs are `tool_result`
+  blocks of a user message. `developer` messages keep their role.
+- `event_msg` `token_count` with usage is a call: `last_token_usage` (Codex counts cached
+  tokens inside `input_tokens`: here `input_tokens` is the uncached part and
+  `cache_read_input_tokens` the cached, so `context_sent_tokens` is Codex's `input_tokens`).
+  A repeat of the same totals is not a new call.
+- `compacted` is a compaction: the next epoch starts with its `replacement_history` when the
+  record has one (an opaque server-side `compaction` item in it is a `compaction` block, its
+  size in `chars`), else with the summary (`payload.message`) as a user message.
+- `turn_context` sets the model of the calls that follow.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from evo_magic.analysis.frames import (
+    BLOCK_COLUMNS,
+    CALL_COLUMNS,
+    COMPACTION_COLUMNS,
+    EVENT_COLUMNS,
+    PART_COLUMNS,
+    rows_table,
+)
+from evo_magic.analysis.loader import Engine, Part, SourceFile
+
+SOURCE = "codex"
+_FIELDS = {"timestamp": "VARCHAR", "type": "VARCHAR", "payload": "JSON"}
+_SELECT = "type, try_cast(timestamp as TIMESTAMPTZ) as timestamp, payload::VARCHAR as payload"
+_META_PREFIXES = (
+    "<environment_context>",
+    "<user_instructions>",
+    "<permissions",
+    "# AGENTS.md",
+    "<INSTRUCTIONS>",
+)
+_CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
+_OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output"}
+
+
+def read(engine: Engine, files: list[SourceFile]) -> Part:
+    """The frames' rows of Codex rollout files."""
+    part = Part()
+    rollouts = [_Rollout(f, engine.read(f, _FIELDS, _SELECT).to_pylist()) for f in files]
+    part.records = sum(len(r.records) for r in rollouts)
+    for rollout in rollouts:
+        rollout.read()
+    part.blocks.append(rows_table([r for x in rollouts for r in x.blocks], BLOCK_COLUMNS))
+    part.parts.append(rows_table([r for x in rollouts for r in x.parts], PART_COLUMNS))
+    part.calls.append(rows_table([r for x in rollouts for r in x.calls], CALL_COLUMNS))
+    compactions = [r for x in rollouts for r in x.compactions]
+    part.compactions.append(rows_table(compactions, COMPACTION_COLUMNS))
+    part.identities.append(rows_table([r for x in rollouts for r in x.identities], EVENT_COLUMNS))
+    return part
+
+
+def _payload(record: dict[str, Any]) -> dict[str, Any]:
+    try:
+        payload = json.loads(record.get("payload") or "null")
+    except ValueError:
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
+def _text_of(parts: Any) -> str:
+    if isinstance(parts, str):
+        return parts
+    if not isinstance(parts, list):
+        return ""
+    return "\n".join(
+        p.get("text", "") for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
+    )
+
+
+class _Rollout:
+    """One rollout file read into rows."""
+
+    def __init__(self, source: SourceFile, records: list[dict[str, Any]]):
+        self.source = source
+        self.records = records
+        self.session: str = source.path.stem
+        self.agent: str | None = None
+        self.model: str | None = None
+        self.epoch = self.turn = 0
+        self.index = -1
+        self.role: str | None = None
+        self.next_block = 0
+        self.totals: Any = None
+        self.call = 0
+        self.blocks: list[dict[str, Any]] = []
+        self.parts: list[dict[str, Any]] = []
+        self.calls: list[dict[str, Any]] = []
+        self.compactions: list[dict[str, Any]] = []
+        self.identities: list[dict[str, Any]] = []
+        self.names: dict[str, str] = {}
+
+    def read(self) -> None:
+        for record in self.records:
+            payload = _payload(record)
+            kind = record.get("type")
+            identity = {**self._identity(record), "kind": kind}
+            if kind == "session_meta":
+                self._meta(payload)
+            elif kind == "turn_context":
+                self.model = payload.get("model") or self.model
+            elif kind == "response_item":
+                self._item(record, payload, new_turns=True)
+            elif kind == "compacted":
+                self._compacted(record, payload)
+            elif kind == "event_msg" and payload.get("type") == "token_count":
+                self._token_count(record, payload)
+            self.identities.append(identity)
+
+    def _meta(self, payload: dict[str, Any]) -> None:
+        if isinstance(payload.get("id"), str) and self.agent is None:
+            self.session = payload["id"]
+        source = payload.get("source")
+        spawn = source.get("subagent", {}) if isinstance(source, dict) else {}
+        spawn = spawn.get("thread_spawn", {}) if isinstance(spawn, dict) else {}
+        parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
+        if isinstance(parent, str):
+            self.agent, self.session = self.session, parent
+
+    def _identity(self, record: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "source": SOURCE,
+            "session_id": self.session,
+            "agent_id": self.agent,
+            "sidechain": self.agent is not None,
+            "seq": record["line"],
+            "timestamp": record.get("timestamp"),
+            "turn": self.turn,
+            "epoch": self.epoch,
+            "segment": 0,
+            "file": self.source.name,
+            "line": record["line"],
+        }
+
+    def _item(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> None:
+        kind = item.get("type")
+        role, message_kind, blocks = None, None, []
+        if kind == "message":
+            role = item.get("role") or "user"
+            content = item.get("content")
+            texts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+            blocks = [_part_block(p) for p in texts]
+            text = _text_of(content)
+            if role == "assistant":
+                message_kind = "response"
+            elif role != "user" or text.lstrip().startswith(_META_PREFIXES):
+                message_kind = "meta"
+            elif text.lstrip().startswith("<turn_aborted>"):
+                message_kind = "interrupt"
+            else:
+                message_kind = "prompt"
+        elif kind == "reasoning":
+            role, message_kind = "assistant", "response"
+            summary = _text_of(item.get("summary")) or _text_of(item.get("content"))
+            blocks = [{"block_type": "thinking", "text": summary}]
+        elif kind in _CALL_TYPES:
+            role, message_kind = "assistant", "response"
+            blocks = [self._call_block(kind, item)]
+        elif kind in _OUTPUT_TYPES:
+            role, message_kind = "user", "tool_result"
+            blocks = [self._output_block(item)]
+        elif kind in ("compaction", "compaction_summary"):  # the server's opaque summary
+            role, message_kind = "user", "compact_summary"
+            sealed = item.get("encrypted_content")
+            size = len(sealed) if isinstance(sealed, str) else None
+            blocks = [{"block_type": "compaction", "chars": size}]
+        if role is None:
+            return
+        if message_kind == "prompt" and new_turns:
+            self.turn += 1
+        if role != self.role:
+            self.index, self.next_block, self.role = self.index + 1, 0, role
+        identity = {**self._identity(record), "message_index": self.index, "role": role}
+        for block in blocks:
+            row = {**identity, "message_kind": message_kind, "abandoned": False, **block}
+            row["block_index"] = self.next_block
+            if row.get("text") is not None and row.get("chars") is None:
+                row["chars"] = len(row["text"])
+            for n, part in enumerate(row.pop("_parts", [])):
+                self.parts.append(
+                    {
+                        **identity,
+                        **part,
+                        "abandoned": False,
+                        "part_index": n,
+                        "block_index": self.next_block,
+                        "tool_use_id": row.get("tool_use_id"),
+                    }
+                )
+            self.blocks.append(row)
+            self.next_block += 1
+
+    def _call_block(self, kind: str, item: dict[str, Any]) -> dict[str, Any]:
+        call_id = item.get("call_id") or item.get("id")
+        name = item.get("name") or {"local_shell_call": "local_shell"}.get(kind, kind)
+        if kind == "function_call":
+            text = item.get("arguments")
+        elif kind == "custom_tool_call":
+            text = item.get("input")
+        else:
+            text = json.dumps(item.get("action"), ensure_ascii=False, separators=(",", ":"))
+        if isinstance(call_id, str):
+            self.names[call_id] = name
+        return {
+            "block_type": "tool_use",
+            "tool_name": name,
+            "tool_use_id": call_id,
+            "text": text if isinstance(text, str) else json.dumps(text),
+        }
+
+    def _output_block(self, item: dict[str, Any]) -> dict[str, Any]:
+        call_id = item.get("call_id")
+        output = item.get("output")
+        block: dict[str, Any] = {
+            "block_type": "tool_result",
+            "tool_use_id": call_id,
+            "tool_name": self.names.get(call_id),
+            "is_error": False,
+            "status": "ok",
+        }
+        if isinstance(output, dict):  # {"content": ..., "success": bool} in some versions
+            if output.get("success") is False:
+                block.update(is_error=True, status="error")
+            output = output.get("content")
+        if isinstance(output, list):
+            block["parts"] = len(output)
+            block["_parts"] = [_part_row(p) for p in output]
+            block["text"] = _text_of(output)
+        else:
+            block["text"] = output if isinstance(output, str) else json.dumps(output)
+        return block
+
+    def _compacted(self, record: dict[str, Any], payload: dict[str, Any]) -> None:
+        summary = payload.get("message")
+        row = {
+            **self._identity(record),
+            "strategy": "summarise",
+            "success": True,
+            "summary": summary if isinstance(summary, str) else None,
+            "summary_chars": len(summary) if isinstance(summary, str) else None,
+        }
+        self.compactions.append(row)
+        self.epoch += 1
+        self.index, self.role, self.next_block = -1, None, 0
+        history = payload.get("replacement_history")
+        if isinstance(history, list) and history:
+            for item in history:
+                if isinstance(item, dict):
+                    self._item(record, item, new_turns=False)
+            for block in self.blocks:
+                if block["epoch"] == self.epoch and block.get("message_kind") == "prompt":
+                    block["message_kind"] = "compact_history"  # carried over, not typed now
+        elif isinstance(summary, str):
+            self.role = "user"
+            self.index = 0
+            self.blocks.append(
+                {
+                    **self._identity(record),
+                    "message_index": 0,
+                    "role": "user",
+                    "message_kind": "compact_summary",
+                    "abandoned": False,
+                    "block_index": 0,
+                    "block_type": "text",
+                    "text": summary,
+                    "chars": len(summary),
+                }
+            )
+            self.next_block = 1
+
+    def _token_count(self, record: dict[str, Any], payload: dict[str, Any]) -> None:
+        info = payload.get("info")
+        if not isinstance(info, dict) or not isinstance(info.get("last_token_usage"), dict):
+            return
+        totals = json.dumps(info.get("total_token_usage"), sort_keys=True)
+        if totals == self.totals:  # the same count reported again
+            return
+        self.totals = totals
+        last = info["last_token_usage"]
+        sent = last.get("input_tokens")
+        cached = last.get("cached_input_tokens")
+        self.call += 1
+        self.calls.append(
+            {
+                **self._identity(record),
+                "call": self.call,
+                "message_index": self.index if self.role == "assistant" else None,
+                "abandoned": False,
+                "model": self.model,
+                "input_tokens": None if sent is None else sent - (cached or 0),
+                "cache_read_input_tokens": cached,
+                "output_tokens": last.get("output_tokens"),
+                "reasoning_output_tokens": last.get("reasoning_output_tokens"),
+                "context_sent_tokens": sent,
+                "context_sent_tokens_exact": sent is not None,
+            }
+        )
+
+
+def _part_block(part: Any) -> dict[str, Any]:
+    if not isinstance(part, dict):
+        return {"block_type": "text", "text": None if part is None else str(part)}
+    kind = part.get("type")
+    if kind in ("input_image", "image"):
+        url = part.get("image_url") if isinstance(part.get("image_url"), str) else ""
+        media = url[5:].split(";", 1)[0] if url.startswith("data:") else None
+        return {"block_type": "image", "media_type": media, "chars": len(url.partition(",")[2])}
+    return {"block_type": "text", "text": part.get("text")}
+
+
+def _part_row(part: Any) -> dict[str, Any]:
+    block = _part_block(part)
+    kind = part.get("type") if isinstance(part, dict) else None
+    return {
+        "part_type": "image" if block["block_type"] == "image" else (kind or "text"),
+        "text": block.get("text"),
+        "chars": block.get("chars", len(block["text"]) if block.get("text") else None),
+        "media_type": block.get("media_type"),
+    }

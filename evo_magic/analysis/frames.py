@@ -1,0 +1,215 @@
+"""The frames' columns and dtypes, and typed pandas frames built from Arrow tables or rows.
+
+Every frame starts with the identity columns (`IDENTITY`); docs/transcripts.md documents each
+column. Dtypes: "category", "Int64", "boolean", "Float64", "string", and "datetime"
+(datetime64[us, UTC]); missing values are <NA>/NaT.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+IDENTITY = {
+    "source": "category",
+    "session_id": "category",
+    "agent_id": "category",
+    "sidechain": "boolean",
+    "seq": "Int64",
+    "timestamp": "datetime",
+    "turn": "Int64",
+    "epoch": "Int64",
+    "segment": "Int64",
+}
+"""Columns first in every frame: where a row comes from and where it sits in its session."""
+
+_WHERE = {"file": "category", "line": "Int64"}
+
+BLOCK_COLUMNS = {
+    **IDENTITY,
+    "message_index": "Int64",
+    "role": "category",
+    "message_kind": "category",
+    "abandoned": "boolean",
+    "block_index": "Int64",
+    "block_type": "category",
+    "tool_name": "category",
+    "tool_use_id": "string",
+    "is_error": "boolean",
+    "status": "category",
+    "text": "string",
+    "chars": "Int64",
+    "parts": "Int64",
+    "media_type": "category",
+    "compacted": "boolean",
+    "parent_tool_use_id": "string",
+    **_WHERE,
+}
+"""Columns of `Transcripts.blocks` and their dtypes."""
+
+HISTORY_COLUMNS = {
+    name: BLOCK_COLUMNS[name]
+    for name in (
+        "message_index",
+        "role",
+        "block_index",
+        "block_type",
+        "tool_name",
+        "tool_use_id",
+        "is_error",
+        "text",
+        "chars",
+    )
+}
+"""Columns of `history_frame`: those of `blocks` that need no transcript."""
+
+PART_COLUMNS = {
+    **IDENTITY,
+    "message_index": "Int64",
+    "abandoned": "boolean",
+    "block_index": "Int64",
+    "tool_use_id": "string",
+    "part_index": "Int64",
+    "part_type": "category",
+    "text": "string",
+    "chars": "Int64",
+    "media_type": "category",
+    **_WHERE,
+}
+"""Columns of `Transcripts.parts`: one row per part of a tool result whose content is a list."""
+
+USAGE = {
+    "input_tokens": "Int64",
+    "output_tokens": "Int64",
+    "cache_creation_input_tokens": "Int64",
+    "cache_read_input_tokens": "Int64",
+}
+SIZE = {"messages": "Int64", "chars": "Int64", "tokens": "Int64", "tokens_exact": "boolean"}
+
+CALL_COLUMNS = {
+    **IDENTITY,
+    "call": "Int64",
+    "message_index": "Int64",
+    "abandoned": "boolean",
+    "model": "category",
+    "stop_reason": "category",
+    "stop_reason_inferred": "boolean",
+    **USAGE,
+    "cache_creation_5m_input_tokens": "Int64",
+    "cache_creation_1h_input_tokens": "Int64",
+    "reasoning_output_tokens": "Int64",
+    "cost_usd": "Float64",
+    "duration": "Float64",
+    **{f"context_before_micro_{name}": dtype for name, dtype in SIZE.items()},
+    **{f"context_sent_{name}": dtype for name, dtype in SIZE.items()},
+    "parent_tool_use_id": "string",
+    **_WHERE,
+}
+"""Columns of `Transcripts.calls` and their dtypes."""
+
+COMPACTION_COLUMNS = {
+    **IDENTITY,
+    "strategy": "category",
+    "layer": "category",
+    "trigger": "category",
+    "focus": "string",
+    "success": "boolean",
+    "error": "string",
+    "duration": "Float64",
+    **{f"before_{name}": dtype for name, dtype in SIZE.items()},
+    **{f"after_{name}": dtype for name, dtype in SIZE.items()},
+    "summary": "string",
+    "summary_chars": "Int64",
+    **{f"summary_{name}": dtype for name, dtype in USAGE.items()},
+    "summary_cost_usd": "Float64",
+    "snapshot_path": "string",
+    **_WHERE,
+}
+"""Columns of `Transcripts.compactions` and their dtypes."""
+
+EVENT_COLUMNS = {**IDENTITY, "kind": "category", **_WHERE}
+"""The leading columns of `Transcripts.events`; each record's own fields follow."""
+
+FRAMES = {
+    "blocks": BLOCK_COLUMNS,
+    "parts": PART_COLUMNS,
+    "calls": CALL_COLUMNS,
+    "compactions": COMPACTION_COLUMNS,
+}
+"""The frames built at load time and their columns (`events` is built on first use)."""
+
+_ARROW_TYPES = {
+    "category": pa.string(),
+    "string": pa.large_string(),
+    "Int64": pa.int64(),
+    "boolean": pa.bool_(),
+    "Float64": pa.float64(),
+    "datetime": pa.timestamp("us", tz="UTC"),
+}
+_PANDAS_TYPES = {
+    pa.int64(): pd.Int64Dtype(),
+    pa.bool_(): pd.BooleanDtype(),
+    pa.float64(): pd.Float64Dtype(),
+    pa.string(): pd.StringDtype(),
+    pa.large_string(): pd.StringDtype(),
+}
+
+
+def arrow_schema(spec: dict[str, str]) -> pa.Schema:
+    """The Arrow schema of a frame whose columns are `spec`."""
+    return pa.schema([(name, _ARROW_TYPES[dtype]) for name, dtype in spec.items()])
+
+
+def empty_table(spec: dict[str, str]) -> pa.Table:
+    return arrow_schema(spec).empty_table()
+
+
+def rows_table(rows: list[dict[str, Any]], spec: dict[str, str]) -> pa.Table:
+    """An Arrow table of `spec`'s columns from dict rows (missing keys are null). A value of the
+    wrong type (a hand-edited record) is null rather than an error."""
+    columns = {name: [row.get(name) for row in rows] for name in spec}
+    arrays = [_array(columns[name], _ARROW_TYPES[dtype]) for name, dtype in spec.items()]
+    return pa.table(arrays, schema=arrow_schema(spec))
+
+
+def _array(values: list[Any], kind: pa.DataType) -> pa.Array:
+    try:
+        return pa.array(values, type=kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([_coerce(v, kind) for v in values], type=kind)
+
+
+def _coerce(value: Any, kind: pa.DataType) -> Any:
+    if value is None:
+        return None
+    if pa.types.is_integer(kind):
+        ok = type(value) is int and -(2**63) <= value < 2**63
+        return value if ok else None
+    if pa.types.is_floating(kind):
+        return float(value) if type(value) in (int, float) else None
+    if pa.types.is_boolean(kind):
+        return value if type(value) is bool else None
+    if pa.types.is_timestamp(kind):
+        stamp = pd.to_datetime(value, utc=True, errors="coerce", format="ISO8601")
+        return None if pd.isna(stamp) else stamp
+    return value if type(value) is str else str(value)
+
+
+def to_pandas(table: pa.Table, spec: dict[str, str]) -> pd.DataFrame:
+    """A typed DataFrame of `table` with the columns of `spec` first, in order (any further
+    columns of `table` follow)."""
+    table = table.select([*spec, *(n for n in table.column_names if n not in spec)])
+    for name, dtype in spec.items():  # categories encoded in Arrow convert without a copy
+        if dtype == "category" and not pa.types.is_dictionary(table.schema.field(name).type):
+            encoded = pc.dictionary_encode(table.column(name))
+            table = table.set_column(table.column_names.index(name), name, encoded)
+    frame = table.to_pandas(types_mapper=_PANDAS_TYPES.get, self_destruct=True)
+    for name, dtype in spec.items():
+        if dtype == "category" and frame[name].dtype != "category":
+            frame[name] = frame[name].astype("category")
+        elif dtype == "datetime" and len(frame) == 0:
+            frame[name] = frame[name].astype("datetime64[us, UTC]")
+    return frame

@@ -1,0 +1,94 @@
+"""The transcript lake: frames as Parquet, partitioned by source and session, and SQL over them.
+
+    t.to_parquet("lake/")                         # lake/<frame>/source=.../session_id=.../*.parquet
+    con = connect("lake/")                        # a DuckDB connection; every frame is a view
+    con.sql("select source, count(*) from calls group by source").df()
+    evo_magic.sql("select ... from blocks", "lake/")           # one query, as a DataFrame
+    evo_magic.sql("select ... from calls", "~/.claude/projects/-home-me-proj")  # load, query
+
+DuckDB reads only the partitions and columns a query needs, so a lake can hold far more
+sessions than fit in memory, and many lakes (one per machine or run) can be read together by
+giving `connect` their common parent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+FRAMES = ("blocks", "parts", "calls", "compactions", "events")
+_PARTITIONS = ["source", "session_id"]
+
+
+def write(frames: dict[str, pd.DataFrame], directory: Path) -> Path:
+    """Write each frame under `directory/<name>/`, partitioned by source and session (an empty
+    frame as one empty file, so that its view still has its columns). Returns `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, frame in frames.items():
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        target = directory / name
+        if table.num_rows == 0:
+            target.mkdir(parents=True, exist_ok=True)
+            for old in target.rglob("*.parquet"):
+                old.unlink()
+            import pyarrow.parquet as pq
+
+            pq.write_table(table.drop_columns(_PARTITIONS), target / "empty.parquet")
+            continue
+        table = table.set_column(
+            table.column_names.index("session_id"),
+            "session_id",
+            table.column("session_id").cast(pa.string()),  # plain strings to partition by
+        )
+        ds.write_dataset(
+            table,
+            target,
+            format="parquet",
+            partitioning=_PARTITIONS,
+            partitioning_flavor="hive",
+            existing_data_behavior="delete_matching",
+        )
+    return directory
+
+
+def has_lake(directory: Path) -> bool:
+    """Whether `directory` holds frames written by `Transcripts.to_parquet`."""
+    return directory.is_dir() and any(directory.glob("**/blocks/**/*.parquet"))
+
+
+def connect(directory: str | Path, con: duckdb.DuckDBPyConnection | None = None) -> Any:
+    """A DuckDB connection with a view per frame found under `directory` (a lake written by
+    `Transcripts.to_parquet`, or a folder of several): `blocks`, `parts`, `calls`,
+    `compactions`, `events`."""
+    root = Path(directory).expanduser()
+    con = con or duckdb.connect()
+    for name in FRAMES:
+        found = sorted(root.glob(f"**/{name}/**/*.parquet"))
+        if not found:
+            continue
+        listed = ", ".join(f"'{_quoted(str(path))}'" for path in found)
+        con.execute(
+            f"create or replace view {name} as select * from read_parquet("
+            f"[{listed}], hive_partitioning = true, union_by_name = true)"
+        )
+    return con
+
+
+def query(frames: dict[str, pd.DataFrame], sql_text: str) -> pd.DataFrame:
+    """Run `sql_text` over in-memory frames (each registered under its name)."""
+    con = duckdb.connect()
+    try:
+        for name, frame in frames.items():
+            con.register(name, frame)
+        return con.sql(sql_text).df()
+    finally:
+        con.close()
+
+
+def _quoted(text: str) -> str:
+    return text.replace("'", "''")

@@ -1,0 +1,280 @@
+"""`load_transcripts` and what it returns: `Transcripts`, typed DataFrames of many sessions."""
+
+from __future__ import annotations
+
+import html
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evo_magic.analysis import lake
+from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
+from evo_magic.analysis.formats import claude_code, codex, detect, evo
+from evo_magic.analysis.frames import EVENT_COLUMNS, FRAMES, arrow_schema, empty_table, to_pandas
+from evo_magic.analysis.loader import Engine, SourceFile, names, resolve, warn_bad_lines
+
+_READERS = {"evo_magic": evo.read, "claude_code": claude_code.read, "codex": codex.read}
+_HINTS = {
+    "blocks": "one row per content block of every message",
+    "parts": "one row per part of a tool result whose content is a list",
+    "calls": "one row per model call",
+    "compactions": "one row per full compaction",
+    "events": "one row per record of any kind (built on first use)",
+}
+
+
+@dataclass
+class Transcripts:
+    """Typed DataFrames of one or more sessions. See docs/transcripts.md for every column."""
+
+    blocks: pd.DataFrame
+    """One row per content block of every message of every epoch, agent and branch."""
+    calls: pd.DataFrame
+    """One row per model call: model, stop reason, usage, cost, duration, context size."""
+    compactions: pd.DataFrame
+    """One row per full compaction (evo_magic `compaction` records, Claude Code boundaries,
+    Codex `compacted` records)."""
+    parts: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """One row per part (text, image, ...) of a tool result whose content is a list."""
+    files: list[Path] = field(default_factory=list)
+    """The files read, in order."""
+    skipped: dict[str, int] = field(default_factory=dict)
+    """What was left out, by reason ("unreadable line", Claude Code record types, ...)."""
+    _identities: pa.Table | None = field(default=None, repr=False)
+    _extents: dict[Path, int] = field(default_factory=dict, repr=False)
+    _events: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def events(self) -> pd.DataFrame:
+        """One row per readable record of any kind: the identity columns, `kind`, `file`,
+        `line`, then the record's own fields lightly flattened (scalars, and one level of
+        nested objects as `<field>_<key>`). Built on first use from the bytes read at load."""
+        if self._events is None:
+            self._events = _events_frame(self._identities, self._extents)
+        return self._events
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        """The frames by name (`events` included only once it has been built)."""
+        found = {name: getattr(self, name) for name in FRAMES}
+        if self._events is not None:
+            found["events"] = self._events
+        return found
+
+    def to_parquet(self, directory: str | Path) -> Path:
+        """Write every frame (events included) as Parquet under `directory`, partitioned by
+        source and session: `<directory>/<frame>/source=<source>/session_id=<id>/*.parquet`.
+        Query them with `evo_magic.analysis.lake.connect(directory)`. Returns the directory."""
+        frames = {**self.frames(), "events": self.events}
+        return lake.write(frames, Path(directory))
+
+    def sql(self, query: str) -> pd.DataFrame:
+        """Run a DuckDB SQL query over these frames (`blocks`, `parts`, `calls`, `compactions`,
+        `events`) and return the result as a DataFrame."""
+        return lake.query({**self.frames(), "events": self.events}, query)
+
+    def _summary(self) -> tuple[int, list[tuple[str, int, list[str]]]]:
+        sessions = 0
+        if len(self.blocks):
+            sessions = self.blocks["session_id"].nunique()
+        rows = [(name, len(frame), list(frame.columns)) for name, frame in self.frames().items()]
+        return sessions, rows
+
+    def __repr__(self) -> str:
+        sessions, rows = self._summary()
+        lines = [f"<Transcripts: {len(self.files)} file(s), {sessions} session(s)"]
+        for name, count, _ in rows:
+            lines.append(f"  .{name:<12} {count:>8,} rows  {_HINTS[name]}")
+        if self._events is None:
+            lines.append(f"  .{'events':<12} {'':>8}       {_HINTS['events']}")
+        if self.skipped:
+            lines.append(f"  .skipped      {self.skipped}")
+        lines.append("  .sql('select ...'), .to_parquet(dir); columns: docs/transcripts.md>")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        sessions, rows = self._summary()
+        body = "".join(
+            f"<tr><td><code>.{name}</code></td><td style='text-align:right'>{count:,}</td>"
+            f"<td>{html.escape(_HINTS[name])}</td>"
+            f"<td><small>{html.escape(', '.join(columns[9:]))}</small></td></tr>"
+            for name, count, columns in rows
+        )
+        if self._events is None:
+            body += f"<tr><td><code>.events</code></td><td></td><td>{_HINTS['events']}</td>"
+            body += "<td></td></tr>"
+        skipped = ""
+        if self.skipped:
+            items = ", ".join(f"{html.escape(k)}: {v}" for k, v in self.skipped.items())
+            skipped = f"<p>Skipped: {items}</p>"
+        return (
+            f"<div><b>Transcripts</b>: {len(self.files)} file(s), {sessions} session(s)"
+            "<table><tr><th>frame</th><th>rows</th><th>what</th>"
+            "<th>columns after the identity columns</th></tr>"
+            f"{body}</table>{skipped}<p>Every frame starts with source, session_id, agent_id, "
+            "sidechain, seq, timestamp, turn, epoch, segment. SQL over all frames: "
+            "<code>t.sql('select ...')</code>; Parquet: <code>t.to_parquet(dir)</code>.</p></div>"
+        )
+
+
+def load_transcripts(path: str | Path) -> Transcripts:
+    """Load transcripts into typed DataFrames.
+
+    `path` is a session directory, a transcripts root, a Claude Code project folder
+    (`~/.claude/projects/<project>/`, subagent files included), a Codex sessions folder
+    (`~/.codex/sessions/`), a single `.jsonl` file of any of these formats, or a glob pattern.
+    Every `*.jsonl` below a directory is read (except evo_magic's history snapshots), and the
+    format is detected per file.
+
+    Torn or corrupt lines are skipped with one `TranscriptWarning` per file naming the file, the
+    line numbers and the count; a file found in a folder that is in no known format is skipped
+    with a warning. Raises `TranscriptError` when the path does not exist, a glob matches
+    nothing, there are no records, a file named on its own is in no known format, or a record
+    has a schema version newer than this evo_magic reads.
+    """
+    files, single = resolve(path)
+    sources = [SourceFile(i, file, file.read_bytes()) for i, file in enumerate(files)]
+    engine = Engine()
+    try:
+        return _load(engine, sources, single, path)
+    finally:
+        engine.close()
+
+
+def _load(engine: Engine, sources: list[SourceFile], single: bool, path: Any) -> Transcripts:
+    by_format: dict[str, list[SourceFile]] = {}
+    skipped: dict[str, int] = {}
+
+    def skip(reason: str, count: int = 1) -> None:
+        skipped[reason] = skipped.get(reason, 0) + count
+
+    for source in sources:
+        head = source.head()
+        kind = detect([record for _, record in head])
+        if kind is not None:
+            by_format.setdefault(kind, []).append(source)
+        elif not head:
+            if len(source.numbers) == 0:
+                skip("empty file")
+            elif len(source.numbers) <= 50:
+                source.bad.extend(source.numbers.tolist())  # torn or corrupt throughout
+            else:
+                raise TranscriptError(f"{source.path}: none of its first 50 lines is a JSON object")
+        else:
+            number, record = head[0]
+            message = (
+                f"{source.path} is neither an evo_magic transcript nor a Claude Code or Codex "
+                f"session (the record at line {number} has keys {sorted(record)[:8]})"
+            )
+            if single:
+                raise TranscriptError(message)
+            warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=4)
+            skip("file in no known format")
+    parts = [_READERS[kind](engine, group) for kind, group in by_format.items()]
+    for source in sources:
+        warn_bad_lines(source, stacklevel=4)
+        if source.bad:
+            skip("unreadable line", len(set(source.bad)))
+    if sum(part.records for part in parts) == 0:
+        read = names(s.path for s in sources)
+        raise TranscriptError(f"no transcript records in {path} (read {read})")
+    for part in parts:
+        for reason, count in part.skipped.items():
+            skip(reason, count)
+    frames = {
+        name: _concat([getattr(p, name) for p in parts], spec) for name, spec in FRAMES.items()
+    }
+    identities = [t for p in parts for t in p.identities]
+    return Transcripts(
+        blocks=frames["blocks"],
+        calls=frames["calls"],
+        compactions=frames["compactions"],
+        parts=frames["parts"],
+        files=[s.path for s in sources],
+        skipped=skipped,
+        _identities=pa.concat_tables(identities) if identities else None,
+        _extents={s.path: len(s.data) for s in sources},
+    )
+
+
+def _concat(tables: list[list[pa.Table]], spec: dict[str, str]) -> pd.DataFrame:
+    from evo_magic.analysis.frames import empty_table
+
+    flat = [t for group in tables for t in group]
+    table = pa.concat_tables(flat) if flat else empty_table(spec)
+    return to_pandas(table, spec)
+
+
+def sql(sql_text: str, where: Transcripts | str | Path) -> pd.DataFrame:
+    """Run a DuckDB SQL query over the frames (`blocks`, `parts`, `calls`, `compactions`,
+    `events`) of `where` and return a DataFrame. `where` is a `Transcripts`, a lake directory
+    (written by `Transcripts.to_parquet`), or any path `load_transcripts` accepts (loaded
+    first)."""
+    if isinstance(where, Transcripts):
+        return where.sql(sql_text)
+    root = Path(where).expanduser()
+    if lake.has_lake(root):
+        con = lake.connect(root)
+        try:
+            return con.sql(sql_text).df()
+        finally:
+            con.close()
+    return load_transcripts(where).sql(sql_text)
+
+
+# -- events -----------------------------------------------------------------------------------
+
+_CATEGORICAL_FIELDS = frozenset(
+    {"name", "model", "reason", "trigger", "code", "type", "subtype", "role", "kind", "strategy"}
+)
+
+
+def _events_frame(identities: pa.Table | None, extents: dict[Path, int]) -> pd.DataFrame:
+    """The identity of every record, then its own fields: each file read again by DuckDB with
+    its schema detected (nested objects to one level; lists left out)."""
+    if identities is None or identities.num_rows == 0:
+        return to_pandas(empty_table(EVENT_COLUMNS), EVENT_COLUMNS)
+    engine = Engine()
+    fields: list[pa.Table] = []
+    order: list[pa.Table] = []
+    try:
+        for path, extent in extents.items():
+            mine = identities.filter(pc.equal(identities.column("file"), str(path)))
+            if mine.num_rows == 0:
+                continue
+            with open(path, "rb") as f:
+                source = SourceFile(0, path, f.read(extent))
+            table = engine.detected(source)
+            wanted = pc.is_in(table.column("line"), value_set=mine.column("line"))
+            fields.append(table.filter(wanted).drop_columns(["line"]))
+            order.append(mine)
+    finally:
+        engine.close()
+    frame = to_pandas(pa.concat_tables(order), EVENT_COLUMNS)
+    if not fields:
+        return frame
+    table = pa.concat_tables(fields, promote_options="permissive")
+    table = table.select([n for n in table.column_names if n not in frame.columns])
+    if table.num_columns == 0:
+        return frame
+    spec = {name: _dtype(name, table.column(name).type) for name in table.column_names}
+    extra = to_pandas(table.cast(arrow_schema(spec)), spec)
+    extra.index = frame.index
+    return pd.concat([frame, extra], axis=1)
+
+
+def _dtype(name: str, kind: pa.DataType) -> str:
+    """The dtype of a record's field: boolean, Int64, Float64, category (names) or string."""
+    if pa.types.is_boolean(kind):
+        return "boolean"
+    if pa.types.is_integer(kind):
+        return "Int64"
+    if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        return "Float64"
+    if name.rpartition("_")[2] in _CATEGORICAL_FIELDS:
+        return "category"
+    return "string"
