@@ -181,12 +181,13 @@ class ToolFinished(Event):
     saved_to: str | None = None
     original_chars: int = 0
 
-    def as_record(self) -> dict[str, Any]:
-        # The output is in the `tool_result` record written just before this one.
-        record = super().as_record()
+    def record_parts(self) -> tuple[dict[str, Any], dict[str, str]]:
+        # The output is in the `tool_result` record written just before this one; the summary
+        # is for views only.
+        record, raw = super().record_parts()
         record.pop("output")
         record.pop("summary")
-        return record
+        return record, raw
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from evo_magic.events import (
     MessageAppended,
     MicroCompacted,
     ModelResponded,
+    ToolResultAppended,
 )
 from evo_magic.models import AnthropicModel
 from evo_magic.session import Session
@@ -97,6 +98,11 @@ def recorded(workspace: Path) -> dict[str, Any]:
             events.append(event)
             if isinstance(event, MessageAppended):  # a copy: micro-compaction edits in place
                 history[(event.epoch, event.index)] = copy.deepcopy(event.message)
+            if isinstance(event, ToolResultAppended):  # results join their message one by one
+                key = (event.epoch, event.index)
+                history.setdefault(key, {"role": "user", "content": []})["content"].append(
+                    copy.deepcopy(event.block)
+                )
             if isinstance(event, MicroCompacted):
                 for message in session.messages:
                     for block in message["content"]:
@@ -226,18 +232,22 @@ def test_docs_match_the_records_and_the_frames(recorded: dict[str, Any]):
 # -- merged messages, resets, several sessions -----------------------------------------------
 
 
-def test_a_merged_user_message_appears_once_with_all_its_blocks(workspace: Path, fake, claude):
+def test_a_request_after_tool_results_is_its_own_message(workspace: Path, fake, claude):
     fake.queue(reply(tool_use("bash", {"command": "echo first"}, id="toolu_m1")))
     session = Session(workspace, model=claude, max_turns=1)
-    session.ask("Run one command.")  # stops after the tool batch: a trailing user message
+    session.ask("Run one command.")  # stops after the tool batch: a trailing results message
     fake.queue(reply(text("Done.")))
-    session.ask("Go on.")  # merged into that message, which is recorded again
+    session.ask("Go on.")  # its own message after the results, recorded once each
     session.close()
     blocks = load_transcripts(session.directory).blocks
-    merged = blocks[blocks["message_index"] == 2]
-    assert list(merged["block_type"]) == ["tool_result", "text"]
-    assert merged["text"].iloc[0].startswith("first") and merged["text"].iloc[1] == "Go on."
-    assert merged["tool_name"].iloc[0] == "bash" and merged["turn"].iloc[0] == 2
+    results = blocks[blocks["message_index"] == 2]
+    request = blocks[blocks["message_index"] == 3]
+    assert list(results["block_type"]) == ["tool_result"] and list(request["block_type"]) == [
+        "text"
+    ]
+    assert results["text"].iloc[0].startswith("first") and request["text"].iloc[0] == "Go on."
+    assert results["tool_name"].iloc[0] == "bash"
+    assert (results["turn"].iloc[0], request["turn"].iloc[0]) == (1, 2)
     assert not blocks.duplicated(["epoch", "message_index", "block_index"]).any()
 
 
