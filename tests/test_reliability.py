@@ -30,6 +30,7 @@ from fake_api import (
     validate_messages,
 )
 
+from evo_magic import load_transcripts
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.events import MessageAppended, Notice, ToolFinished
 from evo_magic.history import History
@@ -266,6 +267,11 @@ def test_a_crash_mid_batch_keeps_every_finished_output(tmp_path: Path):
     (result,) = [r for r in records if r["kind"] == "tool_result"]
     assert result["block"]["tool_use_id"] == "toolu_one" and result["status"] == "ok"
     assert "FIRST-OUTPUT" in result["block"]["content"]
+    # The loader recovers it: the finished output is a row of the blocks frame.
+    blocks = load_transcripts(root / "crash").blocks
+    mine = blocks[(blocks["tool_use_id"] == "toolu_one") & (blocks["block_type"] == "tool_result")]
+    (row,) = mine.itertuples()
+    assert "FIRST-OUTPUT" in row.text
 
 
 def _read(path: Path) -> str:

@@ -15,6 +15,7 @@ from fake_api import FakeAnthropic, validate_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from evo_magic import load_transcripts
 from evo_magic.compact.base import Context
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.events import CompactionFinished, MicroCompacted
@@ -110,6 +111,9 @@ def test_keep_last_turns_runs_through_session_and_is_recorded(workspace: Path):
     assert validate_messages(session.messages) is None
     start = records(session, "session_start")[0]
     assert [s["name"] for s in start["strategies"]] == ["large-outputs", "micro", "keep-last-turns"]
+    frame = load_transcripts(session.directory).compactions
+    full = frame[frame["layer"] == "over_limit"]
+    assert len(full) == len(done) and set(full["strategy"]) == {"keep-last-turns"}
 
 
 def test_a_strategy_through_the_real_sdk_and_the_fake(workspace: Path):
