@@ -15,6 +15,7 @@ from nbclient import NotebookClient
 TESTS = Path(__file__).parent
 NOTEBOOKS = sorted((TESTS.parent / "notebooks").glob("*.ipynb"))
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def kernel_env(**extra: str) -> dict[str, str]:
@@ -91,6 +92,37 @@ def test_a_notebook_runs_with_the_offline_model(workspace: Path):
     meters = [s["state"] for s in state.values() if "context_limit" in s["state"]]
     assert meters and meters[-1]["context_limit"] == 9000
     assert any(c["layer"] == "layer 3 (%compact)" for c in meters[-1]["compactions"])
+
+
+def test_finished_cells_keep_their_meter_as_static_html(workspace: Path):
+    """A widget view shows only while its kernel runs: a finished cell's meter must be plain
+    HTML, so that the saved notebook shows it when reopened without a kernel."""
+    nb = run_notebook(
+        [
+            "%load_ext evo_magic\n%config AgentMagics.context_limit = 9000",
+            "%%agent\nSurvey the project and keep notes.",
+            '%compact focus="the TODOs and the notes"',
+            "%agent context",
+            "%agent context --live",
+        ],
+        workspace,
+    )
+    meters = [
+        [
+            o["data"]
+            for o in cell.outputs
+            if "evo-magic-meter" in o.get("data", {}).get("text/html", "")
+        ]
+        for cell in nb.cells
+    ]
+    assert [len(m) for m in meters] == [0, 1, 1, 1, 1]
+    agent, compact, context, live = (m[0] for m in meters[1:])
+    for static in (agent, compact, context):
+        assert set(static) == {"text/html", "text/plain"}
+    assert "layer 2 (auto)" in agent["text/html"] and "%compact" not in agent["text/html"]
+    assert "the TODOs and the notes" in compact["text/html"]
+    assert context["text/html"] == compact["text/html"]
+    assert WIDGET_VIEW in live and live["text/html"] == compact["text/html"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
