@@ -125,6 +125,38 @@ def test_finished_cells_keep_their_meter_as_static_html(workspace: Path):
     assert WIDGET_VIEW in live and live["text/html"] == compact["text/html"]
 
 
+def test_meter_is_a_live_widget_while_the_cell_runs(workspace: Path):
+    """On the wire: the cell first displays the widget, then replaces that same display with
+    the static snapshot when it ends."""
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(workspace), env=kernel_env())
+    kc = km.client()
+    kc.start_channels()
+    messages: list[dict] = []
+    try:
+        kc.wait_for_ready(timeout=60)
+        setup = "%load_ext evo_magic\n%config AgentMagics.context_limit = 9000"
+        assert kc.execute_interactive(setup, timeout=60)["content"]["status"] == "ok"
+        cell = "%%agent\nSurvey the project and keep notes."
+        reply = kc.execute_interactive(cell, timeout=60, output_hook=messages.append)
+        assert reply["content"]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    displays = [
+        (m["msg_type"], m["content"]["transient"].get("display_id"), m["content"]["data"])
+        for m in messages
+        if m["msg_type"] in ("display_data", "update_display_data")
+    ]
+    shown = [(kind, key) for kind, key, data in displays if WIDGET_VIEW in data]
+    assert len(shown) == 1 and shown[0][0] == "display_data"
+    meter_id = shown[0][1]
+    updates = [data for kind, key, data in displays if key == meter_id and kind != "display_data"]
+    assert updates, "the meter's display is replaced when the cell ends"
+    assert set(updates[-1]) == {"text/html", "text/plain"}
+    assert "layer 2 (auto)" in updates[-1]["text/html"]
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_example_notebooks_run_without_errors(path: Path, tmp_path: Path):
     nb = nbformat.read(path, as_version=4)
