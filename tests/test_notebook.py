@@ -15,6 +15,7 @@ from nbclient import NotebookClient
 TESTS = Path(__file__).parent
 NOTEBOOKS = sorted((TESTS.parent / "notebooks").glob("*.ipynb"))
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def kernel_env(**extra: str) -> dict[str, str]:
@@ -91,6 +92,69 @@ def test_a_notebook_runs_with_the_offline_model(workspace: Path):
     meters = [s["state"] for s in state.values() if "context_limit" in s["state"]]
     assert meters and meters[-1]["context_limit"] == 9000
     assert any(c["layer"] == "layer 3 (%compact)" for c in meters[-1]["compactions"])
+
+
+def test_finished_cells_keep_their_meter_as_static_html(workspace: Path):
+    """A widget view shows only while its kernel runs: a finished cell's meter must be plain
+    HTML, so that the saved notebook shows it when reopened without a kernel."""
+    nb = run_notebook(
+        [
+            "%load_ext evo_magic\n%config AgentMagics.context_limit = 9000",
+            "%%agent\nSurvey the project and keep notes.",
+            '%compact focus="the TODOs and the notes"',
+            "%agent context",
+            "%agent context --live",
+        ],
+        workspace,
+    )
+    meters = [
+        [
+            o["data"]
+            for o in cell.outputs
+            if "evo-magic-meter" in o.get("data", {}).get("text/html", "")
+        ]
+        for cell in nb.cells
+    ]
+    assert [len(m) for m in meters] == [0, 1, 1, 1, 1]
+    agent, compact, context, live = (m[0] for m in meters[1:])
+    for static in (agent, compact, context):
+        assert set(static) == {"text/html", "text/plain"}
+    assert "layer 2 (auto)" in agent["text/html"] and "%compact" not in agent["text/html"]
+    assert "the TODOs and the notes" in compact["text/html"]
+    assert context["text/html"] == compact["text/html"]
+    assert WIDGET_VIEW in live and live["text/html"] == compact["text/html"]
+
+
+def test_meter_is_a_live_widget_while_the_cell_runs(workspace: Path):
+    """On the wire: the cell first displays the widget, then replaces that same display with
+    the static snapshot when it ends."""
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(workspace), env=kernel_env())
+    kc = km.client()
+    kc.start_channels()
+    messages: list[dict] = []
+    try:
+        kc.wait_for_ready(timeout=60)
+        setup = "%load_ext evo_magic\n%config AgentMagics.context_limit = 9000"
+        assert kc.execute_interactive(setup, timeout=60)["content"]["status"] == "ok"
+        cell = "%%agent\nSurvey the project and keep notes."
+        reply = kc.execute_interactive(cell, timeout=60, output_hook=messages.append)
+        assert reply["content"]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    displays = [
+        (m["msg_type"], m["content"]["transient"].get("display_id"), m["content"]["data"])
+        for m in messages
+        if m["msg_type"] in ("display_data", "update_display_data")
+    ]
+    shown = [(kind, key) for kind, key, data in displays if WIDGET_VIEW in data]
+    assert len(shown) == 1 and shown[0][0] == "display_data"
+    meter_id = shown[0][1]
+    updates = [data for kind, key, data in displays if key == meter_id and kind != "display_data"]
+    assert updates, "the meter's display is replaced when the cell ends"
+    assert set(updates[-1]) == {"text/html", "text/plain"}
+    assert "layer 2 (auto)" in updates[-1]["text/html"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

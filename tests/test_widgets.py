@@ -65,3 +65,29 @@ def test_no_secret_in_widget_state_or_bundle(session: Session):
     everything += json.dumps(meter._view.get_state(), default=str)
     everything += json.dumps(meter._repr_mimebundle_(), default=str)
     assert SECRET not in everything
+
+
+def test_snapshot_is_static_html_and_text_of_the_current_state(session: Session):
+    meter = ContextMeter(session)
+    session.ask("Survey the project.")
+    snapshot = meter.snapshot()
+    assert set(snapshot) == {"text/html", "text/plain"}  # no widget view: shows without a kernel
+    assert snapshot["text/html"] == meter._view.value
+    assert f"{len(session.messages)} messages" in snapshot["text/html"]
+    assert "layer 2 (auto)" in snapshot["text/html"]
+    session.compact("the notes file")
+    assert "the notes file" not in snapshot["text/html"]  # a value: later work leaves it alone
+    assert "the notes file" in meter.snapshot()["text/html"]
+
+
+def test_live_option_belongs_to_agent_context_only():
+    from IPython.core.error import UsageError
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "evo_magic")
+    try:
+        with pytest.raises(UsageError, match="--live is for %agent context only"):
+            shell.run_line_magic("agent", "history --live")
+    finally:
+        shell.run_line_magic("unload_ext", "evo_magic")

@@ -221,6 +221,12 @@ class AgentMagics(Magics):
         action="store_true",
         help="expand {var} and $var in the cell body (off: code is full of braces)",
     )
+    @argument(
+        "--live",
+        action="store_true",
+        help="%%agent context only: a live meter widget that follows the session (it shows "
+        "only while the kernel runs)",
+    )
     @argument("subcommand", nargs="*", help="line form only: " + ", ".join(SUBCOMMANDS))
     @no_var_expand
     @line_cell_magic
@@ -240,6 +246,7 @@ class AgentMagics(Magics):
         Line form, `%agent SUBCOMMAND [-s SESSION]`:
 
           context      the context meter, the CompactState and the numbers
+                       (--live: a meter widget that follows the session)
           reset        start the session afresh (transcript continues)
           history      the current history as a DataFrame (one row per content block)
           transcripts  the session's transcripts as DataFrames
@@ -301,10 +308,10 @@ class AgentMagics(Magics):
             event = session.compact(focus, strategy)
         finally:
             unsubscribe()
+            self._update_meter(meter)
         if not event.success and event.error:
             view.show("the history is kept as it was", "notice")
         view.update()
-        self._update_meter(meter)
 
     # -- %%agent ---------------------------------------------------------------------------
 
@@ -356,6 +363,8 @@ class AgentMagics(Magics):
             )
         if len(words) > 1:
             raise UsageError(f"%agent {name} takes no arguments besides -s SESSION")
+        if opts.live and name != "context":
+            raise UsageError(f"%agent {name}: --live is for %agent context only")
         if name == "sessions":
             return self._sessions_table()
         if name == "config":
@@ -364,7 +373,7 @@ class AgentMagics(Magics):
             return StrategiesTable(self.sessions.get(opts.session))
         session = self._existing_session(opts.session)
         if name == "context":
-            return self._context(session)
+            return self._context(session, live=opts.live)
         if name == "reset":
             session.reset()
             print(f"session {opts.session!r} reset: empty history and compaction state.")
@@ -381,7 +390,7 @@ class AgentMagics(Magics):
             raise UsageError(f"%agent last: session {opts.session!r} has not run a cell yet")
         return self.results[opts.session]
 
-    def _context(self, session: Any) -> None:
+    def _context(self, session: Any, live: bool = False) -> None:
         state = session.state
         paused = state.consecutive_failures >= session.policy.max_failures
         lines = [
@@ -398,7 +407,12 @@ class AgentMagics(Magics):
         if state.last_summary:
             lines.append(f"last summary: {state.last_summary[:300]}")
         print("\n".join(lines))
-        self._show_meter(session)
+        if live:
+            self._show_meter(session)
+        elif self._rich():  # a snapshot by default: it still shows once the kernel is gone
+            from IPython.display import display
+
+            display(self._meter(session).snapshot(), raw=True)
 
     def _sessions_table(self) -> None:
         if not self.sessions:
@@ -512,7 +526,8 @@ class AgentMagics(Magics):
         return getattr(self.shell, "kernel", None) is not None
 
     def _show_meter(self, session: Any) -> tuple[Any, Any] | None:
-        """Display the session's live meter (rich mode); returns (meter, display handle)."""
+        """Display the session's live meter (rich mode); returns (meter, display handle) for
+        `_update_meter` to freeze when the cell ends."""
         if not self._rich():
             return None
         from IPython.display import display
@@ -531,12 +546,12 @@ class AgentMagics(Magics):
 
     @staticmethod
     def _update_meter(shown: tuple[Any, Any] | None) -> None:
-        """Re-render a displayed meter so its static HTML (what an exported notebook shows)
-        holds the final state; the live widget view updates by itself."""
+        """Replace a displayed live meter with a static snapshot of its final state (HTML and
+        text, no widget view): a widget view needs its kernel, so a notebook reopened without
+        one would show "model not found" instead of the meter."""
         if shown is not None:
             meter, handle = shown
-            meter.refresh()
-            handle.update(meter)
+            handle.update(meter.snapshot(), raw=True)
 
 
 class ConfigTable:

@@ -1,9 +1,10 @@
 """The context-meter widget: live message count, size against the limits, every compaction as
 before -> after, and a small chart of context size per model call.
 
-Its mimebundle also carries a static `text/html` rendering (what an exported notebook or a
-viewer without a kernel shows) and `text/plain` (terminal IPython). Nothing secret is in its
-state: only sizes, layers, triggers and focus texts.
+Displayed, it is a live widget that also carries a static `text/html` rendering and
+`text/plain` (terminal IPython). `snapshot()` is the static part alone: what a finished cell
+keeps, since a widget view shows only while its kernel is there to serve the model. Nothing
+secret is in its state: only sizes, layers, triggers and focus texts.
 """
 
 from __future__ import annotations
@@ -88,6 +89,13 @@ class ContextMeter(widgets.VBox):
         if unsubscribe is not None:
             unsubscribe()
         super().close()
+
+    def snapshot(self) -> dict[str, str]:
+        """The meter as it is now, as static output: `text/html` and `text/plain`, no widget
+        view. A finished cell keeps this, so a saved notebook shows its meter without a kernel
+        (JupyterLab, Notebook, nbconvert, GitHub) instead of "model not found"."""
+        self.refresh()
+        return {"text/html": meter_html(self.data), "text/plain": meter_text(self.data)}
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         self.refresh()

@@ -1,0 +1,294 @@
+"""The quick start in a real JupyterLab driven by headless Chromium, as a user runs it and as
+it looks when reopened without the kernel that ran it.
+
+The writer opens the notebook, runs all cells, sees the agent's tool lines, footers and
+meters, saves and shuts the kernel down. Then the notebook is reopened twice: in the same
+JupyterLab, which starts a fresh kernel (one that never made the meters' widgets), and in a
+JupyterLab with no kernel for it at all. Both times every meter must show its HTML with the
+numbers of its own cell, and no "Error displaying widget". Screenshots go to the folder of
+the `screenshots` fixture ($EVO_MAGIC_SCREENSHOTS, else under pytest's temporary directory).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+from lab_harness import (
+    CHROMIUM_ENV,
+    CHROMIUM_FLAGS,
+    REPO,
+    SCREENSHOTS_ENV,
+    LabHome,
+    LabServer,
+    find_chromium,
+    jupyterlab,
+)
+from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+
+from evo_magic.notebook.magics import parse_compact_line
+
+QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+TOOLS = {"bash", "read_file", "write_file", "edit_file", "compact"}
+METER_NUMBERS = re.compile(r"(\d+) messages · ([\d,]+) / ([\d,]+) chars")
+CONTEXT_NUMBERS = re.compile(r"context:? (\d+) msgs, ([\d,]+) chars")
+
+
+# -- fixtures ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """Headless Chromium, launched once per test session."""
+    executable = find_chromium()
+    if executable is None:
+        pytest.skip(
+            "no Chromium or Chrome browser installed (Debian: apt-get install chromium; or set "
+            f"{CHROMIUM_ENV} to a browser binary)"
+        )
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=executable, headless=True, args=CHROMIUM_FLAGS
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh page (own cookies and storage); actions and assertions wait up to a minute (a
+    shared machine can be slow), always for a stated DOM condition."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1400})
+    context.set_default_timeout(60_000)
+    expect.set_options(timeout=60_000)
+    yield context.new_page()
+    context.close()
+
+
+@pytest.fixture
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the screenshots go: $EVO_MAGIC_SCREENSHOTS, else a folder under pytest's tmp dir."""
+    configured = os.environ.get(SCREENSHOTS_ENV)
+    if configured:
+        folder = Path(configured)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    return tmp_path_factory.mktemp("jupyterlab-screenshots", numbered=True)
+
+
+@pytest.fixture
+def lab_home(tmp_path: Path) -> LabHome:
+    home = LabHome(tmp_path / "lab")
+    home.prepare()
+    return home
+
+
+@dataclass
+class Plan:
+    """Which cells of the notebook do what: indexes into all cells (markdown included)."""
+
+    cells: int
+    code: list[int]
+    agent: list[int]
+    compact: list[int]
+    context: list[int]
+
+    @property
+    def meters(self) -> list[int]:
+        return sorted(self.agent + self.compact + self.context)
+
+    @classmethod
+    def of(cls, nb: nbformat.NotebookNode) -> Plan:
+        def starting(prefix: str) -> list[int]:
+            return [i for i, c in enumerate(nb.cells) if c.source.lstrip().startswith(prefix)]
+
+        code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+        return cls(
+            len(nb.cells),
+            code,
+            starting("%%agent"),
+            starting("%compact"),
+            starting("%agent context"),
+        )
+
+
+@pytest.mark.timeout(300)
+def test_quickstart_runs_in_jupyterlab_and_reopens_without_its_kernel(
+    lab_home: LabHome, page: Page, screenshots: Path
+):
+    notebook = lab_home.root / QUICKSTART.name
+    shutil.copyfile(QUICKSTART, notebook)
+    original = nbformat.read(notebook, as_version=4)
+    plan, nb_kernel = Plan.of(original), original.metadata.kernelspec.name
+    assert plan.agent and plan.compact and plan.context, "the quick start shows every meter kind"
+
+    with jupyterlab(lab_home) as server:
+        open_notebook(page, server, notebook.name, plan)
+        wait_for_kernel(page, server, nb_kernel)
+        menu(page, "Run", "runmenu:run-all")
+        wait_until_all_ran(page, plan)
+        check_live_outputs(page, plan, notebook)
+        cell(page, plan.agent[0]).screenshot(path=screenshots / "1-run-all-first-agent-cell.png")
+        meter(page, plan.compact[0]).screenshot(path=screenshots / "2-run-all-compact-meter.png")
+        save(page)
+        menu(page, "Kernel", "kernelmenu:shutdown")
+        expect(page.locator("[data-jp-item-name=kernelName]")).to_have_text("No Kernel")
+        assert server.api("kernels") == []
+        check_saved(notebook, plan)
+
+        # Back to the notebook later: JupyterLab starts a fresh kernel, which has none of the
+        # first kernel's widget models (where "Error displaying widget" came from).
+        page.reload()
+        expect(page.locator(".jp-Notebook .jp-Cell")).to_have_count(plan.cells)
+        wait_for_kernel(page, server, nb_kernel)
+        check_reopened(page, plan, notebook)
+        page.screenshot(path=screenshots / "3-reopened-with-a-fresh-kernel.png")
+
+    # A reader whose JupyterLab has no kernel for the notebook at all.
+    with jupyterlab(lab_home, kernels=False) as reader:
+        open_notebook(page, reader, notebook.name, plan)
+        dialog = page.locator(".jp-Dialog")
+        expect(dialog).to_contain_text("Select Kernel")
+        dialog.locator("select").select_option(label="No Kernel")
+        dialog.locator(".jp-mod-accept").click()
+        expect(page.locator("[data-jp-item-name=kernelName]")).to_have_text("No Kernel")
+        assert reader.api("kernels") == []
+        check_reopened(page, plan, notebook)
+        meter(page, plan.agent[-1]).scroll_into_view_if_needed()
+        page.screenshot(path=screenshots / "4-reopened-without-kernel.png")
+        for n, index in enumerate(plan.meters, start=1):
+            meter(page, index).screenshot(path=screenshots / f"5-meter-{n}-of-cell-{index}.png")
+    print(f"screenshots: {screenshots}")
+
+
+# -- steps ---------------------------------------------------------------------------------
+
+
+def open_notebook(page: Page, server: LabServer, name: str, plan: Plan) -> None:
+    page.goto(server.url(f"lab/tree/{name}"))
+    expect(page.locator(".jp-Notebook .jp-Cell")).to_have_count(plan.cells)
+
+
+def wait_for_kernel(page: Page, server: LabServer, name: str) -> None:
+    """The notebook's kernel is connected and idle (before that the indicator says idle too,
+    with "No Kernel")."""
+    spec = server.api("kernelspecs")["kernelspecs"][name]["spec"]
+    expect(page.locator("[data-jp-item-name=kernelName]")).to_have_text(spec["display_name"])
+    expect(page.locator(".jp-Notebook-ExecutionIndicator")).to_have_attribute("data-status", "idle")
+
+
+def menu(page: Page, title: str, command: str) -> None:
+    """Click a main-menu entry, as a user does: the menu, then the item of `command`."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{title}$")).click()
+    page.locator(f".lm-Menu-item[data-command='{command}']").click()
+
+
+def wait_until_all_ran(page: Page, plan: Plan) -> None:
+    """Every code cell has its execution number (a running or queued one shows `[*]`)."""
+    for index in plan.code:
+        ran = cell(page, index).locator(".jp-InputArea-prompt", has_text=re.compile(r"^\[\d+\]:$"))
+        failed = page.locator(
+            ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+        )
+        expect(ran.or_(failed).first).to_be_visible(timeout=120_000)
+        assert not failed.count(), f"a cell failed: {failed.first.inner_text()[:2000]}"
+    expect(page.locator(".jp-Notebook-ExecutionIndicator")).to_have_attribute("data-status", "idle")
+
+
+def save(page: Page) -> None:
+    tab = page.locator(".lm-TabBar-tab.jp-mod-current")
+    expect(tab).to_have_class(re.compile(r"\bjp-mod-dirty\b"))
+    menu(page, "File", "docmanager:save")
+    expect(tab).not_to_have_class(re.compile(r"\bjp-mod-dirty\b"))
+
+
+def check_saved(notebook: Path, plan: Plan) -> None:
+    """The file holds the run: execution counts, no error, every meter as HTML and text only."""
+    saved = nbformat.read(notebook, as_version=4)
+    assert all(saved.cells[i].execution_count for i in plan.code), "the run was saved"
+    outputs = [o for i in plan.code for o in saved.cells[i].outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    for index in plan.meters:
+        meters = [
+            o.data
+            for o in saved.cells[index].outputs
+            if "evo-magic-meter" in o.get("data", {}).get("text/html", "")
+        ]
+        assert [set(data) for data in meters] == [{"text/html", "text/plain"}], index
+
+
+def check_reopened(page: Page, plan: Plan, notebook: Path) -> None:
+    """A reopened notebook shows every meter's HTML and no widget (a widget view would need
+    the kernel that made it)."""
+    for index in plan.meters:
+        expect(meter(page, index)).to_be_visible()
+    widget_views = page.locator(f".jp-OutputArea-output[data-mime-type='{WIDGET_VIEW}']")
+    expect(widget_views).to_have_count(0)
+    expect(page.locator(".jp-Notebook")).not_to_contain_text("Error displaying widget")
+    check_meters(page, plan, notebook)
+
+
+# -- what the user sees --------------------------------------------------------------------
+
+
+def cell(page: Page, index: int) -> Locator:
+    return page.locator(".jp-Notebook .jp-Cell").nth(index)
+
+
+def meter(page: Page, index: int) -> Locator:
+    return cell(page, index).locator(".evo-magic-meter")
+
+
+def check_live_outputs(page: Page, plan: Plan, notebook: Path) -> None:
+    """After Run All: each %%agent cell shows its tool lines (expandable) and its footer."""
+    for index in plan.agent:
+        log = cell(page, index).locator(".evo-magic-cell")
+        expect(log).to_be_visible()
+        tools = log.locator("details[data-tool]")
+        assert tools.count() >= 1, f"cell {index} shows no tool line"
+        assert {tools.nth(i).get_attribute("data-tool") for i in range(tools.count())} <= TOOLS
+        expect(tools.first.locator("summary")).to_have_text(re.compile(r"^✓ "))
+        expect(log).to_contain_text(re.compile(r"model calls, stop: \w+"))
+    first = cell(page, plan.agent[0]).locator("details[data-tool]").first
+    output = first.locator("pre").last
+    expect(output).to_be_hidden()
+    first.locator("summary").click()
+    expect(output).to_be_visible()
+    check_meters(page, plan, notebook)
+
+
+def check_meters(page: Page, plan: Plan, notebook: Path) -> None:
+    """Each meter shows its HTML (numbers, bar, chart) with the state its cell ended in: the
+    numbers of the %%agent cell's footer, the %compact focus, what %agent context printed."""
+    for index in plan.meters:
+        shown = meter(page, index)
+        expect(shown).to_have_count(1)
+        expect(shown.locator("svg")).to_have_count(1)
+        expect(shown).to_contain_text(METER_NUMBERS)
+    for index in plan.agent:
+        footer = _numbers(CONTEXT_NUMBERS, cell(page, index).locator(".evo-magic-cell"))
+        assert _numbers(METER_NUMBERS, meter(page, index))[:2] == footer, f"cell {index}"
+    for index in plan.compact:
+        source = nbformat.read(notebook, as_version=4).cells[index].source
+        _, focus = parse_compact_line(source.strip().removeprefix("%compact"))
+        assert focus, "the quick start's %compact has a focus"
+        expect(meter(page, index)).to_contain_text("layer 3 (%compact)")
+        expect(meter(page, index)).to_contain_text(focus)
+    for index in plan.context:
+        printed = _numbers(
+            CONTEXT_NUMBERS, cell(page, index).locator(".jp-OutputArea-output").first
+        )
+        assert _numbers(METER_NUMBERS, meter(page, index))[:2] == printed, f"cell {index}"
+
+
+def _numbers(pattern: re.Pattern[str], where: Locator) -> tuple[int, ...]:
+    found = pattern.search(where.inner_text())
+    assert found, f"{pattern.pattern!r} not in {where.inner_text()[:300]!r}"
+    return tuple(int(group.replace(",", "")) for group in found.groups())
