@@ -277,7 +277,7 @@ def check_meters(page: Page, plan: Plan, notebook: Path) -> None:
         assert _numbers(METER_NUMBERS, meter(page, index))[:2] == footer, f"cell {index}"
     for index in plan.compact:
         source = nbformat.read(notebook, as_version=4).cells[index].source
-        _, focus = parse_compact_line(source.strip().removeprefix("%compact"))
+        focus = parse_compact_line(source.strip().removeprefix("%compact")).focus
         assert focus, "the quick start's %compact has a focus"
         expect(meter(page, index)).to_contain_text("layer 3 (%compact)")
         expect(meter(page, index)).to_contain_text(focus)
