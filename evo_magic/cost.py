@@ -2,10 +2,10 @@
 
 Prices are USD per million tokens, per model family, in five rates: base input, output, cache
 write with the 5-minute TTL, cache write with the 1-hour TTL, and cache read (the API's "cache
-hits and refreshes"). `call_cost` prices one call's usage as the Messages API reports it:
-uncached input, output, cache reads, and cache writes split by TTL when the usage says
-(``usage.cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``), else all
-writes at the 5-minute rate (the API's default TTL).
+hits and refreshes"). `call_cost` prices one call's `Usage` (or the API's ``usage`` as JSON or
+as the SDK's object): uncached input, output, cache reads, and cache writes split by TTL when
+the usage says (``usage.cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``),
+else all writes at the 5-minute rate (the API's default TTL).
 
 The shipped table (`DEFAULT_PRICES`) was compiled on ``PRICES_AS_OF`` from Anthropic's pricing
 and model pages (platform.claude.com/docs/en/about-claude/pricing, .../models/<model>/overview);
@@ -40,6 +40,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from evo_magic.usage import Usage
+
 __all__ = [
     "DEFAULT_PRICES",
     "PRICES_AS_OF",
@@ -48,7 +50,6 @@ __all__ = [
     "LongPromptTier",
     "Price",
     "PriceTable",
-    "TokenCounts",
     "call_cost",
     "model_family",
 ]
@@ -114,52 +115,6 @@ Overrides = Mapping[str, Price | Mapping[str, Any]]
 """Model id -> a `Price`, or a mapping of the rates to change."""
 
 RATE_FIELDS = ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read")
-
-
-@dataclass(frozen=True)
-class TokenCounts:
-    """One call's tokens, split the way they are billed."""
-
-    input: int = 0
-    """Uncached input: the prompt after the last cache breakpoint."""
-    output: int = 0
-    cache_read: int = 0
-    cache_write_5m: int = 0
-    cache_write_1h: int = 0
-
-    @property
-    def prompt(self) -> int:
-        """Every prompt token of the call: uncached input plus cache reads and writes."""
-        return self.input + self.cache_read + self.cache_write_5m + self.cache_write_1h
-
-    @classmethod
-    def from_usage(cls, usage: Any) -> TokenCounts:
-        """The counts of a usage in any of the shapes the project meets.
-
-        ``usage`` is the SDK's ``Usage`` object, the API's JSON ``usage`` dict, or anything with
-        the same field names (``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``,
-        ``cache_creation_input_tokens``). The TTL split comes from a nested ``cache_creation``
-        (object or dict) or from flat ``ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``
-        fields; without one, every cache write counts as 5-minute (the API's default TTL). When a
-        split disagrees with ``cache_creation_input_tokens``, the total wins and the difference
-        counts as 5-minute, so no written token goes unpriced. Missing or None fields are 0.
-        """
-        written = _count(usage, "cache_creation_input_tokens")
-        split = _field(usage, "cache_creation")
-        source = split if split is not None else usage
-        write_1h = _count(source, "ephemeral_1h_input_tokens")
-        write_5m = _count(source, "ephemeral_5m_input_tokens")
-        if _field(source, "ephemeral_5m_input_tokens") is None and write_1h == 0:
-            write_5m = written
-        elif written and write_5m + write_1h != written:
-            write_5m = max(0, written - write_1h)
-        return cls(
-            input=_count(usage, "input_tokens"),
-            output=_count(usage, "output_tokens"),
-            cache_read=_count(usage, "cache_read_input_tokens"),
-            cache_write_5m=write_5m,
-            cache_write_1h=write_1h,
-        )
 
 
 @dataclass(frozen=True)
@@ -255,24 +210,27 @@ def _number(value: Any) -> float:
 def call_cost(usage: Any, model: str, prices: PriceTable | None = None) -> CallCost | None:
     """The USD cost of one call of ``model`` whose usage is ``usage``; None for an unknown model.
 
-    ``usage`` is anything `TokenCounts.from_usage` reads, or a `TokenCounts`. ``prices`` defaults
-    to `DEFAULT_PRICES`. Writes with the 1-hour TTL are priced at the 1-hour rate when the usage
-    splits them out; the rest at the 5-minute rate. For a model with a long-prompt band, a call
-    whose prompt exceeds the threshold is priced entirely at that band.
+    ``usage`` is a `Usage`, or anything `Usage.from_api` reads (the API's JSON ``usage``, the
+    SDK's object). ``prices`` defaults to `DEFAULT_PRICES`. Cache writes are priced by TTL as
+    `Usage.cache_writes` splits them (all at the 5-minute rate when the usage has no split).
+    For a model with a long-prompt band, a call whose prompt exceeds the threshold is priced
+    entirely at that band.
     """
     price = (prices or DEFAULT_PRICES).lookup(model)
     if price is None:
         return None
-    counts = usage if isinstance(usage, TokenCounts) else TokenCounts.from_usage(usage)
+    if not isinstance(usage, Usage):
+        usage = Usage.from_api(usage)
     tier = price.long_prompt
-    if tier is not None and counts.prompt > tier.threshold_tokens:
+    if tier is not None and usage.context_tokens > tier.threshold_tokens:
         price = tier.price
+    write_5m, write_1h = usage.cache_writes()
     return CallCost(
-        input=counts.input * price.input / PER_MILLION,
-        output=counts.output * price.output / PER_MILLION,
-        cache_read=counts.cache_read * price.cache_read / PER_MILLION,
-        cache_write_5m=counts.cache_write_5m * price.cache_write_5m / PER_MILLION,
-        cache_write_1h=counts.cache_write_1h * price.cache_write_1h / PER_MILLION,
+        input=usage.input_tokens * price.input / PER_MILLION,
+        output=usage.output_tokens * price.output / PER_MILLION,
+        cache_read=usage.cache_read_input_tokens * price.cache_read / PER_MILLION,
+        cache_write_5m=write_5m * price.cache_write_5m / PER_MILLION,
+        cache_write_1h=write_1h * price.cache_write_1h / PER_MILLION,
     )
 
 
@@ -303,21 +261,6 @@ def model_family(model: str) -> str:
     family = _SNAPSHOT_DATE.sub("", family)
     family = _MAJOR_ALIAS.sub(r"\1", family)
     return family.removesuffix("-latest")
-
-
-def _field(obj: Any, name: str) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
-def _count(obj: Any, name: str) -> int:
-    value = _field(obj, name)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"usage field {name} must be a whole number >= 0, not {value!r}")
-    return value
 
 
 def _row(input: float, output: float, write_5m: float, write_1h: float, read: float) -> Price:
