@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from evo_magic.usage import Usage
@@ -47,11 +47,15 @@ __all__ = [
     "PRICES_AS_OF",
     "PRICES_SOURCE",
     "CallCost",
+    "Ledger",
     "LongPromptTier",
     "Price",
     "PriceTable",
+    "Spending",
+    "add_costs",
     "call_cost",
     "model_family",
+    "price_table",
 ]
 
 PRICES_AS_OF = "2026-12-03"
@@ -232,6 +236,109 @@ def call_cost(usage: Any, model: str, prices: PriceTable | None = None) -> CallC
         cache_write_5m=write_5m * price.cache_write_5m / PER_MILLION,
         cache_write_1h=write_1h * price.cache_write_1h / PER_MILLION,
     )
+
+
+def price_table(prices: PriceTable | Overrides | None) -> PriceTable:
+    """The table ``prices`` describes: a `PriceTable` as it is, a mapping of overrides applied
+    to `DEFAULT_PRICES` (see `PriceTable.with_overrides`), None for `DEFAULT_PRICES`."""
+    if prices is None:
+        return DEFAULT_PRICES
+    if isinstance(prices, PriceTable):
+        return prices
+    if not isinstance(prices, Mapping):
+        raise ValueError(
+            "prices must be a PriceTable or a mapping of model id to rates, e.g. "
+            f"{{'claude-sonnet-5-5': {{'cache_read': 0.2}}}}, not {type(prices).__name__}"
+        )
+    return DEFAULT_PRICES.with_overrides(prices)
+
+
+# -- what a session spent ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spending:
+    """USD spent by a run of model calls: the agent's calls and the summaries apart, each with
+    how many calls had no price. Subtract two snapshots for what happened in between."""
+
+    calls_usd: float = 0.0
+    """The agent's model calls that had a price."""
+    summaries_usd: float = 0.0
+    """The summarisation calls that had a price."""
+    unpriced_calls: int = 0
+    unpriced_summaries: int = 0
+
+    @property
+    def calls_cost_usd(self) -> float | None:
+        """The agent's calls; None (not known) when one of them had no price."""
+        return None if self.unpriced_calls else self.calls_usd
+
+    @property
+    def summaries_cost_usd(self) -> float | None:
+        """The summarisation calls; None when one of them had no price."""
+        return None if self.unpriced_summaries else self.summaries_usd
+
+    @property
+    def total_usd(self) -> float | None:
+        """Everything; None when any call had no price."""
+        if self.unpriced_calls or self.unpriced_summaries:
+            return None
+        return self.calls_usd + self.summaries_usd
+
+    def __sub__(self, earlier: Spending) -> Spending:
+        return Spending(
+            self.calls_usd - earlier.calls_usd,
+            self.summaries_usd - earlier.summaries_usd,
+            self.unpriced_calls - earlier.unpriced_calls,
+            self.unpriced_summaries - earlier.unpriced_summaries,
+        )
+
+
+UNPRICED_NOTICE = (
+    "No price for model {model!r}: the cost of its calls is not known (shown as NA). Give one "
+    "with Session(prices={{{model!r}: {{'input': ..., 'output': ...}}}}) or "
+    "%config AgentMagics.prices."
+)
+
+
+@dataclass
+class Ledger:
+    """What a session's model calls cost: each call priced from `prices` as it returns, the
+    running `spent`, and the models that had no price (said once each)."""
+
+    prices: PriceTable = field(default_factory=lambda: DEFAULT_PRICES)
+    spent: Spending = Spending()
+    _said: set[str] = field(default_factory=set, repr=False)
+
+    def charge(self, usage: Usage, model: str, *, summary: bool = False) -> float | None:
+        """The USD cost of one call (added to `spent`); None when ``model`` has no price."""
+        cost = call_cost(usage, model, self.prices)
+        spent = self.spent
+        if cost is None:
+            if summary:
+                self.spent = replace(spent, unpriced_summaries=spent.unpriced_summaries + 1)
+            else:
+                self.spent = replace(spent, unpriced_calls=spent.unpriced_calls + 1)
+            return None
+        if summary:
+            self.spent = replace(spent, summaries_usd=spent.summaries_usd + cost.total)
+        else:
+            self.spent = replace(spent, calls_usd=spent.calls_usd + cost.total)
+        return cost.total
+
+    def unpriced_notice(self, model: str) -> str | None:
+        """What to tell the user about ``model`` having no price: the first time only (per model
+        family), None afterwards or when it has a price."""
+        family = model_family(model)
+        if family in self._said or self.prices.lookup(model) is not None:
+            return None
+        self._said.add(family)
+        return UNPRICED_NOTICE.format(model=model)
+
+
+def add_costs(a: float | None, b: float | None) -> float | None:
+    """The sum of two costs, None (not known) when either is."""
+    return None if a is None or b is None else a + b
 
 
 _CONTEXT_TAG = re.compile(r"\[[^\]]*\]$")  # "claude-sonnet-5-5[1m]"

@@ -5,6 +5,8 @@ en/build-with-claude/prompt-caching, read 2026-12-03):
 
 1. `place_breakpoints` marks a request with ``cache_control`` so that the tools and system prompt,
    and the conversation up to the newest message, are cached across the calls of an agent loop.
+   `PrefixTracker` follows, from each call's usage, where the cached prefix of a session's
+   history ends (`CachedPrefix`): what a cache-aware compaction weighs.
 2. `PrefixCache` is an offline model of the server's prefix cache: given each call's breakpoints
    (token counts and identities of the prefixes) and its time, it says which prompt tokens would
    be read from the cache, written to it (by TTL) or sent uncached, as the API's ``usage`` would.
@@ -34,11 +36,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from evo_magic.cost import Price, model_family
+from evo_magic.usage import Usage
 
 __all__ = [
     "LOOKBACK_BLOCKS",
@@ -49,8 +53,10 @@ __all__ = [
     "CacheRequest",
     "CacheSettings",
     "CacheUsage",
+    "CachedPrefix",
     "PlacedRequest",
     "PrefixCache",
+    "PrefixTracker",
     "Spot",
     "cache_request",
     "clearing_saving",
@@ -324,6 +330,82 @@ _SECTION_ORDER = {"tools": 0, "system": 1, "messages": 2}
 
 def _prompt_order(spot: Spot) -> tuple[int, int, int]:
     return (_SECTION_ORDER[spot.section], spot.index, spot.block or 0)
+
+
+# --------------------------------------------------------------------------- a session's prefix
+
+
+@dataclass(frozen=True)
+class CachedPrefix:
+    """Where the prompt cache stands for a session's history, as the last model call left it."""
+
+    tokens: int
+    """Prompt tokens in the cache after that call (its cache reads plus writes): the tools, the
+    system prompt and the messages before `end`, less what edits since invalidated."""
+    end: int
+    """The messages before this index are inside the cached prefix."""
+    age: float
+    """Seconds since that call."""
+    ttl: str
+    """The lifetime its breakpoints were written with."""
+    price: Price | None
+    """The rates of the model that made the call (None: no price known)."""
+
+    @property
+    def warm(self) -> bool:
+        """True while the prefix is still in the cache (the last call was within its TTL)."""
+        return self.age < TTL_SECONDS[self.ttl]
+
+
+class PrefixTracker:
+    """Follows where the cached prefix of a session's history ends.
+
+    After each model call (`after_call`) the whole request it sent is cached when the usage
+    reports cache reads or writes (the newest message carries a breakpoint). An edit of a
+    message inside that prefix (`edited`) invalidates the cache from that message on; a
+    history replaced or reset (`replaced`) leaves no message in it. `prefix()` says where it
+    stands now, or None when nothing of the history is cached (caching off, a prompt below
+    the model's minimum cacheable length, no call yet).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        """Seconds on a clock that only moves forward (the age of the prefix)."""
+        self._tokens = 0
+        self._end = 0
+        self._time = 0.0
+        self._ttl = "5m"
+        self._price: Price | None = None
+
+    def after_call(
+        self, usage: Usage, messages_sent: int, settings: CacheSettings | None, price: Price | None
+    ) -> None:
+        """A call that sent ``messages_sent`` messages, with ``settings``, returned ``usage``."""
+        cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+        enabled = settings is not None and settings.enabled and cached > 0
+        self._tokens = cached if enabled else 0
+        self._end = messages_sent if enabled else 0
+        self._time = self.clock()
+        self._ttl = settings.ttl if settings is not None else "5m"
+        self._price = price
+
+    def edited(self, index: int, invalidated_tokens: int) -> None:
+        """Message ``index`` changed; ``invalidated_tokens`` of the prefix were after it."""
+        if index < self._end:
+            self._end = index
+            self._tokens = max(self._tokens - invalidated_tokens, 0)
+
+    def replaced(self) -> None:
+        """The history was replaced or emptied: none of its messages is cached any more."""
+        self._tokens = 0
+        self._end = 0
+
+    def prefix(self) -> CachedPrefix | None:
+        """Where the cached prefix ends now; None when no message of the history is in it."""
+        if self._end <= 0 or self._tokens <= 0:
+            return None
+        age = max(self.clock() - self._time, 0.0)
+        return CachedPrefix(self._tokens, self._end, age, self._ttl, self._price)
 
 
 # --------------------------------------------------------------------------- the cache model

@@ -10,7 +10,7 @@ prints, and nothing imports this module but the front ends.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,13 @@ from evo_magic.compact.base import Strategy, check_strategy, describe
 from evo_magic.compact.compactor import Compactor
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
-from evo_magic.events import AskFinished, CompactionFinished, ContextSize, Event
+from evo_magic.cost import Ledger, Overrides, PriceTable, Spending, price_table
+from evo_magic.events import AskFinished, CompactionFinished, ContextSize, Event, Notice
 from evo_magic.history import History
 from evo_magic.loop import LoopParts, Totals, answer_left_over, run_ask
 from evo_magic.measure import to_json
 from evo_magic.models import Model, resolve_model
+from evo_magic.prompt_cache import CacheSettings, PrefixTracker
 from evo_magic.strategies import default_pipeline
 from evo_magic.summariser import Summariser, Summary
 from evo_magic.tools import Tool, ToolContext, default_tools
@@ -81,6 +83,10 @@ class Session:
         session_id: the transcript directory's name (None: a new sortable id).
         tools: the tools offered (None: bash, read_file, write_file, edit_file, compact).
         bash_timeout: seconds before a bash command, and all it started, is killed.
+        cache: how requests are marked for prompt caching (None: `CacheSettings()`, on with
+            the 5-minute TTL; `CacheSettings(enabled=False)` sends no breakpoint).
+        prices: the price table calls are costed with: a `PriceTable`, or overrides of the
+            shipped one (`{"claude-sonnet-5-5": {"cache_read": 0.2}}`); None: the shipped one.
     """
 
     def __init__(
@@ -98,6 +104,8 @@ class Session:
         session_id: str | None = None,
         tools: list[Tool] | None = None,
         bash_timeout: float = 120.0,
+        cache: CacheSettings | None = None,
+        prices: PriceTable | Overrides | None = None,
     ):
         self.workspace = Path(workspace).expanduser().resolve()
         if not self.workspace.is_dir():
@@ -113,6 +121,11 @@ class Session:
         self._custom_strategies = strategies is not None
         self._observers: list[Observer] = []
         self.totals = Totals()
+        self._cache = _checked_cache(cache)
+        self.ledger = Ledger(price_table(prices))
+        """Prices every call and keeps what the session spent (`spending`)."""
+        self.cached_prefix = PrefixTracker()
+        """Where the prompt cache of the history ends (what cache-aware strategies weigh)."""
         root = Path(transcripts_root) if transcripts_root else self.workspace / ".evo_magic"
         self.transcript = Transcript(root.expanduser(), session_id, secrets=self.secrets)
         self.history = History(self.emit, overhead_chars=self._prompt_overhead())
@@ -125,6 +138,7 @@ class Session:
             save_output=self._save_output,
             policy=self._policy,
             strategies=[check_strategy(s) for s in chosen],
+            cache=self.cached_prefix,
         )
         self._record_start()
 
@@ -167,6 +181,41 @@ class Session:
             return
         self.compactor.strategies = checked
         self.transcript.write("strategies", {"strategies": [describe(s) for s in checked]})
+
+    @property
+    def cache(self) -> CacheSettings:
+        """How requests are marked for prompt caching; a new value applies from the next call
+        (and is recorded in the transcript)."""
+        return self._cache
+
+    @cache.setter
+    def cache(self, cache: CacheSettings | None) -> None:
+        cache = _checked_cache(cache)
+        if cache != self._cache:
+            self._cache = cache
+            self.transcript.write("cache", {"cache": asdict(cache)})
+
+    @property
+    def prices(self) -> PriceTable:
+        """The price table calls are costed with. Assign a `PriceTable`, overrides of the
+        shipped table (model id -> rates in USD per million tokens), or None for the shipped
+        one; it applies from the next call."""
+        return self.ledger.prices
+
+    @prices.setter
+    def prices(self, prices: PriceTable | Overrides | None) -> None:
+        self.ledger.prices = price_table(prices)
+
+    @property
+    def spending(self) -> Spending:
+        """USD spent so far: the agent's calls and the summaries, and how many had no price."""
+        return self.ledger.spent
+
+    @property
+    def cost_usd(self) -> float | None:
+        """USD spent so far by every model and summarisation call (None when one had no
+        price: see `spending` for the part that had one)."""
+        return self.ledger.spent.total_usd
 
     @property
     def summariser(self) -> Summariser:
@@ -342,6 +391,9 @@ class Session:
             totals=self.totals,
             redact=self.redact,
             sync=self.transcript.sync,
+            cache=self._cache,
+            ledger=self.ledger,
+            prefix=self.cached_prefix,
         )
 
     def _tool_context(self, request_compaction: Callable[[str | None], None]) -> ToolContext:
@@ -354,7 +406,11 @@ class Session:
         )
 
     def _summarise(self, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
-        return self.summariser.summarise(messages, focus, self.model)
+        summary = self.summariser.summarise(messages, focus, self.model)
+        cost = self.ledger.charge(summary.usage, summary.model, summary=True)
+        if cost is None and (note := self.ledger.unpriced_notice(summary.model)):
+            self.emit(Notice("unpriced_model", note))
+        return replace(summary, cost_usd=cost)
 
     def _save_output(self, tool_use_id: str, text: str) -> str:
         path = self.transcript.save_tool_output(tool_use_id, text)
@@ -379,8 +435,17 @@ class Session:
                 "policy": _policy_record(self._policy),
                 "strategies": [describe(s) for s in self.compactor.strategies],
                 "max_turns": self.max_turns,
+                "cache": asdict(self._cache),
             },
         )
+
+
+def _checked_cache(cache: CacheSettings | None) -> CacheSettings:
+    if cache is None:
+        return CacheSettings()
+    if not isinstance(cache, CacheSettings):
+        raise TypeError(f"cache must be a CacheSettings or None, got {type(cache).__name__}")
+    return cache
 
 
 def _name(observer: Observer) -> str:
