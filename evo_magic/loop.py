@@ -187,6 +187,7 @@ def _call_model(parts: LoopParts) -> ModelReply:
         tools=[tool.definition() for tool in parts.tools],
         prompt_chars=sent.chars + history.overhead_chars,
         cache=parts.cache,
+        edited_from=parts.prefix.edited_from if parts.prefix is not None else None,
     )
     streamed: list[str] = []
 
@@ -209,7 +210,7 @@ def _call_model(parts: LoopParts) -> ModelReply:
     parts.totals.usage = parts.totals.usage + reply.usage
     if reply.usage.context_tokens > 0:
         history.anchor(sent.chars, reply.usage.context_tokens)
-    cost = _account(parts, reply, len(request.messages))
+    cost = _account(parts, reply, request)
     parts.emit(
         ModelResponded(
             call,
@@ -229,12 +230,13 @@ def _call_model(parts: LoopParts) -> ModelReply:
     return reply
 
 
-def _account(parts: LoopParts, reply: ModelReply, messages_sent: int) -> float | None:
+def _account(parts: LoopParts, reply: ModelReply, request: ModelRequest) -> float | None:
     """Price the call and note what the prompt cache now holds; returns the call's cost."""
     ledger = parts.ledger
     if parts.prefix is not None:
         price = ledger.prices.lookup(reply.model)
-        parts.prefix.after_call(reply.usage, messages_sent, parts.cache, price)
+        sent, chars = len(request.messages), request.measured_chars()
+        parts.prefix.after_call(reply.usage, sent, chars, parts.cache, price)
     return ledger.charge(reply.usage, reply.model)
 
 

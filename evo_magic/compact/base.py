@@ -201,6 +201,14 @@ class Context:
         return round(chars * self.tokens_per_char)
 
     @property
+    def over_limit(self) -> bool:
+        """True when the history is over the session's limit (characters, or tokens when
+        set): the over-limit strategies will run after the every-call ones."""
+        over_chars = self.context_limit is not None and self.size.chars > self.context_limit
+        over_tokens = self.token_limit is not None and self.size.tokens > self.token_limit
+        return over_chars or over_tokens
+
+    @property
     def cached_prefix_tokens(self) -> int:
         """Prompt tokens the cache holds for this history (0 when none)."""
         return self.cached_prefix.tokens if self.cached_prefix is not None else 0
@@ -212,25 +220,27 @@ class Context:
 
     def cache_invalidated_tokens(self, index: int) -> int:
         """Tokens of cached prompt that an edit of message `index` invalidates: those of the
-        messages from `index` to the end of the cached prefix (estimated from their characters,
-        at most what is cached). 0 when the message is past the prefix, nothing is cached, or
-        the cache has gone cold (its TTL passed: nothing is left to lose)."""
+        messages from `index` to the end of the cached prefix (estimated from their characters
+        at the last call's tokens per character, at most what is cached). 0 when the message is
+        past the prefix, nothing is cached, or the cache has gone cold (its TTL passed: nothing
+        is left to lose)."""
         prefix = self.cached_prefix
         if prefix is None or not prefix.warm or index >= prefix.end:
             return 0
         chars_of = self._message_chars or self._measured_chars
         chars = sum(chars_of(i) for i in range(max(index, 0), prefix.end))
-        return min(self.tokens_of_chars(chars), prefix.tokens)
+        return min(round(chars * prefix.tokens_per_char), prefix.tokens)
 
-    def clearing_saving(self, index: int, freed_tokens: int, calls_ahead: int) -> float | None:
+    def clearing_saving(self, index: int, freed_chars: int, calls_ahead: int) -> float | None:
         """USD saved over `calls_ahead` calls by an edit from message `index` on that frees
-        `freed_tokens` (negative: the cache write it causes costs more than it saves); None when
-        there is no basis to price it (nothing cached, or no price for the model). A cold cache
-        is rewritten whatever happens, so then the edit only saves."""
+        `freed_chars` characters of message JSON (negative: the cache write it causes costs
+        more than it saves); None when there is no basis to price it (nothing cached, or no
+        price for the model). A cold cache is rewritten whatever happens, so then the edit
+        only saves."""
         prefix = self.cached_prefix
         if prefix is None or prefix.price is None:
             return None
-        freed = max(freed_tokens, 0)
+        freed = round(max(freed_chars, 0) * prefix.tokens_per_char)
         invalidated = max(self.cache_invalidated_tokens(index), freed)
         return clearing_saving(
             freed_tokens=freed,

@@ -111,6 +111,7 @@ def request_params(request: ModelRequest, model: str) -> dict[str, Any]:
         tools=request.tools,
         settings=request.cache or NO_CACHE,
         model=model,
+        edited_from=request.edited_from,
     )
     return placed.params
 

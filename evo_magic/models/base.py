@@ -27,6 +27,9 @@ class ModelRequest:
     cache: CacheSettings | None = None
     """How the request is marked for prompt caching; None: no cache breakpoints. Models that
     do not talk to the API ignore it."""
+    edited_from: int | None = None
+    """The first message changed in place since the previous request, for breakpoint
+    placement (see `evo_magic.prompt_cache.place_breakpoints`)."""
 
     def measured_chars(self) -> int:
         """Characters of the prompt: `prompt_chars` when given, else measured now."""
