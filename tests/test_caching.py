@@ -14,19 +14,22 @@ from typing import Any
 import pytest
 from fake_api import FakeAnthropic, reply, text, tool_use
 
+from evo_magic import render
+from evo_magic.compact.base import Context
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.cost import DEFAULT_PRICES, Price, PriceTable, call_cost
+from evo_magic.cost import DEFAULT_PRICES, Ledger, Price, PriceTable, call_cost
 from evo_magic.events import (
     AskFinished,
     CompactionFinished,
+    ContextSize,
     MicroCompacted,
     ModelResponded,
     Notice,
 )
 from evo_magic.models import AnthropicModel
-from evo_magic.prompt_cache import CacheSettings
+from evo_magic.prompt_cache import CachedPrefix, CacheSettings, PrefixTracker, place_breakpoints
 from evo_magic.session import Session
-from evo_magic.strategies import MicroCompact
+from evo_magic.strategies import ClearToolUses, MicroCompact
 from evo_magic.usage import Usage
 
 MODEL = "claude-sonnet-5-5"
@@ -358,3 +361,179 @@ def test_an_unknown_model_costs_NA_and_is_said_once(fake: FakeAnthropic, workspa
     fake.queue(reply(text("Priced now.")))
     priced_events = run(session, "And now?")
     assert of(AskFinished, priced_events)[0].cost_usd > 0
+
+
+# -- the pieces -------------------------------------------------------------------------------
+
+SONNET = DEFAULT_PRICES.lookup(MODEL)
+OUTPUT = "x" * 2_000  # a tool output worth clearing
+
+
+def agent_history(outputs: list[str]) -> list[dict[str, Any]]:
+    """A request, then one tool call and its result per output."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": "Look around."}]}
+    ]
+    for n, output in enumerate(outputs, 1):
+        call = {"type": "tool_use", "id": f"toolu_{n}", "name": "bash", "input": {"command": "ls"}}
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": "Next."}, call]})
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": output}
+        messages.append({"role": "user", "content": [result]})
+    return messages
+
+
+def chars(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":")))
+
+
+def cached(messages: list[dict[str, Any]], *, age: float = 10.0, tokens: int = 0) -> CachedPrefix:
+    """The cache after a call that sent ``messages``: all of them cached, a minute old at most."""
+    return CachedPrefix(
+        tokens or chars(messages) // 4 + 900, len(messages), age, "5m", SONNET, 0.25
+    )
+
+
+def context(messages: list[dict[str, Any]], prefix: CachedPrefix | None, **limits: Any) -> Context:
+    return Context.for_messages(messages, cached_prefix=prefix, **limits)
+
+
+@pytest.mark.parametrize("strategy", [MicroCompact, ClearToolUses])
+def test_cache_aware_clearing_waits_while_the_cache_write_costs_more(strategy: type):
+    # Two results due, five outputs after them in the cached prefix: not worth rewriting.
+    messages = agent_history([OUTPUT] * 5)
+    options = {"trigger_tool_uses": 2} if strategy is ClearToolUses else {}
+    seed = strategy(**options).compact(messages, context(messages, cached(messages)))
+    assert seed is not None  # the seed's behaviour clears whatever is due
+    aware = strategy(cache_aware=True, **options)
+    assert aware.compact(messages, context(messages, cached(messages))) is None
+    # The same clearing pays with enough calls ahead to read the freed tokens in...
+    far = strategy(cache_aware=True, calls_ahead=100, **options)
+    assert far.compact(messages, context(messages, cached(messages))) is not None
+    # ...when the cache has gone cold (nothing left to lose)...
+    cold = cached(messages, age=301.0)
+    assert aware.compact(messages, context(messages, cold)) is not None
+    # ...when the history is over the limit (a full compaction would break everything)...
+    over = context(messages, cached(messages), context_limit=5_000)
+    assert over.over_limit and aware.compact(messages, over) is not None
+    # ...and without a cached prefix (caching off) it behaves as the seed.
+    plain = aware.compact(messages, context(messages, None))
+    assert plain is not None and list(plain) == list(seed)
+
+
+def test_results_due_pile_up_until_clearing_them_together_pays():
+    strategy = MicroCompact(cache_aware=True)
+    outputs = [OUTPUT] * 4
+    while True:
+        messages = agent_history(outputs)
+        result = strategy.compact(messages, context(messages, cached(messages)))
+        if result is not None:
+            break
+        outputs.append(OUTPUT)
+        assert len(outputs) < 30, "never cleared"
+    changed = [i for i, message in enumerate(result) if message is not messages[i]]
+    # Every result due then is cleared at once: all but the keep_recent newest.
+    assert len(outputs) > 4 and len(changed) == len(outputs) - strategy.keep_recent
+    freed = sum(chars(messages[i]) - chars(result[i]) for i in changed)
+    ctx = context(messages, cached(messages))
+    assert ctx.clearing_saving(changed[0], freed, strategy.calls_ahead) > 0
+    # One result fewer, the same clearing did not pay.
+    fewer = agent_history(outputs[:-1])
+    assert strategy.compact(fewer, context(fewer, cached(fewer))) is None
+
+
+def test_invalidated_tokens_are_those_of_the_cached_messages_from_the_edit_on():
+    messages = agent_history([OUTPUT] * 3)
+    prefix = cached(messages)
+    ctx = context(messages, prefix)
+    assert ctx.cached_prefix_end == len(messages) and ctx.cached_prefix_tokens == prefix.tokens
+    tail = sum(chars(m) for m in messages[2:])
+    assert ctx.cache_invalidated_tokens(2) == round(tail * 0.25)
+    assert ctx.cache_invalidated_tokens(len(messages)) == 0  # past the cached prefix
+    assert ctx.cache_invalidated_tokens(0) <= prefix.tokens
+    assert context(messages, cached(messages, age=400.0)).cache_invalidated_tokens(2) == 0
+    assert context(messages, None).cache_invalidated_tokens(2) == 0
+    assert context(messages, None).clearing_saving(2, 4_000, 10) is None
+    no_price = CachedPrefix(prefix.tokens, prefix.end, 1.0, "5m", None)
+    assert context(messages, no_price).clearing_saving(2, 4_000, 10) is None
+
+
+def test_placement_after_an_edit_marks_the_edited_message():
+    messages = agent_history([OUTPUT] * 6)
+    last = len(messages) - 1
+    plain = place_breakpoints(messages, system="sys").breakpoints
+    assert conversation_spots(plain) == [(last - 2, 0), (last, 0)]
+    edited = place_breakpoints(messages, system="sys", edited_from=4).breakpoints
+    assert conversation_spots(edited) == [(4, 0), (last, 0)]
+    # An edit at or after the previous call's end changes nothing (its entry is still valid).
+    later = place_breakpoints(messages, system="sys", edited_from=last - 1).breakpoints
+    assert later == plain
+    assert len(edited) <= 4
+
+
+def conversation_spots(spots: tuple[Any, ...]) -> list[tuple[int, int | None]]:
+    return [(s.index, s.block) for s in spots if s.section == "messages"]
+
+
+def test_the_tracker_follows_calls_edits_and_replacements():
+    now = [100.0]
+    tracker = PrefixTracker(clock=lambda: now[0])
+    assert tracker.prefix() is None
+    usage = Usage(input_tokens=10, cache_read_input_tokens=3_000, cache_creation_input_tokens=1_000)
+    tracker.after_call(usage, 9, 16_040, CacheSettings(), SONNET)
+    now[0] += 30
+    prefix = tracker.prefix()
+    assert prefix is not None
+    assert (prefix.tokens, prefix.end, prefix.age, prefix.price) == (4_000, 9, 30.0, SONNET)
+    assert prefix.tokens_per_char == pytest.approx(4_010 / 16_040) and prefix.warm
+    tracker.edited(6, 1_500)
+    assert (tracker.prefix().tokens, tracker.prefix().end, tracker.edited_from) == (2_500, 6, 6)
+    tracker.edited(8, 100)  # past the prefix now: nothing more is invalidated
+    assert (tracker.prefix().tokens, tracker.edited_from) == (2_500, 6)
+    tracker.after_call(usage, 11, 20_000, CacheSettings(), SONNET)
+    assert tracker.edited_from is None and tracker.prefix().end == 11
+    tracker.replaced()
+    assert tracker.prefix() is None
+    tracker.after_call(usage, 11, 20_000, CacheSettings(enabled=False), SONNET)
+    assert tracker.prefix() is None  # caching off: nothing of the history is cached
+    tracker.after_call(Usage(input_tokens=400), 3, 1_600, CacheSettings(), SONNET)
+    assert tracker.prefix() is None  # below the minimum cacheable length: nothing cached
+    now[0] += 1_000
+    tracker.after_call(usage, 5, 16_040, CacheSettings(ttl="1h"), SONNET)
+    now[0] += 600
+    assert tracker.prefix().warm  # ten minutes into a one-hour entry
+
+
+def test_the_ledger_keeps_calls_and_summaries_apart_and_says_an_unknown_model_once():
+    ledger = Ledger()
+    usage = Usage(input_tokens=1_000, output_tokens=100, cache_read_input_tokens=9_000)
+    start = ledger.spent
+    cost = ledger.charge(usage, MODEL)
+    summary = ledger.charge(usage, MODEL, summary=True)
+    assert cost == summary == pytest.approx(priced(usage, SONNET))
+    assert ledger.spent.calls_usd == cost and ledger.spent.summaries_usd == summary
+    assert ledger.spent.total_usd == pytest.approx(cost + summary)
+    assert ledger.charge(usage, "claude-unknown-9") is None
+    assert ledger.spent.total_usd is None and ledger.spent.calls_cost_usd is None
+    assert ledger.spent.summaries_cost_usd == summary
+    spent = ledger.spent - start
+    assert (spent.unpriced_calls, spent.calls_usd) == (1, cost)
+    first = ledger.unpriced_notice("claude-unknown-9-20261201")
+    assert first is not None and "prices" in first
+    assert ledger.unpriced_notice("claude-unknown-9") is None  # same family: said once
+    assert ledger.unpriced_notice(MODEL) is None  # priced
+
+
+def test_the_footer_shows_the_cells_cost_the_sessions_and_the_hit_rate():
+    usage = Usage(
+        input_tokens=100,
+        output_tokens=50,
+        cache_read_input_tokens=800,
+        cache_creation_input_tokens=100,
+    )
+    size = ContextSize(3, 1_000, 1_000, True)
+    event = AskFinished("done", 2, "end_turn", usage, 1.0, size, 0.0123, 0.001, 0.5)
+    line = render.footer(event, 1)
+    assert "cost $0.0133 this cell (summaries $0.0010), $0.5000 so far" in line
+    assert "cache hit rate 80%" in line
+    unknown = AskFinished("done", 1, "end_turn", usage, 1.0, size, None, 0.0, None)
+    assert "cost NA this cell, NA so far" in render.footer(unknown, 0)
