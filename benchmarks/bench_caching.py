@@ -21,7 +21,7 @@ caching off, for the same requests (the benchmark checks the messages sent are i
 
 The figures are exact, not timings: the fake is deterministic. One bias to know: the fake bills
 the JSON around the content blocks (message wrappers, the markers themselves) as uncached input
-after the last breakpoint, about 9 tokens a message, where the real API caches a prefix whole;
+after the last breakpoint, about 10 tokens a message, where the real API caches a prefix whole;
 the last row says how much of the cost with caching that is.
 
     python -m benchmarks.bench_caching            # prints the three sessions, by kind of token
