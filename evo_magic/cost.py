@@ -418,8 +418,12 @@ DEFAULT_PRICES = PriceTable(
         "claude-haiku-5-5": _HAIKU_5_5,
         "claude-haiku-4-5": _HAIKU_4_5,
         "claude-3-5-haiku": _HAIKU_3_5,
+        # evo_magic's offline scripted stand-in: nothing is billed (override it to price an
+        # offline run as if it were a model).
+        "offline": _row(0, 0, 0, 0, 0),
     },
     as_of=PRICES_AS_OF,
     source=PRICES_SOURCE,
 )
-"""The shipped prices of every Claude model from the 4 family on (and Haiku 3.5)."""
+"""The shipped prices of every Claude model from the 4 family on (and Haiku 3.5), and of the
+offline stand-in (zero)."""

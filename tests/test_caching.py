@@ -537,3 +537,13 @@ def test_the_footer_shows_the_cells_cost_the_sessions_and_the_hit_rate():
     assert "cache hit rate 80%" in line
     unknown = AskFinished("done", 1, "end_turn", usage, 1.0, size, None, 0.0, None)
     assert "cost NA this cell, NA so far" in render.footer(unknown, 0)
+
+
+def test_the_offline_stand_in_costs_nothing_and_says_nothing(workspace: Path):
+    session = Session(workspace, model="offline")
+    events = run(session, "Survey the project.")
+    assert [e.cost_usd for e in of(ModelResponded, events)] == [0.0] * len(
+        of(ModelResponded, events)
+    )
+    assert not [e for e in of(Notice, events) if e.code == "unpriced_model"]
+    assert session.cost_usd == 0.0
