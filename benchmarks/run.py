@@ -17,7 +17,15 @@ import sys
 import time
 from pathlib import Path
 
-MODULES = ("bench_load", "bench_compaction", "bench_loop", "bench_transcripts", "bench_tools")
+MODULES = (
+    "bench_load",
+    "bench_compaction",
+    "bench_loop",
+    "bench_transcripts",
+    "bench_tools",
+    "bench_prompt_cache",
+    "bench_caching",
+)
 
 
 def machine() -> str:

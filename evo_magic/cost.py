@@ -2,10 +2,10 @@
 
 Prices are USD per million tokens, per model family, in five rates: base input, output, cache
 write with the 5-minute TTL, cache write with the 1-hour TTL, and cache read (the API's "cache
-hits and refreshes"). `call_cost` prices one call's usage as the Messages API reports it:
-uncached input, output, cache reads, and cache writes split by TTL when the usage says
-(``usage.cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``), else all
-writes at the 5-minute rate (the API's default TTL).
+hits and refreshes"). `call_cost` prices one call's `Usage` (or the API's ``usage`` as JSON or
+as the SDK's object): uncached input, output, cache reads, and cache writes split by TTL when
+the usage says (``usage.cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``),
+else all writes at the 5-minute rate (the API's default TTL).
 
 The shipped table (`DEFAULT_PRICES`) was compiled on ``PRICES_AS_OF`` from Anthropic's pricing
 and model pages (platform.claude.com/docs/en/about-claude/pricing, .../models/<model>/overview);
@@ -37,20 +37,25 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
+
+from evo_magic.usage import Usage
 
 __all__ = [
     "DEFAULT_PRICES",
     "PRICES_AS_OF",
     "PRICES_SOURCE",
     "CallCost",
+    "Ledger",
     "LongPromptTier",
     "Price",
     "PriceTable",
-    "TokenCounts",
+    "Spending",
+    "add_costs",
     "call_cost",
     "model_family",
+    "price_table",
 ]
 
 PRICES_AS_OF = "2026-12-03"
@@ -114,52 +119,6 @@ Overrides = Mapping[str, Price | Mapping[str, Any]]
 """Model id -> a `Price`, or a mapping of the rates to change."""
 
 RATE_FIELDS = ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read")
-
-
-@dataclass(frozen=True)
-class TokenCounts:
-    """One call's tokens, split the way they are billed."""
-
-    input: int = 0
-    """Uncached input: the prompt after the last cache breakpoint."""
-    output: int = 0
-    cache_read: int = 0
-    cache_write_5m: int = 0
-    cache_write_1h: int = 0
-
-    @property
-    def prompt(self) -> int:
-        """Every prompt token of the call: uncached input plus cache reads and writes."""
-        return self.input + self.cache_read + self.cache_write_5m + self.cache_write_1h
-
-    @classmethod
-    def from_usage(cls, usage: Any) -> TokenCounts:
-        """The counts of a usage in any of the shapes the project meets.
-
-        ``usage`` is the SDK's ``Usage`` object, the API's JSON ``usage`` dict, or anything with
-        the same field names (``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``,
-        ``cache_creation_input_tokens``). The TTL split comes from a nested ``cache_creation``
-        (object or dict) or from flat ``ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``
-        fields; without one, every cache write counts as 5-minute (the API's default TTL). When a
-        split disagrees with ``cache_creation_input_tokens``, the total wins and the difference
-        counts as 5-minute, so no written token goes unpriced. Missing or None fields are 0.
-        """
-        written = _count(usage, "cache_creation_input_tokens")
-        split = _field(usage, "cache_creation")
-        source = split if split is not None else usage
-        write_1h = _count(source, "ephemeral_1h_input_tokens")
-        write_5m = _count(source, "ephemeral_5m_input_tokens")
-        if _field(source, "ephemeral_5m_input_tokens") is None and write_1h == 0:
-            write_5m = written
-        elif written and write_5m + write_1h != written:
-            write_5m = max(0, written - write_1h)
-        return cls(
-            input=_count(usage, "input_tokens"),
-            output=_count(usage, "output_tokens"),
-            cache_read=_count(usage, "cache_read_input_tokens"),
-            cache_write_5m=write_5m,
-            cache_write_1h=write_1h,
-        )
 
 
 @dataclass(frozen=True)
@@ -255,25 +214,131 @@ def _number(value: Any) -> float:
 def call_cost(usage: Any, model: str, prices: PriceTable | None = None) -> CallCost | None:
     """The USD cost of one call of ``model`` whose usage is ``usage``; None for an unknown model.
 
-    ``usage`` is anything `TokenCounts.from_usage` reads, or a `TokenCounts`. ``prices`` defaults
-    to `DEFAULT_PRICES`. Writes with the 1-hour TTL are priced at the 1-hour rate when the usage
-    splits them out; the rest at the 5-minute rate. For a model with a long-prompt band, a call
-    whose prompt exceeds the threshold is priced entirely at that band.
+    ``usage`` is a `Usage`, or anything `Usage.from_api` reads (the API's JSON ``usage``, the
+    SDK's object). ``prices`` defaults to `DEFAULT_PRICES`. Cache writes are priced by TTL as
+    `Usage.cache_writes` splits them (all at the 5-minute rate when the usage has no split).
+    For a model with a long-prompt band, a call whose prompt exceeds the threshold is priced
+    entirely at that band.
     """
     price = (prices or DEFAULT_PRICES).lookup(model)
     if price is None:
         return None
-    counts = usage if isinstance(usage, TokenCounts) else TokenCounts.from_usage(usage)
+    if not isinstance(usage, Usage):
+        usage = Usage.from_api(usage)
     tier = price.long_prompt
-    if tier is not None and counts.prompt > tier.threshold_tokens:
+    if tier is not None and usage.context_tokens > tier.threshold_tokens:
         price = tier.price
+    write_5m, write_1h = usage.cache_writes()
     return CallCost(
-        input=counts.input * price.input / PER_MILLION,
-        output=counts.output * price.output / PER_MILLION,
-        cache_read=counts.cache_read * price.cache_read / PER_MILLION,
-        cache_write_5m=counts.cache_write_5m * price.cache_write_5m / PER_MILLION,
-        cache_write_1h=counts.cache_write_1h * price.cache_write_1h / PER_MILLION,
+        input=usage.input_tokens * price.input / PER_MILLION,
+        output=usage.output_tokens * price.output / PER_MILLION,
+        cache_read=usage.cache_read_input_tokens * price.cache_read / PER_MILLION,
+        cache_write_5m=write_5m * price.cache_write_5m / PER_MILLION,
+        cache_write_1h=write_1h * price.cache_write_1h / PER_MILLION,
     )
+
+
+def price_table(prices: PriceTable | Overrides | None) -> PriceTable:
+    """The table ``prices`` describes: a `PriceTable` as it is, a mapping of overrides applied
+    to `DEFAULT_PRICES` (see `PriceTable.with_overrides`), None for `DEFAULT_PRICES`."""
+    if prices is None:
+        return DEFAULT_PRICES
+    if isinstance(prices, PriceTable):
+        return prices
+    if not isinstance(prices, Mapping):
+        raise ValueError(
+            "prices must be a PriceTable or a mapping of model id to rates, e.g. "
+            f"{{'claude-sonnet-5-5': {{'cache_read': 0.2}}}}, not {type(prices).__name__}"
+        )
+    return DEFAULT_PRICES.with_overrides(prices)
+
+
+# -- what a session spent ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spending:
+    """USD spent by a run of model calls: the agent's calls and the summaries apart, each with
+    how many calls had no price. Subtract two snapshots for what happened in between."""
+
+    calls_usd: float = 0.0
+    """The agent's model calls that had a price."""
+    summaries_usd: float = 0.0
+    """The summarisation calls that had a price."""
+    unpriced_calls: int = 0
+    unpriced_summaries: int = 0
+
+    @property
+    def calls_cost_usd(self) -> float | None:
+        """The agent's calls; None (not known) when one of them had no price."""
+        return None if self.unpriced_calls else self.calls_usd
+
+    @property
+    def summaries_cost_usd(self) -> float | None:
+        """The summarisation calls; None when one of them had no price."""
+        return None if self.unpriced_summaries else self.summaries_usd
+
+    @property
+    def total_usd(self) -> float | None:
+        """Everything; None when any call had no price."""
+        if self.unpriced_calls or self.unpriced_summaries:
+            return None
+        return self.calls_usd + self.summaries_usd
+
+    def __sub__(self, earlier: Spending) -> Spending:
+        return Spending(
+            self.calls_usd - earlier.calls_usd,
+            self.summaries_usd - earlier.summaries_usd,
+            self.unpriced_calls - earlier.unpriced_calls,
+            self.unpriced_summaries - earlier.unpriced_summaries,
+        )
+
+
+UNPRICED_NOTICE = (
+    "No price for model {model!r}: the cost of its calls is not known (shown as NA). Give one "
+    "with Session(prices={{{model!r}: {{'input': ..., 'output': ...}}}}) or "
+    "%config AgentMagics.prices."
+)
+
+
+@dataclass
+class Ledger:
+    """What a session's model calls cost: each call priced from `prices` as it returns, the
+    running `spent`, and the models that had no price (said once each)."""
+
+    prices: PriceTable = field(default_factory=lambda: DEFAULT_PRICES)
+    spent: Spending = Spending()
+    _said: set[str] = field(default_factory=set, repr=False)
+
+    def charge(self, usage: Usage, model: str, *, summary: bool = False) -> float | None:
+        """The USD cost of one call (added to `spent`); None when ``model`` has no price."""
+        cost = call_cost(usage, model, self.prices)
+        spent = self.spent
+        if cost is None:
+            if summary:
+                self.spent = replace(spent, unpriced_summaries=spent.unpriced_summaries + 1)
+            else:
+                self.spent = replace(spent, unpriced_calls=spent.unpriced_calls + 1)
+            return None
+        if summary:
+            self.spent = replace(spent, summaries_usd=spent.summaries_usd + cost.total)
+        else:
+            self.spent = replace(spent, calls_usd=spent.calls_usd + cost.total)
+        return cost.total
+
+    def unpriced_notice(self, model: str) -> str | None:
+        """What to tell the user about ``model`` having no price: the first time only (per model
+        family), None afterwards or when it has a price."""
+        family = model_family(model)
+        if family in self._said or self.prices.lookup(model) is not None:
+            return None
+        self._said.add(family)
+        return UNPRICED_NOTICE.format(model=model)
+
+
+def add_costs(a: float | None, b: float | None) -> float | None:
+    """The sum of two costs, None (not known) when either is."""
+    return None if a is None or b is None else a + b
 
 
 _CONTEXT_TAG = re.compile(r"\[[^\]]*\]$")  # "claude-sonnet-5-5[1m]"
@@ -303,21 +368,6 @@ def model_family(model: str) -> str:
     family = _SNAPSHOT_DATE.sub("", family)
     family = _MAJOR_ALIAS.sub(r"\1", family)
     return family.removesuffix("-latest")
-
-
-def _field(obj: Any, name: str) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
-def _count(obj: Any, name: str) -> int:
-    value = _field(obj, name)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"usage field {name} must be a whole number >= 0, not {value!r}")
-    return value
 
 
 def _row(input: float, output: float, write_5m: float, write_1h: float, read: float) -> Price:
@@ -368,8 +418,12 @@ DEFAULT_PRICES = PriceTable(
         "claude-haiku-5-5": _HAIKU_5_5,
         "claude-haiku-4-5": _HAIKU_4_5,
         "claude-3-5-haiku": _HAIKU_3_5,
+        # evo_magic's offline scripted stand-in: nothing is billed (override it to price an
+        # offline run as if it were a model).
+        "offline": _row(0, 0, 0, 0, 0),
     },
     as_of=PRICES_AS_OF,
     source=PRICES_SOURCE,
 )
-"""The shipped prices of every Claude model from the 4 family on (and Haiku 3.5)."""
+"""The shipped prices of every Claude model from the 4 family on (and Haiku 3.5), and of the
+offline stand-in (zero)."""

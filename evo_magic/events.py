@@ -155,6 +155,10 @@ class ModelResponded(Event):
     """The history before this call's every-call strategies ran."""
     context_sent: ContextSize
     cost_usd: float | None = None
+    """This call, priced from the session's table (None: the model has no price)."""
+    session_cost_usd: float | None = None
+    """Every model and summarisation call of the session so far, this one included (None when
+    one of them had no price)."""
 
 
 @dataclass(frozen=True)
@@ -256,6 +260,8 @@ class CompactionFinished(Event):
     layer: str = "over_limit"
     """The strategy's `when`: "every_call", "over_limit" or "on_request"."""
     summary_cost_usd: float | None = None
+    """The summarisation calls of this compaction, priced (None: none made, or one had no
+    price); their tokens are `summary_usage`."""
 
     @property
     def summary_chars(self) -> int:
@@ -288,3 +294,9 @@ class AskFinished(Event):
     duration: float
     context: ContextSize
     cost_usd: float | None = None
+    """The ask's model calls (whose tokens `usage` counts); None when one had no price."""
+    summary_cost_usd: float | None = None
+    """The summaries made during the ask (0.0 when none; None when one had no price)."""
+    session_cost_usd: float | None = None
+    """Every model and summarisation call of the session so far (None when one had no
+    price)."""

@@ -155,6 +155,10 @@ class History:
             return ContextSize(len(messages), chars, estimate_tokens(chars + self.overhead_chars))
         return ContextSize(len(messages), chars, overhead + estimate_tokens(chars))
 
+    def message_chars(self, index: int) -> int:
+        """Characters of the JSON of message `index` (kept, not measured again)."""
+        return self._chars[index]
+
     def tool_results(self) -> Sequence[ResultRef]:
         """Every tool_result block of the history, oldest first (a read-only view)."""
         return ReadOnlyList(self._results)

@@ -15,10 +15,11 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evo_magic.compact.compactor import Compactor
+from evo_magic.cost import Ledger
 from evo_magic.events import (
     AskFinished,
     AskStarted,
@@ -34,6 +35,7 @@ from evo_magic.events import (
 from evo_magic.history import History
 from evo_magic.measure import to_json
 from evo_magic.models.base import Model, ModelError, ModelReply, ModelRequest
+from evo_magic.prompt_cache import CacheSettings, PrefixTracker
 from evo_magic.tools import Tool, ToolContext, ToolResult, run_tool
 from evo_magic.usage import Usage
 
@@ -83,6 +85,12 @@ class LoopParts:
     """Applied to tool output before it joins the history (and so reaches the model)."""
     sync: Callable[[], None] = lambda: None
     """Make the transcript durable (called when the ask ends)."""
+    cache: CacheSettings | None = None
+    """How requests are marked for prompt caching (None: not at all)."""
+    ledger: Ledger = field(default_factory=Ledger)
+    """Prices each call and keeps what the session spent."""
+    prefix: PrefixTracker | None = None
+    """Told, after each call, what the prompt cache now holds."""
 
 
 def run_ask(parts: LoopParts, text: str) -> AskFinished:
@@ -92,6 +100,7 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
     answer_left_over(history, "an earlier turn was stopped")
     text = parts.redact(text)  # a key pasted into a request never reaches the model
     parts.emit(AskStarted(text, history.size()))
+    spent_before = parts.ledger.spent
     history.begin_request(text)
     usage = Usage()
     stop_reason = "end_turn"
@@ -139,8 +148,17 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
         # Whatever stopped the turn, every call gets a result, so the next request is valid.
         answer_left_over(history, why)
         parts.sync()
+    spent = parts.ledger.spent - spent_before
     finished = AskFinished(
-        final_text, turns, stop_reason, usage, time.perf_counter() - started, history.size()
+        final_text,
+        turns,
+        stop_reason,
+        usage,
+        time.perf_counter() - started,
+        history.size(),
+        cost_usd=spent.calls_cost_usd,
+        summary_cost_usd=spent.summaries_cost_usd,
+        session_cost_usd=parts.ledger.spent.total_usd,
     )
     parts.emit(finished)
     return finished
@@ -170,6 +188,8 @@ def _call_model(parts: LoopParts) -> ModelReply:
         system=parts.system,
         tools=[tool.definition() for tool in parts.tools],
         prompt_chars=sent.chars + history.overhead_chars,
+        cache=parts.cache,
+        edited_from=parts.prefix.edited_from if parts.prefix is not None else None,
     )
     streamed: list[str] = []
 
@@ -192,6 +212,7 @@ def _call_model(parts: LoopParts) -> ModelReply:
     parts.totals.usage = parts.totals.usage + reply.usage
     if reply.usage.context_tokens > 0:
         history.anchor(sent.chars, reply.usage.context_tokens)
+    cost = _account(parts, reply, request)
     parts.emit(
         ModelResponded(
             call,
@@ -202,9 +223,23 @@ def _call_model(parts: LoopParts) -> ModelReply:
             duration,
             before,
             history.size(),
+            cost_usd=cost,
+            session_cost_usd=parts.ledger.spent.total_usd,
         )
     )
+    if cost is None and (note := parts.ledger.unpriced_notice(reply.model)):
+        parts.emit(Notice("unpriced_model", note))
     return reply
+
+
+def _account(parts: LoopParts, reply: ModelReply, request: ModelRequest) -> float | None:
+    """Price the call and note what the prompt cache now holds; returns the call's cost."""
+    ledger = parts.ledger
+    if parts.prefix is not None:
+        price = ledger.prices.lookup(reply.model)
+        sent, chars = len(request.messages), request.measured_chars()
+        parts.prefix.after_call(reply.usage, sent, chars, parts.cache, price)
+    return ledger.charge(reply.usage, reply.model)
 
 
 def _keep_partial_text(parts: LoopParts, text: str) -> None:

@@ -5,6 +5,8 @@ en/build-with-claude/prompt-caching, read 2026-12-03):
 
 1. `place_breakpoints` marks a request with ``cache_control`` so that the tools and system prompt,
    and the conversation up to the newest message, are cached across the calls of an agent loop.
+   `PrefixTracker` follows, from each call's usage, where the cached prefix of a session's
+   history ends (`CachedPrefix`): what a cache-aware compaction weighs.
 2. `PrefixCache` is an offline model of the server's prefix cache: given each call's breakpoints
    (token counts and identities of the prefixes) and its time, it says which prompt tokens would
    be read from the cache, written to it (by TTL) or sent uncached, as the API's ``usage`` would.
@@ -34,11 +36,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from evo_magic.cost import Price, model_family
+from evo_magic.usage import Usage
 
 __all__ = [
     "LOOKBACK_BLOCKS",
@@ -49,8 +53,10 @@ __all__ = [
     "CacheRequest",
     "CacheSettings",
     "CacheUsage",
+    "CachedPrefix",
     "PlacedRequest",
     "PrefixCache",
+    "PrefixTracker",
     "Spot",
     "cache_request",
     "clearing_saving",
@@ -172,6 +178,7 @@ def place_breakpoints(
     tools: Sequence[dict[str, Any]] = (),
     settings: CacheSettings | None = None,
     model: str | None = None,
+    edited_from: int | None = None,
 ) -> PlacedRequest:
     """``system``, ``tools`` and ``messages`` marked for caching; the arguments are not mutated.
 
@@ -185,7 +192,12 @@ def place_breakpoints(
       conversation for the next call;
     - the same in the message that ended the previous call (three messages back: the loop adds
       an assistant reply and a user message per call). It reads exactly what that call wrote,
-      however many blocks the last turn added (the API's lookback only spans 20 blocks).
+      however many blocks the last turn added (the API's lookback only spans 20 blocks);
+    - or, when ``edited_from`` says that message was changed in place since the previous call
+      (a micro-compaction) and it comes before that call's end, the edited message instead:
+      the previous call's entries are gone, and an entry there is what the next request reads
+      when the next edit comes later in the history (every clearing strategy moves forward),
+      so each clearing rewrites the conversation from the previous edit on, not all of it.
 
     Thinking blocks and empty text blocks are never marked (the API rejects that): the breakpoint
     goes to the nearest earlier block that may carry one. A string system prompt or message
@@ -221,7 +233,7 @@ def place_breakpoints(
         spots.append(Spot("tools", len(new_tools) - 1, None, settings.prefix_ttl))
     new_messages = list(messages)
     control = _control(settings.ttl)
-    for spot in _conversation_spots(messages, settings.ttl):
+    for spot in _conversation_spots(messages, settings.ttl, edited_from):
         new_messages[spot.index] = _marked_message(messages[spot.index], spot.block, control)
         spots.append(spot)
     spots.sort(key=_prompt_order)
@@ -268,13 +280,19 @@ def _tools_worth_a_breakpoint(tools: list[dict[str, Any]], model: str | None) ->
     return estimate_tokens(tools) >= (minimum or DEFAULT_MIN_CACHEABLE_TOKENS)
 
 
-def _conversation_spots(messages: Sequence[dict[str, Any]], ttl: str) -> list[Spot]:
-    """The newest message's breakpoint and, before it, the previous call's end."""
+def _conversation_spots(
+    messages: Sequence[dict[str, Any]], ttl: str, edited_from: int | None
+) -> list[Spot]:
+    """The newest message's breakpoint and, before it, the previous call's end (or the
+    message edited since, when that comes first)."""
     spots: list[Spot] = []
     newest = _last_markable(messages, len(messages) - 1)
     if newest is None:
         return spots
-    previous = _last_markable(messages, min(newest[0] - 1, len(messages) - 3))
+    before = min(newest[0] - 1, len(messages) - 3)
+    if edited_from is not None and 0 <= edited_from < before:
+        before = edited_from
+    previous = _last_markable(messages, before)
     if previous is not None:
         spots.append(Spot("messages", previous[0], previous[1], ttl))
     spots.append(Spot("messages", newest[0], newest[1], ttl))
@@ -324,6 +342,107 @@ _SECTION_ORDER = {"tools": 0, "system": 1, "messages": 2}
 
 def _prompt_order(spot: Spot) -> tuple[int, int, int]:
     return (_SECTION_ORDER[spot.section], spot.index, spot.block or 0)
+
+
+# --------------------------------------------------------------------------- a session's prefix
+
+
+@dataclass(frozen=True)
+class CachedPrefix:
+    """Where the prompt cache stands for a session's history, as the last model call left it."""
+
+    tokens: int
+    """Prompt tokens in the cache after that call (its cache reads plus writes): the tools, the
+    system prompt and the messages before `end`, less what edits since invalidated."""
+    end: int
+    """The messages before this index are inside the cached prefix."""
+    age: float
+    """Seconds since that call."""
+    ttl: str
+    """The lifetime its breakpoints were written with."""
+    price: Price | None
+    """The rates of the model that made the call (None: no price known)."""
+    tokens_per_char: float = 0.25
+    """That call's tokens per character of its prompt (messages, system prompt and tool
+    schemas as JSON): how message sizes convert to cached tokens."""
+
+    @property
+    def warm(self) -> bool:
+        """True while the prefix is still in the cache (the last call was within its TTL)."""
+        return self.age < TTL_SECONDS[self.ttl]
+
+
+class PrefixTracker:
+    """Follows where the cached prefix of a session's history ends.
+
+    After each model call (`after_call`) the whole request it sent is cached when the usage
+    reports cache reads or writes (the newest message carries a breakpoint). An edit of a
+    message inside that prefix (`edited`) invalidates the cache from that message on; a
+    history replaced or reset (`replaced`) leaves no message in it. `prefix()` says where it
+    stands now, or None when nothing of the history is cached (caching off, a prompt below
+    the model's minimum cacheable length, no call yet).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        """Seconds on a clock that only moves forward (the age of the prefix)."""
+        self._tokens = 0
+        self._end = 0
+        self._time = 0.0
+        self._ttl = "5m"
+        self._price: Price | None = None
+        self._edited_from: int | None = None
+        self._tokens_per_char = 0.25
+
+    def after_call(
+        self,
+        usage: Usage,
+        messages_sent: int,
+        prompt_chars: int,
+        settings: CacheSettings | None,
+        price: Price | None,
+    ) -> None:
+        """A call that sent ``messages_sent`` messages in a prompt of ``prompt_chars``
+        characters, with ``settings``, returned ``usage``."""
+        if prompt_chars > 0 and usage.context_tokens > 0:
+            self._tokens_per_char = usage.context_tokens / prompt_chars
+        cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+        enabled = settings is not None and settings.enabled and cached > 0
+        self._tokens = cached if enabled else 0
+        self._end = messages_sent if enabled else 0
+        self._time = self.clock()
+        self._ttl = settings.ttl if settings is not None else "5m"
+        self._price = price
+        self._edited_from = None
+
+    def edited(self, index: int, invalidated_tokens: int) -> None:
+        """Message ``index`` changed; ``invalidated_tokens`` of the prefix were after it."""
+        if self._edited_from is None or index < self._edited_from:
+            self._edited_from = index
+        if index < self._end:
+            self._end = index
+            self._tokens = max(self._tokens - invalidated_tokens, 0)
+
+    def replaced(self) -> None:
+        """The history was replaced or emptied: none of its messages is cached any more."""
+        self._tokens = 0
+        self._end = 0
+        self._edited_from = None
+
+    @property
+    def edited_from(self) -> int | None:
+        """The first message changed in place since the last call (None: none was); the next
+        request puts a breakpoint there (see `place_breakpoints`)."""
+        return self._edited_from
+
+    def prefix(self) -> CachedPrefix | None:
+        """Where the cached prefix ends now; None when no message of the history is in it."""
+        if self._end <= 0 or self._tokens <= 0:
+            return None
+        age = max(self.clock() - self._time, 0.0)
+        return CachedPrefix(
+            self._tokens, self._end, age, self._ttl, self._price, self._tokens_per_char
+        )
 
 
 # --------------------------------------------------------------------------- the cache model

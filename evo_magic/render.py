@@ -56,6 +56,8 @@ def compaction_line(event: CompactionFinished) -> str:
 
 def micro_line(event: MicroCompacted) -> str:
     sizes = f"({event.before.chars:,} -> {event.after.chars:,})"
+    if event.cache_invalidated_tokens:
+        sizes += f", {event.cache_invalidated_tokens:,} cached tokens invalidated"
     if event.strategy == "micro":
         return (
             f"micro-compaction: cleared {len(event.cleared_ids)} old tool result(s), freed "
@@ -72,13 +74,40 @@ def micro_line(event: MicroCompacted) -> str:
     )
 
 
+def usd(value: float | None) -> str:
+    """A cost in US dollars as shown to people: "$0.0123", "$1.23", or "NA" (no price)."""
+    if value is None:
+        return "NA"
+    return f"${value:.4f}" if abs(value) < 1 else f"${value:,.2f}"
+
+
+def cell_cost(event: AskFinished) -> float | None:
+    """What an ask cost in all, its model calls and its summaries (None: one had no price)."""
+    if event.cost_usd is None or event.summary_cost_usd is None:
+        return None
+    return event.cost_usd + event.summary_cost_usd
+
+
+def cost_text(event: AskFinished) -> str:
+    """This cell's cost (its summaries said apart), the session's so far, and the cell's cache
+    hit rate (cache-read tokens over context tokens)."""
+    summaries = event.summary_cost_usd
+    text = f"cost {usd(cell_cost(event))} this cell"
+    if summaries:
+        text += f" (summaries {usd(summaries)})"
+    return (
+        f"{text}, {usd(event.session_cost_usd)} so far; "
+        f"cache hit rate {event.usage.cache_hit_rate:.0%}"
+    )
+
+
 def footer(event: AskFinished, compactions: int) -> str:
     u = event.usage
     return (
         f"{event.turns} model calls, stop: {event.stop_reason}; tokens in {u.input_tokens:,} / "
         f"out {u.output_tokens:,} / cache write {u.cache_creation_input_tokens:,} / cache read "
-        f"{u.cache_read_input_tokens:,}; {event.duration:.1f}s; context {size(event.context)}; "
-        f"{compactions} compaction(s)"
+        f"{u.cache_read_input_tokens:,}; {cost_text(event)}; {event.duration:.1f}s; "
+        f"context {size(event.context)}; {compactions} compaction(s)"
     )
 
 

@@ -10,7 +10,7 @@ prints, and nothing imports this module but the front ends.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,13 @@ from evo_magic.compact.base import Strategy, check_strategy, describe
 from evo_magic.compact.compactor import Compactor, Preview
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
-from evo_magic.events import AskFinished, CompactionFinished, ContextSize, Event
+from evo_magic.cost import Ledger, Overrides, PriceTable, Spending, price_table
+from evo_magic.events import AskFinished, CompactionFinished, ContextSize, Event, Notice
 from evo_magic.history import History
 from evo_magic.loop import LoopParts, Totals, answer_left_over, run_ask
 from evo_magic.measure import to_json
 from evo_magic.models import Model, resolve_model
+from evo_magic.prompt_cache import CacheSettings, PrefixTracker
 from evo_magic.secrets import add_secret, known_secrets, redact
 from evo_magic.strategies import default_pipeline
 from evo_magic.summariser import Summariser, Summary
@@ -85,6 +87,10 @@ class Session:
         bash_timeout: seconds before a bash command, and all it started, is killed.
         sandbox: where bash runs when bubblewrap cannot be used: "require" refuses to run it,
             "warn" (default) runs it unsandboxed and says so, "off" never sandboxes.
+        cache: how requests are marked for prompt caching (None: `CacheSettings()`, on with
+            the 5-minute TTL; `CacheSettings(enabled=False)` sends no breakpoint).
+        prices: the price table calls are costed with: a `PriceTable`, or overrides of the
+            shipped one (`{"claude-sonnet-5-5": {"cache_read": 0.2}}`); None: the shipped one.
     """
 
     def __init__(
@@ -103,6 +109,8 @@ class Session:
         tools: list[Tool] | None = None,
         bash_timeout: float = 120.0,
         sandbox: SandboxMode = DEFAULT_SANDBOX,
+        cache: CacheSettings | None = None,
+        prices: PriceTable | Overrides | None = None,
     ):
         self.workspace = Path(workspace).expanduser().resolve()
         if not self.workspace.is_dir():
@@ -120,6 +128,11 @@ class Session:
         self._custom_strategies = strategies is not None
         self._observers: list[Observer] = []
         self.totals = Totals()
+        self._cache = _checked_cache(cache)
+        self.ledger = Ledger(price_table(prices))
+        """Prices every call and keeps what the session spent (`spending`)."""
+        self.cached_prefix = PrefixTracker()
+        """Where the prompt cache of the history ends (what cache-aware strategies weigh)."""
         root = Path(transcripts_root) if transcripts_root else self.workspace / ".evo_magic"
         self.transcript = Transcript(root.expanduser(), session_id, secrets=self.secrets)
         self.history = History(self.emit, overhead_chars=self._prompt_overhead())
@@ -132,6 +145,7 @@ class Session:
             save_output=self._save_output,
             policy=self._policy,
             strategies=[check_strategy(s) for s in chosen],
+            cache=self.cached_prefix,
         )
         self._record_start()
 
@@ -184,6 +198,41 @@ class Session:
             return
         self.compactor.strategies = checked
         self.transcript.write("strategies", {"strategies": [describe(s) for s in checked]})
+
+    @property
+    def cache(self) -> CacheSettings:
+        """How requests are marked for prompt caching; a new value applies from the next call
+        (and is recorded in the transcript)."""
+        return self._cache
+
+    @cache.setter
+    def cache(self, cache: CacheSettings | None) -> None:
+        cache = _checked_cache(cache)
+        if cache != self._cache:
+            self._cache = cache
+            self.transcript.write("cache", {"cache": asdict(cache)})
+
+    @property
+    def prices(self) -> PriceTable:
+        """The price table calls are costed with. Assign a `PriceTable`, overrides of the
+        shipped table (model id -> rates in USD per million tokens), or None for the shipped
+        one; it applies from the next call."""
+        return self.ledger.prices
+
+    @prices.setter
+    def prices(self, prices: PriceTable | Overrides | None) -> None:
+        self.ledger.prices = price_table(prices)
+
+    @property
+    def spending(self) -> Spending:
+        """USD spent so far: the agent's calls and the summaries, and how many had no price."""
+        return self.ledger.spent
+
+    @property
+    def cost_usd(self) -> float | None:
+        """USD spent so far by every model and summarisation call (None when one had no
+        price: see `spending` for the part that had one)."""
+        return self.ledger.spent.total_usd
 
     @property
     def summariser(self) -> Summariser:
@@ -373,6 +422,9 @@ class Session:
             totals=self.totals,
             redact=self.redact,
             sync=self.transcript.sync,
+            cache=self._cache,
+            ledger=self.ledger,
+            prefix=self.cached_prefix,
         )
 
     def _tool_context(self, request_compaction: Callable[[str | None], None]) -> ToolContext:
@@ -389,7 +441,10 @@ class Session:
 
     def _summarise(self, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
         summary = self.summariser.summarise(messages, focus, self.model)
-        return replace(summary, text=self.redact(summary.text))
+        cost = self.ledger.charge(summary.usage, summary.model, summary=True)
+        if cost is None and (note := self.ledger.unpriced_notice(summary.model)):
+            self.emit(Notice("unpriced_model", note))
+        return replace(summary, text=self.redact(summary.text), cost_usd=cost)
 
     def _save_output(self, tool_use_id: str, text: str) -> str:
         path = self.transcript.save_tool_output(tool_use_id, text)
@@ -414,8 +469,17 @@ class Session:
                 "policy": _policy_record(self._policy),
                 "strategies": [describe(s) for s in self.compactor.strategies],
                 "max_turns": self.max_turns,
+                "cache": asdict(self._cache),
             },
         )
+
+
+def _checked_cache(cache: CacheSettings | None) -> CacheSettings:
+    if cache is None:
+        return CacheSettings()
+    if not isinstance(cache, CacheSettings):
+        raise TypeError(f"cache must be a CacheSettings or None, got {type(cache).__name__}")
+    return cache
 
 
 def _name(observer: Observer) -> str:

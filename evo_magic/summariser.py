@@ -42,6 +42,8 @@ class Summary:
     text: str
     usage: Usage
     model: str
+    cost_usd: float | None = None
+    """USD, priced by the session (None: not priced, or the model has no price)."""
 
 
 @dataclass(frozen=True)

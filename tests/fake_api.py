@@ -64,6 +64,7 @@ __all__ = [
     "server_error",
     "text",
     "tool_use",
+    "unmarked",
     "validate_messages",
     "validate_request",
 ]
@@ -202,6 +203,16 @@ def reply(
         has_tool_use = any(block.get("type") == "tool_use" for block in blocks)
         stop_reason = "tool_use" if has_tool_use else "end_turn"
     return Reply(content=list(blocks), stop_reason=stop_reason, usage=usage, model=model)
+
+
+def unmarked(value: Any) -> Any:
+    """``value`` (a request body, messages, a block) without any ``cache_control``: what was
+    sent, as the sender's history holds it."""
+    if isinstance(value, dict):
+        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [unmarked(item) for item in value]
+    return value
 
 
 def _fault_headers() -> dict[str, str]:

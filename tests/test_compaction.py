@@ -15,6 +15,7 @@ from fake_api import (
     server_error,
     text,
     tool_use,
+    unmarked,
     validate_messages,
 )
 
@@ -437,7 +438,7 @@ def test_sizes_are_reported_before_and_after_each_layer(workspace: Path):
     assert len(responses) == len(agent_calls)
     for event, body in zip(responses, agent_calls, strict=True):
         # What was sent, measured as the seed does, with the API's exact token count.
-        assert event.context_sent.chars == message_chars(body["messages"])
+        assert event.context_sent.chars == message_chars(unmarked(body["messages"]))
         assert event.context_sent.messages == len(body["messages"])
         assert event.context_sent.tokens_exact
         assert event.context_sent.tokens == event.usage.context_tokens

@@ -7,18 +7,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from anthropic.types import CacheCreation, Usage
+from anthropic.types import CacheCreation
+from anthropic.types import Usage as SdkUsage
 
 from evo_magic.cost import (
     DEFAULT_PRICES,
     PRICES_AS_OF,
     Price,
     PriceTable,
-    TokenCounts,
     call_cost,
     model_family,
 )
 from evo_magic.models.anthropic import DEFAULT_MODEL
+from evo_magic.usage import Usage
 
 M = 1_000_000
 # Distinct rates, so a token priced at the wrong rate shows in the total.
@@ -109,6 +110,8 @@ def test_each_kind_of_token_is_priced_at_its_rate() -> None:
     assert cost.total == pytest.approx(
         cost.input + cost.output + cost.cache_read + cost.cache_write
     )
+    # The session's own Usage is priced as it is, with its TTL split.
+    assert call_cost(Usage.from_api(usage), "claude-test-1", TABLE) == cost
 
 
 def test_writes_without_a_ttl_split_are_priced_as_five_minute() -> None:
@@ -119,7 +122,7 @@ def test_writes_without_a_ttl_split_are_priced_as_five_minute() -> None:
 
 
 def test_the_sdk_usage_object_is_priced_with_its_ttl_split() -> None:
-    usage = Usage(
+    usage = SdkUsage(
         input_tokens=1_000,
         output_tokens=500,
         cache_read_input_tokens=40_000,
@@ -128,7 +131,9 @@ def test_the_sdk_usage_object_is_priced_with_its_ttl_split() -> None:
             ephemeral_5m_input_tokens=1_000, ephemeral_1h_input_tokens=2_000
         ),
     )
-    assert TokenCounts.from_usage(usage) == TokenCounts(1_000, 500, 40_000, 1_000, 2_000)
+    read = Usage.from_api(usage)
+    assert read == Usage(1_000, 500, 3_000, 40_000, 1_000, 2_000)
+    assert read.cache_writes() == (1_000, 2_000)
     price = DEFAULT_PRICES.lookup(DEFAULT_MODEL)
     assert price is not None
     cost = call_cost(usage, DEFAULT_MODEL)
@@ -150,8 +155,9 @@ def test_usage_without_cache_fields_and_with_nones_reads_as_zeros() -> None:
         cache_creation_input_tokens = None
         cache_read_input_tokens = None
 
-    assert TokenCounts.from_usage(Plain()) == TokenCounts(input=7, output=3)
-    assert TokenCounts.from_usage({}) == TokenCounts()
+    assert Usage.from_api(Plain()) == Usage(input_tokens=7, output_tokens=3)
+    assert Usage.from_api({}) == Usage()
+    assert Usage.from_api({"cache_creation_input_tokens": 9}).cache_writes() == (9, 0)
 
 
 def test_a_split_that_disagrees_with_the_total_keeps_the_total() -> None:
@@ -159,8 +165,13 @@ def test_a_split_that_disagrees_with_the_total_keeps_the_total() -> None:
         "cache_creation_input_tokens": 900,
         "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 300},
     }
-    counts = TokenCounts.from_usage(usage)
-    assert (counts.cache_write_5m, counts.cache_write_1h) == (600, 300)
+    assert Usage.from_api(usage).cache_writes() == (600, 300)
+    # A sum of calls where only some reported the split: every written token priced once.
+    summed = Usage(cache_creation_input_tokens=100) + Usage.from_api(usage)
+    assert summed.cache_writes() == (700, 300)
+    cost = call_cost(summed, "claude-test-1", TABLE)
+    assert cost is not None
+    assert cost.cache_write == pytest.approx((700 * 5 + 300 * 11) / M)
 
 
 def test_flat_ttl_fields_are_read_too() -> None:
@@ -168,14 +179,14 @@ def test_flat_ttl_fields_are_read_too() -> None:
         cache_creation_input_tokens = 50
         ephemeral_1h_input_tokens = 50
 
-    assert TokenCounts.from_usage(Flat()).cache_write_1h == 50
+    assert Usage.from_api(Flat()).cache_writes() == (0, 50)
 
 
 def test_bad_usage_values_are_refused_with_the_field_named() -> None:
     with pytest.raises(ValueError, match="input_tokens"):
-        TokenCounts.from_usage({"input_tokens": -1})
+        Usage.from_api({"input_tokens": -1})
     with pytest.raises(ValueError, match="output_tokens"):
-        TokenCounts.from_usage({"output_tokens": "12"})
+        Usage.from_api({"output_tokens": "12"})
 
 
 def test_haiku_5_5_long_prompts_are_billed_at_the_higher_band() -> None:

@@ -16,6 +16,7 @@ from fake_api import (
     server_error,
     text,
     tool_use,
+    unmarked,
     validate_messages,
 )
 
@@ -123,7 +124,7 @@ def test_retries_exhausted_leaves_a_valid_history(fake: FakeAnthropic, claude, w
     # other formats keep the order (results first), and the real API merges the two turns.
     *_, results, request = fake.accepted[-1]["messages"]
     assert [b["type"] for b in results["content"]] == ["tool_result"]
-    assert request["content"] == [{"type": "text", "text": "Try again."}]
+    assert unmarked(request["content"]) == [{"type": "text", "text": "Try again."}]
 
 
 def test_stream_cut_is_an_error_and_the_next_ask_works(fake, claude, workspace: Path):

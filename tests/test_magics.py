@@ -15,6 +15,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
 
+from evo_magic.cost import call_cost
 from evo_magic.notebook.magics import AgentMagics, CompactArgs, parse_compact_line
 
 FOCUS = "keep the {braces} and $dollars"
@@ -239,6 +240,59 @@ def test_config_changes_reach_the_next_call(ip, api):
     assert api.accepted[0]["max_tokens"] == 8192
     assert api.accepted[-1]["max_tokens"] == 1234
     assert magics(ip).sessions["default"].policy.keep_recent == 1
+
+
+def cache_markers(body: dict) -> list[dict]:
+    """Every cache_control of a request (tools, system blocks, message blocks)."""
+    blocks = [*body.get("tools", [])]
+    if isinstance(body.get("system"), list):
+        blocks += body["system"]
+    for message in body["messages"]:
+        if isinstance(message["content"], list):
+            blocks += message["content"]
+    return [block["cache_control"] for block in blocks if "cache_control" in block]
+
+
+def test_caching_settings_reach_the_requests(ip, api):
+    with capture_output() as captured:
+        ip.run_cell_magic("agent", "--max-turns 2", "first")
+    assert cache_markers(api.accepted[0])  # on by default, 5-minute TTL
+    assert all(marker == {"type": "ephemeral"} for marker in cache_markers(api.accepted[0]))
+    assert "cache hit rate" in captured.stdout and "so far" in captured.stdout  # the footer
+    ip.run_line_magic("config", "AgentMagics.cache_ttl = '1h'")
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "second")
+    assert cache_markers(api.accepted[-1])
+    assert all(marker["ttl"] == "1h" for marker in cache_markers(api.accepted[-1]))
+    ip.run_line_magic("config", "AgentMagics.caching = False")
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "third")
+    assert cache_markers(api.accepted[-1]) == []
+    ip.run_line_magic("config", "AgentMagics.cache_ttl = '10m'")  # refused (and logged)
+    assert magics(ip).cache_ttl == "1h"
+
+
+def test_agent_context_shows_cost_and_cache_hits_with_the_prices_given(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 3", "Survey the project.")
+    session = magics(ip).sessions["default"]
+    with capture_output() as captured:
+        ip.run_line_magic("agent", "context")
+    line = next(row for row in captured.stdout.splitlines() if row.startswith("cost:"))
+    assert f"${session.cost_usd:.4f} so far" in line
+    assert f"cache hit rate {session.usage.cache_hit_rate:.0%}" in line
+    ip.run_line_magic(
+        "config", "AgentMagics.prices = {'claude-sonnet-5-5': {'input': 200, 'output': 1000}}"
+    )
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "Once more.")
+    assert session.prices.lookup("claude-sonnet-5-5").input == 200
+    last = [e for e in ip.user_ns["_agent"].events if e.kind == "model_response"][-1]
+    dear = call_cost(last.usage, last.model, session.prices)
+    assert last.cost_usd == dear.total > 10 * call_cost(last.usage, last.model).total
+    ip.run_line_magic("config", "AgentMagics.prices = {'claude-sonnet-5-5': {'inputs': 1}}")
+    with pytest.raises(UsageError, match="AgentMagics.prices.*unknown field"):
+        ip.run_cell_magic("agent", "", "Again.")
 
 
 def test_offline_option_and_subcommands(ip, monkeypatch):

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
 from evo_magic.compact.format import compacted_message
-from evo_magic.measure import ContextSize, measure, message_chars
+from evo_magic.measure import ContextSize, measure, message_chars, to_json
+from evo_magic.prompt_cache import CachedPrefix, clearing_saving
 
 if TYPE_CHECKING:
     from evo_magic.history import ResultRef
@@ -109,11 +110,16 @@ class Context:
     when the history is replaced or reset)."""
     tokens_per_char: float = 0.25
     """Tokens per character of message JSON, calibrated on the session's last exact count."""
+    cached_prefix: CachedPrefix | None = None
+    """Where the prompt cache stands: the tokens and messages the last model call left cached,
+    its age, TTL and the model's price. None when no message of the history is cached
+    (caching off, a prompt too short to cache, no call yet)."""
     _summarise: Callable[[Sequence[Message], str | None], str] | None = None
     _tool_name: Callable[[str], str | None] = lambda tool_use_id: None
     _tool_results: Callable[[], Sequence[ResultRef]] | None = None
     _history: Sequence[Message] | None = None
     _save_output: Callable[[str, str], str] | None = None
+    _message_chars: Callable[[int], int] | None = None
     summaries: list[str] = field(default_factory=list)
     """Every summary this run asked for, in order."""
 
@@ -129,9 +135,11 @@ class Context:
         recent_files: Sequence[str] = (),
         pending_request: str | None = None,
         summarise: Callable[[Sequence[Message], str | None], str] | None = None,
+        cached_prefix: CachedPrefix | None = None,
     ) -> Context:
         """A context over a plain list of messages: to try a strategy outside a session (in a
-        test, a notebook, a replay). `summarise(messages, focus)` stands in for the summariser."""
+        test, a notebook, a replay). `summarise(messages, focus)` stands in for the summariser;
+        `cached_prefix` says what the prompt cache holds (None: nothing)."""
         names = {
             block.get("id", ""): block.get("name")
             for message in messages
@@ -151,6 +159,7 @@ class Context:
             _tool_name=names.get,
             _tool_results=lambda: scan_tool_results(messages),
             _history=messages,
+            cached_prefix=cached_prefix,
         )
 
     def summarise(self, messages: Sequence[Message], focus: str | None = None) -> str:
@@ -190,6 +199,60 @@ class Context:
     def tokens_of_chars(self, chars: int) -> int:
         """`chars` characters of message JSON in tokens (the same calibration)."""
         return round(chars * self.tokens_per_char)
+
+    @property
+    def over_limit(self) -> bool:
+        """True when the history is over the session's limit (characters, or tokens when
+        set): the over-limit strategies will run after the every-call ones."""
+        over_chars = self.context_limit is not None and self.size.chars > self.context_limit
+        over_tokens = self.token_limit is not None and self.size.tokens > self.token_limit
+        return over_chars or over_tokens
+
+    @property
+    def cached_prefix_tokens(self) -> int:
+        """Prompt tokens the cache holds for this history (0 when none)."""
+        return self.cached_prefix.tokens if self.cached_prefix is not None else 0
+
+    @property
+    def cached_prefix_end(self) -> int:
+        """The messages before this index are in the cached prefix (0 when none is)."""
+        return self.cached_prefix.end if self.cached_prefix is not None else 0
+
+    def cache_invalidated_tokens(self, index: int) -> int:
+        """Tokens of cached prompt that an edit of message `index` invalidates: those of the
+        messages from `index` to the end of the cached prefix (estimated from their characters
+        at the last call's tokens per character, at most what is cached). 0 when the message is
+        past the prefix, nothing is cached, or the cache has gone cold (its TTL passed: nothing
+        is left to lose)."""
+        prefix = self.cached_prefix
+        if prefix is None or not prefix.warm or index >= prefix.end:
+            return 0
+        chars_of = self._message_chars or self._measured_chars
+        chars = sum(chars_of(i) for i in range(max(index, 0), prefix.end))
+        return min(round(chars * prefix.tokens_per_char), prefix.tokens)
+
+    def clearing_saving(self, index: int, freed_chars: int, calls_ahead: int) -> float | None:
+        """USD saved over `calls_ahead` calls by an edit from message `index` on that frees
+        `freed_chars` characters of message JSON (negative: the cache write it causes costs
+        more than it saves); None when there is no basis to price it (nothing cached, or no
+        price for the model). A cold cache is rewritten whatever happens, so then the edit
+        only saves."""
+        prefix = self.cached_prefix
+        if prefix is None or prefix.price is None:
+            return None
+        freed = round(max(freed_chars, 0) * prefix.tokens_per_char)
+        invalidated = max(self.cache_invalidated_tokens(index), freed)
+        return clearing_saving(
+            freed_tokens=freed,
+            invalidated_tokens=invalidated,
+            calls_ahead=max(calls_ahead, 0),
+            price=prefix.price,
+            ttl=prefix.ttl,
+        )
+
+    def _measured_chars(self, index: int) -> int:
+        history = self._history if self._history is not None else ()
+        return len(to_json(history[index])) if index < len(history) else 0
 
     def tool_results(self, messages: Sequence[Message] | None = None) -> Sequence[ResultRef]:
         """Where every tool_result block is, oldest first: `(index, block_index,

@@ -24,6 +24,7 @@ from evo_magic.compact.base import Context, Edited, Message, Strategy, check_str
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
 from evo_magic.compact.validate import history_problem, message_problem
+from evo_magic.cost import add_costs
 from evo_magic.events import (
     CompactionFinished,
     CompactionStarted,
@@ -33,6 +34,7 @@ from evo_magic.events import (
 )
 from evo_magic.history import History, blocks_of_type, content_blocks
 from evo_magic.measure import ContextSize, message_chars, to_json
+from evo_magic.prompt_cache import PrefixTracker
 from evo_magic.summariser import Summary
 from evo_magic.usage import Usage
 
@@ -52,6 +54,7 @@ class _Run:
 
     usage: Usage = Usage()
     cost_usd: float | None = None
+    summaries: int = 0
 
 
 class Compactor:
@@ -68,8 +71,11 @@ class Compactor:
         policy: CompactPolicy,
         strategies: Sequence[Strategy],
         state: CompactState | None = None,
+        cache: PrefixTracker | None = None,
     ):
         self.history = history
+        self.cache = cache
+        """Where the prompt cache of the history ends (kept current through every edit)."""
         self.policy = policy
         self.state = state or CompactState()
         self._emit = emit
@@ -113,6 +119,8 @@ class Compactor:
         self.state = CompactState()
         self._memos.clear()
         self._failures.clear()
+        if self.cache is not None:
+            self.cache.replaced()
 
     # -- before every model call ----------------------------------------------------------
 
@@ -299,7 +307,7 @@ class Compactor:
             reason = _reason(strategy, exc)
             return self._failed(trigger, focus, before, started, strategy.name, layer, reason, run)
         if changes is not None:
-            return self._apply_edits(strategy, changes, edits, before) if edits else None
+            return self._apply_edits(strategy, changes, edits, before, ctx) if edits else None
         return self._apply_replacement(
             strategy, trigger, focus, new, before, started, ctx, run, snapshot
         )
@@ -322,6 +330,9 @@ class Compactor:
         def summarise(messages: Sequence[Message], focus: str | None) -> str:
             summary = self._summarise(messages, focus)
             run.usage = run.usage + summary.usage
+            run.summaries += 1
+            cost = summary.cost_usd
+            run.cost_usd = cost if run.summaries == 1 else add_costs(run.cost_usd, cost)
             return summary.text
 
         return Context(
@@ -334,11 +345,13 @@ class Compactor:
             pending_request=history.pending_request,
             memo=memo,
             tokens_per_char=_tokens_per_char(size),
+            cached_prefix=self.cache.prefix() if self.cache is not None else None,
             _summarise=summarise,
             _tool_name=history.tool_name,
             _tool_results=history.tool_results,
             _history=view,
             _save_output=self._save_output,
+            _message_chars=history.message_chars,
         )
 
     # -- results in place ----------------------------------------------------------------
@@ -363,8 +376,13 @@ class Compactor:
         changes: dict[int, Message],
         edits: list[dict[str, Any]],
         before: ContextSize,
+        ctx: Context,
     ) -> MicroCompacted:
+        first = min(edit["index"] for edit in edits)
+        invalidated = ctx.cache_invalidated_tokens(first)  # measured before the rewrite
         self.history.rewrite(changes)
+        if self.cache is not None:
+            self.cache.edited(first, invalidated)
         after = self.history.size()
         ids = (_block_id(edit["block"]) for edit in edits)
         cleared = tuple(dict.fromkeys(i for i in ids if i))
@@ -377,6 +395,7 @@ class Compactor:
             strategy=strategy.name,
             edits_json=to_json(edits),
             cleared_tokens=round(freed * _tokens_per_char(before)),
+            cache_invalidated_tokens=invalidated,
         )
         self._failures.pop(id(strategy), None)
         self._emit(event)
@@ -417,6 +436,8 @@ class Compactor:
         snapshot: str,
     ) -> CompactionFinished:
         self.history.replace(new)
+        if self.cache is not None:
+            self.cache.replaced()
         state = self.state
         state.has_compacted = True
         if ctx.summaries:

@@ -1,6 +1,9 @@
 """The adapter over the official `anthropic` SDK: sync client, streaming, usage captured.
 
-`import anthropic` costs about two seconds, so it happens on the first call, not at import.
+Requests are marked for prompt caching as the request's `CacheSettings` say (see
+`evo_magic.prompt_cache.place_breakpoints`); the usage the API reports, cache reads and writes
+by TTL included, comes back in the reply. `import anthropic` costs about two seconds, so it
+happens on the first call, not at import.
 """
 
 from __future__ import annotations
@@ -9,7 +12,10 @@ import os
 from typing import Any
 
 from evo_magic.models.base import ModelError, ModelReply, ModelRequest, TextCallback
+from evo_magic.prompt_cache import CacheSettings, place_breakpoints
 from evo_magic.usage import Usage
+
+NO_CACHE = CacheSettings(enabled=False)
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
@@ -66,12 +72,8 @@ class AnthropicModel:
         params: dict[str, Any] = {
             "model": self.name,
             "max_tokens": request.max_tokens,
-            "messages": request.messages,
+            **request_params(request, self.name),
         }
-        if request.system:
-            params["system"] = request.system
-        if request.tools:
-            params["tools"] = request.tools
         try:
             with self.client.messages.stream(**params) as stream:
                 for event in stream:
@@ -98,6 +100,20 @@ class AnthropicModel:
             usage=Usage.from_api(final.usage.model_dump()),
             model=final.model or self.name,
         )
+
+
+def request_params(request: ModelRequest, model: str) -> dict[str, Any]:
+    """``messages``, and ``system`` and ``tools`` when given, with the request's cache
+    breakpoints placed for ``model`` (none when ``request.cache`` is None or disabled)."""
+    placed = place_breakpoints(
+        request.messages,
+        system=request.system,
+        tools=request.tools,
+        settings=request.cache or NO_CACHE,
+        model=model,
+        edited_from=request.edited_from,
+    )
+    return placed.params
 
 
 def _cause(exc: BaseException) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from evo_magic.measure import to_json
+from evo_magic.prompt_cache import CacheSettings
 from evo_magic.usage import Usage
 
 TextCallback = Callable[[str], None]
@@ -23,6 +24,12 @@ class ModelRequest:
     prompt_chars: int | None = None
     """Characters of the prompt (JSON of the messages, system prompt, tool schemas), when the
     sender measured them already: models that estimate tokens need not measure again."""
+    cache: CacheSettings | None = None
+    """How the request is marked for prompt caching; None: no cache breakpoints. Models that
+    do not talk to the API ignore it."""
+    edited_from: int | None = None
+    """The first message changed in place since the previous request, for breakpoint
+    placement (see `evo_magic.prompt_cache.place_breakpoints`)."""
 
     def measured_chars(self) -> int:
         """Characters of the prompt: `prompt_chars` when given, else measured now."""

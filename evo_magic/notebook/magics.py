@@ -17,13 +17,15 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from traitlets import Bool, Enum, Float, Int, List, Unicode
+from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode
 
 from evo_magic.compact.policy import CompactPolicy, policy_help
+from evo_magic.cost import PriceTable, price_table
 from evo_magic.events import Event
 from evo_magic.models import DEFAULT_MODEL, ModelError, default_model_name, resolve_model
 from evo_magic.notebook.cell import CellView
-from evo_magic.render import size
+from evo_magic.prompt_cache import TTL_SECONDS, CacheSettings
+from evo_magic.render import cell_cost, size, usd
 from evo_magic.session import ObserverError, Session
 from evo_magic.tools import DEFAULT_SANDBOX, SANDBOX_MODES, describe_sandbox
 from evo_magic.transcript import TranscriptWriteError
@@ -40,6 +42,7 @@ SUBCOMMANDS = {
     "strategies": "the registered compaction strategies with their parameters, and the session's",
 }
 _POLICY = CompactPolicy()
+_CACHE = CacheSettings()
 
 
 def _session_default(name: str) -> Any:
@@ -199,6 +202,17 @@ class AgentMagics(Magics):
     large_output_limit = _policy_trait(Int, "large_output_limit", min=1)
     preview_chars = _policy_trait(Int, "preview_chars", min=0)
     max_failures = _policy_trait(Int, "max_failures", min=1)
+    # Prompt caching and cost (see evo_magic.prompt_cache.CacheSettings, evo_magic.cost).
+    caching = Bool(
+        _CACHE.enabled, help="Mark requests for prompt caching (cache_control breakpoints)."
+    ).tag(config=True)
+    cache_ttl = Enum(
+        tuple(TTL_SECONDS), _CACHE.ttl, help="Lifetime of the cache entries requests write."
+    ).tag(config=True)
+    prices = Dict(
+        help="Price overrides, USD per million tokens: {model: {rate: number}}, rates among "
+        "input, output, cache_write_5m, cache_write_1h, cache_read. Empty: the shipped table."
+    ).tag(config=True)
 
     def __init__(self, shell: Any = None, **kwargs: Any):
         super().__init__(shell, **kwargs)
@@ -402,6 +416,7 @@ class AgentMagics(Magics):
             + (" — automatic compaction PAUSED" if paused else ""),
             f"recent files: {', '.join(state.recent_files) or 'none'}",
             describe_sandbox(session.sandbox),
+            self._cost_line(session),
             f"transcript: {session.transcript.path}",
         ]
         if state.last_summary:
@@ -413,6 +428,18 @@ class AgentMagics(Magics):
             from IPython.display import display
 
             display(self._meter(session).snapshot(), raw=True)
+
+    def _cost_line(self, session: Any) -> str:
+        """Cost so far, the last cell's, and the cache hit rate of the session's calls."""
+        name = next((n for n, s in self.sessions.items() if s is session), None)
+        last = self.results.get(name) if name is not None else None
+        finished = [e for e in last.events if e.kind == "ask_finished"] if last else []
+        cell = usd(cell_cost(finished[-1])) if finished else "-"
+        caching = f"caching {session.cache.ttl}" if session.cache.enabled else "caching off"
+        return (
+            f"cost: {usd(session.cost_usd)} so far, {cell} last cell; cache hit rate "
+            f"{session.usage.cache_hit_rate:.0%} ({caching}; prices of {session.prices.as_of})"
+        )
 
     def _sessions_table(self) -> None:
         if not self.sessions:
@@ -444,6 +471,8 @@ class AgentMagics(Magics):
                 transcripts_root=self.transcripts_root or None,
                 bash_timeout=self.bash_timeout,
                 sandbox=self.sandbox,
+                cache=self._cache(),
+                prices=self._prices(),
             )
         return self.sessions[name]
 
@@ -477,6 +506,16 @@ class AgentMagics(Magics):
         except ValueError as exc:
             raise UsageError(f"AgentMagics settings: {exc}") from None
 
+    def _cache(self) -> CacheSettings:
+        return CacheSettings(enabled=self.caching, ttl=self.cache_ttl)
+
+    def _prices(self) -> PriceTable:
+        """The price table the `prices` overrides describe (UsageError when they are bad)."""
+        try:
+            return price_table(self.prices or None)
+        except ValueError as exc:
+            raise UsageError(f"AgentMagics.prices: {exc}") from None
+
     def _model_spec(self, opts: Any) -> str | None:
         if opts is not None and opts.offline:
             return "offline"
@@ -490,6 +529,8 @@ class AgentMagics(Magics):
         """Apply the current settings (and this cell's options) from the next call on."""
         session.policy = self.policy()
         session.strategies = self._configured_strategies()
+        session.cache = self._cache()
+        session.prices = self._prices()
         session.max_tokens = self.max_tokens
         session.bash_timeout = self.bash_timeout
         session.sandbox = self.sandbox

@@ -8,7 +8,14 @@ recent tool uses (default 3); nothing is cleared unless at least `clear_at_least
 freed (each clearing breaks the prompt cache from that point); tools in `exclude_tools` are
 never cleared; `clear_tool_inputs` also clears the calls' inputs (True for every tool, or a
 list of tool names). Each clearing reports the tool uses cleared and the tokens freed, as the
-API's `applied_edits` do (the event's `cleared_ids` and `cleared_tokens`).
+API's `applied_edits` do (the event's `cleared_ids` and `cleared_tokens`), and the cached tokens
+it invalidated (`cache_invalidated_tokens`).
+
+Cache-aware mode (`cache_aware=True`, evo_magic's addition): a clearing also waits until it
+pays for the cache write it causes: the freed tokens, read `calls_ahead` more times, must cost
+more than writing the rest of the conversation again (`Context.clearing_saving`), unless the
+history is over the session's limit. This replaces a fixed `clear_at_least` by one derived from
+the prices and the cached prefix.
 """
 
 from __future__ import annotations
@@ -35,6 +42,11 @@ class ClearToolUses:
     exclude_tools: Iterable[str] = field(default_factory=frozenset)
     clear_tool_inputs: bool | Iterable[str] = False
     placeholder: str = CLEARED
+    cache_aware: bool = False
+    """Clear only when it saves money given the prompt cache (see the module)."""
+    calls_ahead: int = 10
+    """Cache-aware mode: the model calls expected while the cleared tokens would otherwise
+    stay in the context."""
 
     name = "clear-tool-uses"
     when = "every_call"
@@ -72,6 +84,11 @@ class ClearToolUses:
                 replacements.append((ref.index - 1, position, {**use, "input": {}}))
         if freed <= 0 or ctx.tokens_of_chars(freed) < self.clear_at_least:
             return None  # nothing worth breaking the cache for yet
+        if self.cache_aware and not ctx.over_limit:
+            first = min(index for index, _, _ in replacements)
+            saving = ctx.clearing_saving(first, freed, self.calls_ahead)
+            if saving is not None and saving <= 0:
+                return None  # the cache write it causes costs more than it saves: wait
         ctx.memo["done"] = end
         return rewrite_blocks(messages, replacements)
 

@@ -4,6 +4,14 @@ one-line placeholder. No model call, no loss: the transcript holds the originals
 Source: the evo-agent article's micro-compaction (and learn-claude-code's s06), with its
 numbers: the 3 most recent results stay whole, only results over 120 characters are replaced;
 the latest batch (results the model has not seen yet) is never touched.
+
+Cache-aware mode (`cache_aware=True`, evo_magic's addition): replacing an old result breaks
+the prompt cache from that message on, so the next call writes the rest of the conversation
+again. A pass then clears only when the tokens it frees, read `calls_ahead` more times, cost
+more than that write (`Context.clearing_saving`); otherwise it waits, and the results due pile
+up until clearing them together pays, the cache goes cold (then clearing is free), or the
+history is over the limit (a full compaction, which breaks the whole cache, must not happen
+because a clearing waited).
 """
 
 from __future__ import annotations
@@ -34,6 +42,12 @@ class MicroCompact:
     exclude_tools: Iterable[str] = field(default_factory=frozenset)
     clear_at_least: int = 0
     """Characters; 0 clears whatever is due, as the seed does."""
+    cache_aware: bool = False
+    """Clear only when it saves money given the prompt cache (see the module); False: the
+    seed's behaviour, whatever the cache."""
+    calls_ahead: int = 10
+    """Cache-aware mode: the model calls expected while the cleared tokens would otherwise
+    stay in the context (what the clearing saves on each of them)."""
 
     name = "micro"
     when = "every_call"
@@ -83,8 +97,19 @@ class MicroCompact:
         bound = sum(_saving(v, placeholder_chars) for v in values)
         if bound < needed and sum(json_chars(v) - placeholder_chars for v in values) < needed:
             return None  # too little to be worth breaking the cache: wait (none marked done)
+        if self.cache_aware and not self._pays(ctx, chosen, bound):
+            return None  # the cache write it causes costs more than it saves: wait
         memo["done"] = stop
         return rewrite_blocks(messages, chosen)
+
+    def _pays(self, ctx: Context, chosen: list[tuple[int, int, dict]], freed_chars: int) -> bool:
+        """True when clearing `chosen` saves money, or there is no cache to weigh. Over the
+        limit it always does: a full compaction would break the whole cache (and lose detail)."""
+        if ctx.over_limit:
+            return True
+        first = min(index for index, _, _ in chosen)
+        saving = ctx.clearing_saving(first, freed_chars, self.calls_ahead)
+        return saving is None or saving > 0
 
 
 def _saving(value: object, placeholder_chars: int) -> int:
