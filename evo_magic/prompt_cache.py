@@ -678,11 +678,13 @@ def cache_request(
     boundaries: list[tuple[int, bytes]] = []
     breakpoints: list[Breakpoint] = []
     total = 0
-    for role, block in _prompt_blocks(params):
+    for role, block, opens_message in _prompt_blocks(params):
         unmarked = _unmarked(block)
         encoded = _canonical([role, unmarked]).encode()
         digest = hashlib.blake2b(digest + encoded, digest_size=16).digest()
         total += tokens_of(unmarked)
+        if opens_message:  # the message's own framing (role and structure) is prompt too
+            total += tokens_of({"role": role, "content": []})
         control = block.get("cache_control") if isinstance(block, dict) else None
         if isinstance(control, dict):
             window = tuple(reversed(boundaries[-(LOOKBACK_BLOCKS - 1) :]))
@@ -693,23 +695,23 @@ def cache_request(
     return CacheRequest(time, max(prompt_tokens, total), tuple(breakpoints))
 
 
-def _prompt_blocks(params: dict[str, Any]) -> Iterable[tuple[str, Any]]:
+def _prompt_blocks(params: dict[str, Any]) -> Iterable[tuple[str, Any, bool]]:
+    """(role, block, whether it opens a message) in the order the API processes the prompt."""
     for tool in params.get("tools") or ():
-        yield "tools", tool
+        yield "tools", tool, False
     system = params.get("system")
     if isinstance(system, str):
         if system:
-            yield "system", {"type": "text", "text": system}
+            yield "system", {"type": "text", "text": system}, False
     else:
         for block in system or ():
-            yield "system", block
+            yield "system", block, False
     for message in params.get("messages") or ():
         content = message.get("content")
         if isinstance(content, str):
-            yield message.get("role", ""), {"type": "text", "text": content}
-            continue
-        for block in content or ():
-            yield message.get("role", ""), block
+            content = [{"type": "text", "text": content}]
+        for position, block in enumerate(content or ()):
+            yield message.get("role", ""), block, position == 0
 
 
 def _unmarked(block: Any) -> Any:

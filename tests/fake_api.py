@@ -768,10 +768,12 @@ def _cache_units(body: dict) -> list[_Unit]:
     units: list[_Unit] = []
     tokens = 0
     last_cacheable = -1
-    for role, block in _prompt_blocks(body):
+    for role, block, opens_message in _prompt_blocks(body):
         unmarked = {key: value for key, value in block.items() if key != "cache_control"}
         digest = hashlib.sha256(digest + json.dumps([role, unmarked]).encode()).digest()
         tokens += cached_block_tokens(block)
+        if opens_message:  # a message's framing is part of the prefix that holds it
+            tokens += len(json.dumps({"role": role, "content": []})) // 4
         control = _block_marker(block)
         units.append(_Unit(tokens, digest, control.get("ttl", "5m") if control else None))
         if _may_be_cached(block):
@@ -791,19 +793,20 @@ def _block_marker(block: dict) -> dict | None:
     return None
 
 
-def _prompt_blocks(body: dict) -> Iterator[tuple[str, dict]]:
+def _prompt_blocks(body: dict) -> Iterator[tuple[str, dict, bool]]:
+    """(role, block, whether it is the first block of a message), in processing order."""
     for tool in body.get("tools") or []:
-        yield "tools", tool
+        yield "tools", tool, False
     system = body.get("system")
     if isinstance(system, str):
         if system:
-            yield "system", text(system)
+            yield "system", text(system), False
     else:
-        yield from (("system", block) for block in system or [])
+        yield from (("system", block, False) for block in system or [])
     for message in body["messages"]:
         content = message["content"]
         blocks = [text(content)] if isinstance(content, str) else content
-        yield from ((message["role"], block) for block in blocks)
+        yield from ((message["role"], block, i == 0) for i, block in enumerate(blocks))
 
 
 def _model_key(model: str) -> str:
@@ -848,7 +851,10 @@ class _PromptCache:
     def usage(self, body: dict) -> dict[str, Any]:
         """The cache part of the usage of ``body``, updating the cache as the API would."""
         units = _cache_units(body)
-        total = max(estimate_input_tokens(body), units[-1].tokens if units else 0)
+        # The prompt as the cache sees it: every block and the framing of each message (the
+        # markers themselves are not tokens), so what follows the last breakpoint is all that
+        # is billed as uncached input.
+        total = estimate_input_tokens(body)
         minimum = max(1, self.minimum(body.get("model", "")))
         marked = [i for i, unit in enumerate(units) if unit.ttl and unit.tokens >= minimum]
         with self._lock:
@@ -887,9 +893,11 @@ class _PromptCache:
 
 
 def estimate_input_tokens(body: dict) -> int:
-    """The fake's token estimate of a request: JSON of messages, system and tools over 4."""
-    counted = {key: body.get(key) for key in ("messages", "system", "tools")}
-    return max(1, len(json.dumps(counted)) // 4)
+    """The fake's token count of a request's prompt: each tool, system and message block (its
+    JSON without ``cache_control``, over 4) and each message's framing. The prompt cache counts
+    the same blocks, so cached, written and uncached tokens always add up to this."""
+    units = _cache_units(body) if isinstance(body.get("messages"), list) else []
+    return max(1, units[-1].tokens if units else 0)
 
 
 def _usage(item: Reply, body: dict, cache: dict[str, Any] | None) -> dict:

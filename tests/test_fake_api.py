@@ -215,9 +215,21 @@ def test_stream_returns_scripted_blocks(fake: FakeAnthropic, client: anthropic.A
 
 
 def fake_input_tokens(body: dict) -> int:
-    """The fake's documented input estimate: JSON of messages, system and tools over 4."""
-    counted = {key: body.get(key) for key in ("messages", "system", "tools")}
-    return len(json.dumps(counted)) // 4
+    """The fake's documented count: each tool, system and message block (its JSON without
+    cache_control, over 4), and each message's framing (`{"role": ..., "content": []}`, over 4)."""
+
+    def tokens(block: dict) -> int:
+        return len(json.dumps({k: v for k, v in block.items() if k != "cache_control"})) // 4
+
+    system = body.get("system") or []
+    system = [{"type": "text", "text": system}] if isinstance(system, str) else system
+    total = sum(tokens(b) for b in [*(body.get("tools") or []), *system])
+    for message in body["messages"]:
+        content = message["content"]
+        content = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        total += len(json.dumps({"role": message["role"], "content": []})) // 4
+        total += sum(tokens(block) for block in content)
+    return max(total, 1)
 
 
 def test_create_with_stream_true_yields_raw_events(
@@ -862,6 +874,11 @@ def block_tokens(*blocks: dict) -> int:
     return sum(len(json.dumps(block)) // 4 for block in blocks)
 
 
+def message_tokens(role: str, *blocks: dict) -> int:
+    """The tokens of a message: its framing (`{"role": ..., "content": []}` over 4) and blocks."""
+    return len(json.dumps({"role": role, "content": []})) // 4 + block_tokens(*blocks)
+
+
 def cache_fields(message: Message) -> tuple[int, int, int, int]:
     """(read, written at 5m, written at 1h, uncached input) of a response."""
     usage = message.usage
@@ -934,7 +951,7 @@ def test_mixed_ttls_are_billed_by_position(
     question = text("What changed since yesterday? " * 40)
     first = send(client, fake, system=system, messages=[user(marked(question))])
     system_tokens = block_tokens(text(LONG))
-    assert cache_fields(first)[:3] == (0, block_tokens(question), system_tokens)
+    assert cache_fields(first)[:3] == (0, message_tokens("user", question), system_tokens)
     answer, follow_up = text("Three files."), text("Which ones?")
     second = send(
         client,
@@ -944,8 +961,8 @@ def test_mixed_ttls_are_billed_by_position(
     )
     # The lookback from the new breakpoint finds the first call's write two blocks back.
     read, written_5m, written_1h, _ = cache_fields(second)
-    assert (read, written_1h) == (system_tokens + block_tokens(question), 0)
-    assert written_5m == block_tokens(answer, follow_up)
+    assert (read, written_1h) == (system_tokens + message_tokens("user", question), 0)
+    assert written_5m == message_tokens("assistant", answer) + message_tokens("user", follow_up)
 
 
 def test_the_minimum_cacheable_length_follows_the_model(fake: FakeAnthropic) -> None:
@@ -980,7 +997,11 @@ def test_an_edit_breaks_the_cache_from_that_point_on(
     message = send(client, fake, system=system, messages=edited)
     read, written_5m, _, _ = cache_fields(message)
     assert read == block_tokens(text(LONG))
-    assert written_5m == block_tokens(text("go"), use("toolu_a"), result("toolu_a", new_output))
+    assert written_5m == (
+        message_tokens("user", text("go"))
+        + message_tokens("assistant", use("toolu_a"))
+        + message_tokens("user", result("toolu_a", new_output))
+    )
 
 
 def test_the_lookback_window_spans_twenty_blocks(fake: FakeAnthropic) -> None:
@@ -990,7 +1011,7 @@ def test_the_lookback_window_spans_twenty_blocks(fake: FakeAnthropic) -> None:
         return [user(*blocks[:n], marked(blocks[n]), *blocks[n + 1 :])]
 
     with FakeAnthropic(min_cacheable_tokens=0) as api, api.client() as client:
-        written = block_tokens(*blocks[:6])
+        written = message_tokens("user", *blocks[:6])
         assert cache_fields(send(client, api, messages=marked_at(5)))[1] == written
         # From block 24, blocks 24 down to 5 are the 20 positions checked: block 5 is found.
         assert cache_fields(send(client, api, messages=marked_at(24)))[0] == written
@@ -999,7 +1020,7 @@ def test_the_lookback_window_spans_twenty_blocks(fake: FakeAnthropic) -> None:
         # From block 25 the window stops at block 6: a miss, everything is written again.
         assert cache_fields(send(client, api, messages=marked_at(25)))[:2] == (
             0,
-            block_tokens(*blocks[:26]),
+            message_tokens("user", *blocks[:26]),
         )
 
 
@@ -1018,7 +1039,7 @@ def test_a_marker_does_not_change_the_prefix(
     send(client, fake, system=system, messages=first)
     later = [user(text("Summarise the notes.")), assistant(text("Done.")), user(marked(text("Ok")))]
     read = cache_fields(send(client, fake, system=system, messages=later))[0]
-    assert read == block_tokens(text(LONG), text("Summarise the notes."))
+    assert read == block_tokens(text(LONG)) + message_tokens("user", text("Summarise the notes."))
 
 
 def test_tools_and_string_content_are_part_of_the_prefix(
@@ -1030,7 +1051,10 @@ def test_tools_and_string_content_are_part_of_the_prefix(
     # A string is one text block: the same prompt written with strings is read with blocks.
     send(client, fake, system=LONG, messages=[user(marked(text("go")))])
     as_blocks = send(client, fake, system=[text(LONG)], messages=[user(marked(text("go")))])
-    assert cache_fields(as_blocks)[:2] == (block_tokens(text(LONG), text("go")), 0)
+    assert cache_fields(as_blocks)[:2] == (
+        block_tokens(text(LONG)) + message_tokens("user", text("go")),
+        0,
+    )
 
 
 def test_automatic_caching_marks_the_last_cacheable_block(
@@ -1038,12 +1062,14 @@ def test_automatic_caching_marks_the_last_cacheable_block(
 ) -> None:
     question = user(text(LONG))
     first = send(client, fake, messages=[question], cache_control=EPHEMERAL)
-    assert cache_fields(first)[1] == block_tokens(text(LONG))
+    assert cache_fields(first)[1] == message_tokens("user", text(LONG))
     later = [question, assistant(text("Read it."), THINKING), user(text("Next?"))]
     second = send(client, fake, messages=later, cache_control=EPHEMERAL)
     read, written_5m, _, uncached = cache_fields(second)
-    assert read == block_tokens(text(LONG))
-    assert written_5m == block_tokens(text("Read it."), THINKING, text("Next?"))
+    assert read == message_tokens("user", text(LONG))
+    assert written_5m == message_tokens("assistant", text("Read it."), THINKING) + message_tokens(
+        "user", text("Next?")
+    )
 
 
 def test_streams_report_the_cache_usage(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
