@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -71,13 +72,39 @@ def outputs_of(nb: nbformat.NotebookNode) -> list[dict]:
     return [output for cell in nb.cells for output in cell.get("outputs", [])]
 
 
+def meters_of(nb: nbformat.NotebookNode) -> list[list[dict]]:
+    """Per cell, the data of each output that is a context meter."""
+    return [
+        [
+            o["data"]
+            for o in cell.get("outputs", [])
+            if "evo-magic-meter" in o.get("data", {}).get("text/html", "")
+        ]
+        for cell in nb.cells
+    ]
+
+
+def story(page: str) -> dict[str, tuple[int, int, int]]:
+    """The before/now numbers a meter shows: {"before"|"now": (messages, chars, tokens)}."""
+    found = re.findall(
+        r"class='evo-(before|now)' data-messages='(\d+)' data-chars='(\d+)' data-tokens='(\d+)'",
+        page,
+    )
+    return {name: (int(m), int(c), int(t)) for name, m, c, t in found}
+
+
+def full_compactions(page: str) -> list[str]:
+    """The labels of the full compactions a meter lists, in order."""
+    return re.findall(r"<details class='evo-compaction' data-kind='full' data-label='(\w+)'", page)
+
+
 def test_a_notebook_runs_with_the_offline_model(workspace: Path):
     nb = run_notebook(
         [
             "%load_ext evo_magic\n%config AgentMagics.context_limit = 9000",
             "%%agent\nSurvey the project and keep notes.",
             '%compact focus="the TODOs and the notes"',
-            "%agent context",
+            "%agent context --live",
             "assert _agent.stop_reason == 'end_turn', _agent\nprint(_agent.text[:40])",
         ],
         workspace,
@@ -86,48 +113,55 @@ def test_a_notebook_runs_with_the_offline_model(workspace: Path):
     assert not [o for o in outputs if o["output_type"] == "error"]
     htmls = [o.get("data", {}).get("text/html", "") for o in outputs]
     assert any("evo-magic-cell" in h and "<details" in h for h in htmls)
-    assert any("evo-magic-meter" in h and "layer 2 (auto)" in h for h in htmls)
-    assert any("layer 3 (%compact)" in h for h in htmls)
+    assert any(
+        "evo-magic-meter" in h and "summarise</b> (over-limit strategy; automatic)" in h
+        for h in htmls
+    )
+    assert any("by hand, %compact" in h for h in htmls)
+    # The live meter's widget state is saved with the notebook: the session's numbers.
     state = nb.metadata["widgets"][WIDGET_STATE]["state"]
-    meters = [s["state"] for s in state.values() if "context_limit" in s["state"]]
+    meters = [s["state"] for s in state.values() if s["state"].get("scope") == "session"]
     assert meters and meters[-1]["context_limit"] == 9000
-    assert any(c["layer"] == "layer 3 (%compact)" for c in meters[-1]["compactions"])
+    assert [c["trigger"] for c in meters[-1]["compactions"] if not c["micro"]][-1] == "user"
 
 
-def test_finished_cells_keep_their_meter_as_static_html(workspace: Path):
-    """A widget view shows only while its kernel runs: a finished cell's meter must be plain
-    HTML, so that the saved notebook shows it when reopened without a kernel."""
+def test_each_cell_keeps_its_own_meter_as_static_html(workspace: Path):
+    """A widget view shows only while its kernel runs: a finished cell's meter is plain HTML
+    (so the saved notebook shows it reopened without a kernel), and it tells that cell's
+    story: its context before and after, its compactions, never a later cell's."""
     nb = run_notebook(
         [
-            "%load_ext evo_magic\n%config AgentMagics.context_limit = 9000",
+            "%load_ext evo_magic\n%config AgentMagics.context_limit = 12000",
             "%%agent\nSurvey the project and keep notes.",
+            "%%agent\nNow look again and double-check the notes against the code.",
             '%compact focus="the TODOs and the notes"',
             "%agent context",
             "%agent context --live",
         ],
         workspace,
     )
-    meters = [
-        [
-            o["data"]
-            for o in cell.outputs
-            if "evo-magic-meter" in o.get("data", {}).get("text/html", "")
-        ]
-        for cell in nb.cells
-    ]
-    assert [len(m) for m in meters] == [0, 1, 1, 1, 1]
-    agent, compact, context, live = (m[0] for m in meters[1:])
-    for static in (agent, compact, context):
+    meters = meters_of(nb)
+    assert [len(m) for m in meters] == [0, 1, 1, 1, 1, 1]
+    first, second, compact, context, live = (m[0] for m in meters[1:])
+    for static in (first, second, compact, context):
         assert set(static) == {"text/html", "text/plain"}
-    assert "layer 2 (auto)" in agent["text/html"] and "%compact" not in agent["text/html"]
-    assert "the TODOs and the notes" in compact["text/html"]
-    assert context["text/html"] == compact["text/html"]
-    assert WIDGET_VIEW in live and live["text/html"] == compact["text/html"]
+    pages = [m["text/html"] for m in (first, second, compact)]
+    stories = [story(page) for page in pages]
+    for earlier, later in zip(stories, stories[1:], strict=False):
+        assert later["before"] == earlier["now"]  # each cell starts where the last one ended
+    assert stories[0]["before"][0] == 0
+    assert [full_compactions(page) for page in pages] == [[], ["C1"], ["C2"]]
+    assert "the TODOs and the notes" in pages[2] and "the TODOs and the notes" not in pages[1]
+    assert "data-scope='cell'" in pages[0] and "data-scope='session'" in context["text/html"]
+    assert full_compactions(context["text/html"]) == ["C1", "C2"]
+    assert story(context["text/html"])["now"] == stories[2]["now"]
+    assert WIDGET_VIEW in live and live["text/html"] == context["text/html"]
 
 
 def test_meter_is_a_live_widget_while_the_cell_runs(workspace: Path):
-    """On the wire: the cell first displays the widget, then replaces that same display with
-    the static snapshot when it ends."""
+    """On the wire: the cell first displays the widget, updates its view as the session
+    goes, then replaces that display with the static snapshot (the very HTML the widget
+    showed last) and closes the widget."""
     km = KernelManager(kernel_name="python3")
     km.start_kernel(cwd=str(workspace), env=kernel_env())
     kc = km.client()
@@ -148,23 +182,61 @@ def test_meter_is_a_live_widget_while_the_cell_runs(workspace: Path):
         for m in messages
         if m["msg_type"] in ("display_data", "update_display_data")
     ]
-    shown = [(kind, key) for kind, key, data in displays if WIDGET_VIEW in data]
+    shown = [(kind, key, data) for kind, key, data in displays if WIDGET_VIEW in data]
     assert len(shown) == 1 and shown[0][0] == "display_data"
     meter_id = shown[0][1]
     updates = [data for kind, key, data in displays if key == meter_id and kind != "display_data"]
     assert updates, "the meter's display is replaced when the cell ends"
     assert set(updates[-1]) == {"text/html", "text/plain"}
-    assert "layer 2 (auto)" in updates[-1]["text/html"]
+    final = updates[-1]["text/html"]
+    assert "data-scope='cell'" in final and full_compactions(final) == ["C1"]
+    views = [
+        m["content"]["data"]["state"]["value"]
+        for m in messages
+        if m["msg_type"] == "comm_msg" and "value" in m["content"]["data"].get("state", {})
+    ]
+    assert len(views) >= 2, "the widget's view followed the session"
+    assert views[-1] == final  # the live view and the kept snapshot agree
+    closed = [m for m in messages if m["msg_type"] == "comm_close"]
+    assert closed, "the finished cell's widget is closed"
+
+
+_EXECUTED: dict[Path, nbformat.NotebookNode] = {}
+
+
+def executed_example(path: Path, tmp_path: Path) -> nbformat.NotebookNode:
+    """An example notebook, executed once per test session."""
+    if path not in _EXECUTED:
+        nb = nbformat.read(path, as_version=4)
+        assert not [c for c in nb.cells if c.get("outputs")], "commit notebooks without outputs"
+        _EXECUTED[path] = execute(nb, tmp_path)
+    return _EXECUTED[path]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_example_notebooks_run_without_errors(path: Path, tmp_path: Path):
-    nb = nbformat.read(path, as_version=4)
-    assert not [c for c in nb.cells if c.get("outputs")], "commit notebooks without outputs"
-    executed = execute(nb, tmp_path)
+    executed = executed_example(path, tmp_path)
     errors = [o for o in outputs_of(executed) if o["output_type"] == "error"]
     assert not errors, errors[0].get("evalue") if errors else ""
     assert any("offline" in json_text(o) for o in outputs_of(executed))
+
+
+def test_quickstart_frames_read_well(tmp_path: Path):
+    """`%agent history` shows one kind of missing value; `t.compactions` shows the sizes before
+    and after each compaction, not behind pandas' column ellipsis."""
+    nb = executed_example(TESTS.parent / "notebooks" / "quickstart.ipynb", tmp_path)
+    pages = {
+        cell.source.strip(): "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs)
+        for cell in nb.cells
+        if cell.cell_type == "code"
+    }
+    history = pages["%agent history"]
+    assert "&lt;NA&gt;" in history and "NaN" not in history
+    compactions = next(page for source, page in pages.items() if source.endswith("t.compactions"))
+    headers = re.findall(r"<th>(\w+)</th>", compactions)
+    for column in ("strategy", "trigger", "focus", "before_chars", "after_chars"):
+        assert column in headers, headers
+    assert {"before_tokens", "after_tokens"} <= set(headers)
 
 
 def json_text(output: dict) -> str:

@@ -1,90 +1,397 @@
-"""The context meter: widget state, the static HTML of exported notebooks, the terminal text."""
+"""The context meter: each cell's own story, the live widget's state, the static HTML a saved
+notebook keeps (chart, composition, compactions), the terminal text, and no secret anywhere."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.notebook.widget import ContextMeter
+from evo_magic.events import AskFinished, CompactionFinished, Event
+from evo_magic.measure import to_json
+from evo_magic.models import FunctionModel
+from evo_magic.notebook.meter import SYSTEM, MeterLog, clip, follow
+from evo_magic.notebook.meter_html import HEIGHT, LEFT, RIGHT, TOP, WIDTH
+from evo_magic.notebook.widget import ContextMeter, static_meter
+from evo_magic.render import cell_cost, usd
 from evo_magic.session import Session
 
 SECRET = "sk-ant-test-WIDGET-SECRET-1234"
+SURVEY = "Survey the project and keep notes."
+AGAIN = "Now look again and double-check the notes against the code."
+FOCUS = "the notes file and the TODOs"
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.fixture
 def session(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Session:
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
-    return Session(workspace, model="offline", policy=CompactPolicy(context_limit=9_000))
+    return Session(workspace, model="offline", policy=CompactPolicy(context_limit=12_000))
 
 
-def test_meter_follows_the_session_live(session: Session):
-    meter = ContextMeter(session)
-    assert meter.get_state()["messages"] == 0
-    session.ask("Survey the project.")
-    state = meter.get_state()
-    assert state["messages"] == len(session.messages)
+def run_cells(session: Session, log: MeterLog, *cells: str | None) -> list[ContextMeter]:
+    """Each cell as the magics run it: a cell meter made before, finished after. None is a
+    `%compact` with FOCUS."""
+    meters = []
+    for task in cells:
+        meter = ContextMeter(session, log=log, scope="cell")
+        if task is None:
+            session.compact(FOCUS)
+        else:
+            session.ask(task)
+        meter.finish()
+        meters.append(meter)
+    return meters
+
+
+def chart(page: str) -> ET.Element:
+    """The meter's SVG chart, parsed."""
+    found = re.search(r"<svg class='evo-chart'.*?</svg>", page, re.S)
+    assert found, "the meter has a chart"
+    return ET.fromstring(found.group(0).replace("<svg ", f"<svg xmlns='{SVG[1:-1]}' ", 1))
+
+
+def by_class(root: ET.Element, name: str) -> list[ET.Element]:
+    return [el for el in root.iter() if name in (el.get("class") or "").split()]
+
+
+def texts(element: ET.Element) -> str:
+    return " ".join(t.strip() for t in element.itertext() if t.strip())
+
+
+# -- each cell keeps its own story ---------------------------------------------------------
+
+
+def test_each_cell_meter_tells_only_its_own_cell(session: Session):
+    log = follow(session)
+    sizes = [session.context()]
+    ends: list = []
+    session.subscribe(lambda e: ends.append(e.context) if isinstance(e, AskFinished) else None)
+    first, second, compact = run_cells(session, log, SURVEY, AGAIN, None)
+    sizes += [ends[0], ends[1], session.context()]
+
+    states = [meter.get_state() for meter in (first, second, compact)]
+    for state, before, after in zip(states, sizes, sizes[1:], strict=False):
+        assert state["scope"] == "cell"
+        assert (state["before"]["messages"], state["before"]["chars"]) == (
+            before.messages,
+            before.chars,
+        )
+        assert (state["messages"], state["chars"]) == (after.messages, after.chars)
+    # The first cell only micro-compacted; the second ran the automatic compaction; the
+    # %compact cell holds its one manual compaction and no model call.
+    assert {row["micro"] for row in states[0]["compactions"]} == {True}
+    assert [r["trigger"] for r in states[1]["compactions"] if not r["micro"]] == ["auto"]
+    assert [(r["trigger"], r["focus"]) for r in states[2]["compactions"]] == [("user", FOCUS)]
+    assert states[2]["model_calls"] == 0
+    calls = [s["model_calls"] for s in states]
+    assert [c["call"] for c in states[1]["calls"]] == list(range(calls[0] + 1, sum(calls) + 1))
+    # Later cells changed nothing in the first cell's meter, state or HTML.
+    assert FOCUS not in first._view.value and "auto" not in json.dumps(states[0])
+    assert first.finish()["text/html"] == first._view.value
+
+
+def test_a_finished_cell_meter_never_changes(session: Session):
+    log = follow(session)
+    (meter,) = run_cells(session, log, SURVEY)
+    kept, state = meter.finish(), meter.get_state()
+    session.ask(AGAIN)
+    session.compact(FOCUS)
+    meter.refresh()
+    assert meter.finish() == kept and meter.snapshot() == kept
+    assert meter.get_state() == state
+
+
+def test_live_views_and_the_snapshot_are_one_rendering(session: Session):
+    """While the cell runs, whenever the widget has refreshed, its HTML is exactly the static
+    snapshot of the same moment; at the end the cell keeps that HTML."""
+    meter = ContextMeter(session, log=follow(session), scope="cell")
+    seen: list[tuple[str, str, int]] = []
+
+    def check(event: Event) -> None:
+        if isinstance(event, CompactionFinished):
+            shown = meter._view.value
+            seen.append((shown, meter.snapshot()["text/html"], meter.get_state()["chars"]))
+
+    session.subscribe(check)  # after the meter: it has refreshed on this event already
+    session.ask(SURVEY)
+    session.ask(AGAIN)
+    final = meter.finish()
+    assert seen, "the task compacts"
+    for shown, snapshot, chars in seen:
+        assert shown == snapshot
+        assert f"data-chars='{chars}'" in shown
+    assert final["text/html"] == meter._view.value
+    assert meter.get_state()["chars"] == session.context().chars
+
+
+def test_session_meter_follows_every_cell(session: Session):
+    log = follow(session)
+    live = ContextMeter(session, log=log)
+    run_cells(session, log, SURVEY, AGAIN, None)
+    state = live.get_state()
+    assert state["scope"] == "session" and state["before"] is None
     assert state["chars"] == session.context().chars
-    assert state["context_limit"] == 9_000
-    assert state["model_calls"] == len(state["sizes"]) == 6
-    layers = [row["layer"] for row in state["compactions"]]
-    assert "layer 1 (micro)" in layers and "layer 2 (auto)" in layers
-    auto = next(r for r in state["compactions"] if r["layer"] == "layer 2 (auto)")
-    assert auto["before_chars"] > 9_000 > auto["after_chars"]
-    assert auto["after_messages"] == 1
+    assert state["model_calls"] == session.calls
+    full = [row for row in state["compactions"] if not row["micro"]]
+    assert [(row["label"], row["trigger"]) for row in full] == [("C1", "auto"), ("C2", "user")]
+    assert static_meter(session, log)["text/html"] == live._view.value
 
 
-def test_static_html_shows_before_and_after(session: Session):
+def test_finished_cell_meter_stops_listening(session: Session):
+    log = follow(session)
+    (meter,) = run_cells(session, log, SURVEY)
+    assert meter.on_event not in log._listeners
+    meter.close()
+    session.ask(AGAIN)  # a closed meter is no observer any more: nothing raises
+    log.stop()
+    assert log not in session._observers
+
+
+# -- the chart -------------------------------------------------------------------------------
+
+
+def test_chart_has_axes_limit_and_a_tooltip_per_call(session: Session):
+    log = follow(session)
+    run_cells(session, log, SURVEY, AGAIN)
+    page = static_meter(session, log)["text/html"]
+    svg = chart(page)
+    (x_axis,) = by_class(svg, "evo-axis-x")
+    (y_axis,) = by_class(svg, "evo-axis-y")
+    assert "model call" in texts(x_axis) and "characters" in texts(y_axis)
+    assert "10k" in texts(y_axis)  # ticks in thousands of characters
+    (limit,) = by_class(svg, "evo-limit")
+    assert "limit 12,000 chars" in texts(limit)
+    points = by_class(svg, "evo-point")
+    assert [int(p.get("data-call")) for p in points] == [c.call for c in log.calls]
+    for point, call in zip(points, log.calls, strict=True):
+        tip = point.find(f"{SVG}title").text
+        assert tip.startswith(f"call {call.call} (ask {call.turn})")
+        assert f"{call.sent.chars:,} chars" in tip and f"{call.tokens:,} tokens" in tip
+    tips = [p.find(f"{SVG}title").text for p in points]
+    assert "before it: request 1: 'Survey the project and keep notes.'" in tips[0]
+    assert any("tool results (read_file ×" in tip for tip in tips)
+    assert any(re.search(r"micro: freed [\d,]+ chars", tip) for tip in tips)
+    assert any("compaction C1 summarise (automatic)" in tip for tip in tips)
+
+
+def test_every_compaction_is_marked_inside_the_chart(session: Session):
+    log = follow(session)
+    run_cells(session, log, SURVEY, AGAIN, None)  # the %compact comes after the last call
+    svg = chart(static_meter(session, log)["text/html"])
+    marks = by_class(svg, "evo-mark")
+    kinds = [m.get("data-kind") for m in marks]
+    assert kinds.count("full") == 2 and kinds.count("micro") == len(
+        [c for c in log.compactions if c.micro]
+    )
+    assert [m.get("data-label") for m in marks if m.get("data-kind") == "full"] == ["C1", "C2"]
+    for mark in marks:
+        shapes = [el for el in mark if el.tag in (f"{SVG}line", f"{SVG}path")]
+        xs = [float(v) for el in shapes for v in re.findall(r"[\d.]+", el.get("x1") or "")]
+        xs += [float(v) for el in shapes for v in re.findall(r"M([\d.]+)", el.get("d") or "")]
+        assert xs and all(LEFT <= x <= WIDTH - RIGHT for x in xs), texts(mark)
+        assert mark.find(f"{SVG}title").text
+    (c2,) = [m for m in marks if m.get("data-label") == "C2"]
+    assert FOCUS in c2.find(f"{SVG}title").text
+
+
+def test_a_cell_chart_shows_the_session_so_far_with_its_own_calls_shaded(session: Session):
+    log = follow(session)
+    first, second = run_cells(session, log, SURVEY, AGAIN)
+    svg = chart(second._view.value)
+    assert len(by_class(svg, "evo-point")) == len(log.calls)
+    (band,) = by_class(svg, "evo-cell-band")
+    own = [m for m in by_class(svg, "evo-mark") if m.get("data-own") == "true"]
+    assert len(own) == len(second.get_state()["compactions"])
+    first_own = next(p for p in by_class(svg, "evo-point") if p.get("data-call") == "7")
+    x = float(first_own.find(f"{SVG}circle").get("cx"))
+    assert float(band.get("x")) < x  # the shading starts just before the cell's first call
+    assert len(by_class(chart(first._view.value), "evo-point")) == 6  # only what came before
+
+
+def test_chart_is_sized_and_says_when_there_is_nothing_to_draw(session: Session):
+    meter = ContextMeter(session, log=follow(session), scope="cell")
+    page = meter.finish()["text/html"]
+    assert "evo-chart-empty" in page and "no model call yet" in page
+    session.ask(SURVEY)
+    svg = chart(ContextMeter(session, log=meter.meter_log).snapshot()["text/html"])
+    assert svg.get("viewBox") == f"0 0 {WIDTH} {HEIGHT}"
+    assert float(by_class(svg, "evo-limit")[0][0].get("y1")) > TOP
+
+
+# -- what the context holds -------------------------------------------------------------------
+
+
+def test_composition_adds_up_to_the_prompt_by_kind(session: Session):
+    log = follow(session)
+    session.ask(SURVEY)
+    shares = {share.kind: share.chars for share in log.compose()}
+    messages = session.messages
+    assert sum(shares.values()) == session.history.overhead_chars + sum(
+        len(to_json(m)) for m in messages
+    )
+    assert shares[SYSTEM] == session.history.overhead_chars
+    assert {"user text", "assistant text", "tool calls", "tool results · read_file"} <= set(shares)
+    read = [
+        b
+        for m in messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result" and b["tool_use_id"].startswith("toolu_offline_0002")
+    ]
+    assert shares["tool results · read_file"] >= sum(len(to_json(b)) for b in read)
+    page = static_meter(session, log)["text/html"]
+    shown = dict(re.findall(r"class='evo-share' data-kind='([^']+)' data-chars='(\d+)'", page))
+    assert {html.unescape(k): int(v) for k, v in shown.items()} == shares
+
+
+def test_a_full_compaction_says_what_it_replaced(session: Session):
+    log = follow(session)
+    meter = ContextMeter(session, log=log, scope="cell")
+    session.ask(SURVEY)
+    session.ask(AGAIN)
+    meter.finish()
+    full = next(row for row in log.compactions if not row.micro)
+    before = {s.kind for s in full.replaced}
+    assert any(kind.startswith("tool results") for kind in before)
+    after = {s.kind for s in full.kept}
+    assert "summaries" in after and not any(kind.startswith("tool") for kind in after)
+    page = meter._view.value
+    details = re.search(
+        r"<details class='evo-compaction' data-kind='full'.*?</details>", page, re.S
+    )
+    assert details, "the compaction is listed"
+    body = details.group(0)
+    assert "<summary" in body and "class='evo-summary'" in body
+    assert html.escape(full.summary) in body  # the whole summary, not a clipped one
+    assert "class='evo-replaced'" in body and "tool results · read_file" in body
+    assert "focus</b>: none" in body
+
+
+# -- the compaction list ------------------------------------------------------------------------
+
+
+def test_full_and_manual_compactions_stay_listed_micro_ones_are_grouped(session: Session):
+    log = follow(session)
+    tasks = [SURVEY, AGAIN, None, SURVEY, AGAIN, SURVEY]
+    run_cells(session, log, *tasks)
+    page = static_meter(session, log)["text/html"]
+    rows = re.findall(r"<details class='evo-compaction' data-kind='(\w+)'[^>]*>", page)
+    full = [row for row in log.compactions if not row.micro]
+    assert rows.count("full") == len(full) >= 3
+    micro_asks = {row.turn for row in log.compactions if row.micro}
+    groups = re.findall(r"data-kind='micro' data-ask='(\d+)' data-count='(\d+)'", page)
+    assert {int(ask) for ask, _ in groups} == micro_asks
+    assert sum(int(n) for _, n in groups) == len([r for r in log.compactions if r.micro])
+    assert f"focus “{FOCUS}”" in page  # the manual one, with its focus, is still there
+    assert "earlier" not in page  # nothing hidden behind "... N earlier"
+
+
+def test_numbers_have_units_and_singular_nouns(session: Session):
+    log = follow(session)
+    run_cells(session, log, SURVEY, AGAIN, None)
+    meter = static_meter(session, log)
+    for text in (meter["text/html"], meter["text/plain"]):
+        assert not re.search(r"(?<![\d,])1 messages", text) and "1 message," in text
+        assert re.search(r"[\d,]+ chars", text) and re.search(r"[\d,]+ tokens", text)
+        assert not re.search(r"msgs / [\d,]+(?! chars)", text)
+
+
+# -- cost ---------------------------------------------------------------------------------------
+
+
+def test_cell_cost_is_the_asks_cost(workspace: Path, claude, fake):
+    from conftest import offline_responder
+
+    fake.responder = offline_responder()
+    session = Session(workspace, model=claude, policy=CompactPolicy(context_limit=12_000))
+    log = follow(session)
+    finished: list[AskFinished] = []
+    session.subscribe(lambda e: finished.append(e) if isinstance(e, AskFinished) else None)
+    (meter,) = run_cells(session, log, SURVEY)
+    cost = cell_cost(finished[0])
+    assert cost is not None and cost > 0
+    assert meter.get_state()["cost_usd"] == pytest.approx(cost)
+    assert f"cost <span class='evo-cost'>{usd(cost)}</span>" in meter._view.value
+
+
+def test_cost_is_a_dash_without_a_price(workspace: Path):
+    model = FunctionModel(lambda request: [{"type": "text", "text": "done"}])
+    session = Session(workspace, model=model)
+    (meter,) = run_cells(session, follow(session), SURVEY)
+    assert meter.get_state()["cost_usd"] is None
+    assert "cost <span class='evo-cost'>—</span>" in meter._view.value
+    assert "cost —" in meter.finish()["text/plain"]
+
+
+# -- text, bundle, failures, secrets -------------------------------------------------------------
+
+
+def test_terminal_text_tells_the_cell(session: Session):
+    log = follow(session)
+    first, second, compact = run_cells(session, log, SURVEY, AGAIN, None)
+    text = second.finish()["text/plain"]
+    assert text.startswith("context meter · this cell (ask 2)")
+    assert "before the cell -> " in text
+    assert re.search(r"C1 after call \d+: summarise \(over-limit strategy; automatic\)", text)
+    assert re.search(r"ask 2: \d+ micro-compactions? \(micro", text)
+    plain = compact.finish()["text/plain"]
+    assert f"focus='{FOCUS}'" in plain and "by hand, %compact" in plain
+    assert "0 model calls" in plain
+
+
+def test_mimebundle_of_a_live_meter_has_the_widget_and_its_static_parts(session: Session):
     meter = ContextMeter(session)
-    session.ask("Survey the project.")
-    session.compact("the notes file")
+    session.ask(SURVEY)
     bundle = meter._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
-    page = bundle["text/html"]
-    assert "layer 3 (%compact)" in page and "the notes file" in page
-    assert "→" in page and "<svg" in page
-    event = session.state.compact_count
-    assert event == 2
-    assert "layer 3 (%compact) focus='the notes file'" in bundle["text/plain"]
-    assert "-> 1 msgs" in bundle["text/plain"]
+    assert bundle["text/html"] == meter._view.value == meter.snapshot()["text/html"]
+    assert bundle["text/plain"].startswith("context meter · the whole session")
 
 
 def test_failed_compaction_is_shown_as_failed(session: Session):
     meter = ContextMeter(session)
     session.compact()  # nothing to compact yet
-    assert "failed: nothing to compact" in meter._repr_mimebundle_()["text/html"]
-    assert "FAILED" in meter._repr_mimebundle_()["text/plain"]
+    page, text = meter.snapshot()["text/html"], meter.snapshot()["text/plain"]
+    assert "failed: nothing to compact" in page and "the history was kept" in page
+    assert "failed after call 0" in text and "the history was kept" in text
 
 
 def test_no_secret_in_widget_state_or_bundle(session: Session):
-    meter = ContextMeter(session)
+    log = follow(session)
+    meter = ContextMeter(session, log=log, scope="cell")
     session.ask(f"My key is {SECRET}; survey the project.")
+    session.compact(f"keep {SECRET} in mind")
     everything = json.dumps(meter.get_state(), default=str)
     everything += json.dumps(meter._view.get_state(), default=str)
     everything += json.dumps(meter._repr_mimebundle_(), default=str)
+    everything += json.dumps(meter.finish()) + json.dumps(static_meter(session, log))
     assert SECRET not in everything
+    # not even a piece of it, cut where a tooltip clips the request
+    assert SECRET[:16] not in everything
 
 
-def test_snapshot_is_static_html_and_text_of_the_current_state(session: Session):
-    meter = ContextMeter(session)
-    session.ask("Survey the project.")
-    snapshot = meter.snapshot()
-    assert set(snapshot) == {"text/html", "text/plain"}  # no widget view: shows without a kernel
-    assert snapshot["text/html"] == meter._view.value
-    assert f"{len(session.messages)} messages" in snapshot["text/html"]
-    assert "layer 2 (auto)" in snapshot["text/html"]
-    session.compact("the notes file")
-    assert "the notes file" not in snapshot["text/html"]  # a value: later work leaves it alone
-    assert "the notes file" in meter.snapshot()["text/html"]
+def test_clip_cuts_on_a_word_with_an_ellipsis():
+    text = "Goal: survey the inventory module and its tests before changing anything at all"
+    cut = clip(text, 40)
+    assert len(cut) <= 40 and cut.endswith("…")
+    assert text.startswith(cut[:-1]) and text[len(cut) - 1] == " "
+    assert clip("short enough", 40) == "short enough"
+    assert clip("x" * 50, 10) == "x" * 9 + "…"  # one long word: cut inside it, still marked
+    assert clip("line one\nline two words", 15, one_line=False) == "line one\nline…"
 
 
 def test_live_option_belongs_to_agent_context_only():
     from IPython.core.error import UsageError
     from IPython.core.interactiveshell import InteractiveShell
+    from IPython.testing.globalipapp import start_ipython
 
-    shell = InteractiveShell.instance()
+    shell = start_ipython() or InteractiveShell.instance()
     shell.run_line_magic("load_ext", "evo_magic")
     try:
         with pytest.raises(UsageError, match="--live is for %agent context only"):

@@ -24,6 +24,7 @@ from evo_magic.cost import PriceTable, price_table
 from evo_magic.events import Event
 from evo_magic.models import DEFAULT_MODEL, ModelError, default_model_name, resolve_model
 from evo_magic.notebook.cell import CellView
+from evo_magic.notebook.meter import clip
 from evo_magic.prompt_cache import TTL_SECONDS, CacheSettings
 from evo_magic.render import cell_cost, size, usd
 from evo_magic.session import ObserverError, Session
@@ -219,6 +220,7 @@ class AgentMagics(Magics):
         self.sessions: dict[str, Any] = {}
         self.results: dict[str, CellResult] = {}
         self._meters: dict[str, Any] = {}
+        self._logs: dict[str, Any] = {}
         self._made: tuple[list[Any], list[Any]] | None = None
 
     # -- the magics --------------------------------------------------------------------------
@@ -332,6 +334,7 @@ class AgentMagics(Magics):
     def _run_cell(self, opts: Any, task: str) -> None:
         session = self._session(opts.session)
         self._configure(session, opts)
+        self._meter_log(session)  # from the session's first cell on, before its first event
         rich = self._rich()
         cell = CellResult(opts.session, task)
         meter = self._show_meter(session)
@@ -420,14 +423,18 @@ class AgentMagics(Magics):
             f"transcript: {session.transcript.path}",
         ]
         if state.last_summary:
-            lines.append(f"last summary: {state.last_summary[:300]}")
+            lines.append(f"last summary: {clip(state.last_summary, 300, one_line=False)}")
         print("\n".join(lines))
-        if live:
-            self._show_meter(session)
-        elif self._rich():  # a snapshot by default: it still shows once the kernel is gone
-            from IPython.display import display
+        if not self._rich():
+            return
+        from IPython.display import display
 
-            display(self._meter(session).snapshot(), raw=True)
+        if live:  # a widget that follows the session while the kernel runs
+            display(self._live_meter(session))
+        else:  # a snapshot by default: it still shows once the kernel is gone
+            from evo_magic.notebook.widget import static_meter
+
+            display(static_meter(session, self._meter_log(session)), raw=True)
 
     def _cost_line(self, session: Any) -> str:
         """Cost so far, the last cell's, and the cache hit rate of the session's calls."""
@@ -567,32 +574,45 @@ class AgentMagics(Magics):
         return getattr(self.shell, "kernel", None) is not None
 
     def _show_meter(self, session: Any) -> tuple[Any, Any] | None:
-        """Display the session's live meter (rich mode); returns (meter, display handle) for
-        `_update_meter` to freeze when the cell ends."""
+        """Display a meter of the cell about to run (rich mode): a live widget until
+        `_update_meter` replaces it with the cell's final static snapshot."""
         if not self._rich():
             return None
         from IPython.display import display
 
-        meter = self._meter(session)
-        meter.refresh()
+        from evo_magic.notebook.widget import ContextMeter
+
+        meter = ContextMeter(session, log=self._meter_log(session), scope="cell")
         return meter, display(meter, display_id=True)
 
-    def _meter(self, session: Any) -> Any:
+    def _meter_log(self, session: Any) -> Any:
+        """The session's MeterLog (every meter of the session reads it), made on first use."""
+        from evo_magic.notebook.meter import follow
+
+        log = self._logs.get(session.session_id)
+        if log is None:
+            log = self._logs[session.session_id] = follow(session)
+        return log
+
+    def _live_meter(self, session: Any) -> Any:
+        """The session's live meter (one widget per session, however often it is shown)."""
         from evo_magic.notebook.widget import ContextMeter
 
         meter = self._meters.get(session.session_id)
         if meter is None:
-            meter = self._meters[session.session_id] = ContextMeter(session)
+            log = self._meter_log(session)
+            meter = self._meters[session.session_id] = ContextMeter(session, log=log)
         return meter
 
     @staticmethod
     def _update_meter(shown: tuple[Any, Any] | None) -> None:
-        """Replace a displayed live meter with a static snapshot of its final state (HTML and
-        text, no widget view): a widget view needs its kernel, so a notebook reopened without
-        one would show "model not found" instead of the meter."""
+        """Replace a cell's live meter with its final static snapshot (HTML and text, no
+        widget view) and close the widget: a widget view needs its kernel, so a notebook
+        reopened without one would show "model not found" instead of the meter."""
         if shown is not None:
             meter, handle = shown
-            handle.update(meter.snapshot(), raw=True)
+            handle.update(meter.finish(), raw=True)
+            meter.close()
 
 
 class ConfigTable:

@@ -1,135 +1,739 @@
 """What the context meter shows, as plain data built from session events (no widgets here).
 
-The widget (widget.py), the static HTML of an exported notebook and the terminal's text line
-are three renderings of one `MeterData`.
+A `MeterLog` follows one session from its first cell: every model call (with what happened
+before it), every compaction (with what it replaced), and the asks. A `Scope` is the stretch a
+meter tells: one cell (from the context before it to its end) or the whole session. `MeterData`
+is a log seen through a scope at one moment, with the context now and what it holds by kind;
+the widget (widget.py), the static HTML (meter_html.py) and the terminal text (`meter_text`)
+are renderings of one `MeterData`, so the live and the saved meter say the same thing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
+from evo_magic.compact.format import COMPACTED_HEADER
 from evo_magic.events import (
+    AskStarted,
     CompactionFinished,
+    CompactionStarted,
     ContextSize,
     Event,
+    MessageAppended,
     MicroCompacted,
     ModelResponded,
+    ToolResultAppended,
 )
+from evo_magic.measure import to_json
+from evo_magic.secrets import redact
 
-LAYER = {"auto": "layer 2 (auto)", "model": "layer 3 (compact tool)", "user": "layer 3 (%compact)"}
+if TYPE_CHECKING:
+    from evo_magic.session import Session
+
+TRIGGERS = {
+    "auto": "automatic",
+    "model": "the model's compact tool",
+    "user": "by hand, %compact",
+    "every_call": "before a model call",
+}
+"""What started a compaction, as the meter says it."""
+LAYERS = {
+    "every_call": "every-call strategy",
+    "over_limit": "over-limit strategy",
+    "on_request": "on-request strategy",
+}
+"""When a strategy runs (its `when`), as the meter says it."""
+
+SYSTEM = "system & tools"
+SUMMARY = "summaries"
+USER = "user text"
+ASSISTANT = "assistant text"
+THINKING = "thinking"
+TOOL_CALLS = "tool calls"
+RESULTS = "tool results"
+OTHER = "other"
+KIND_ORDER = (SYSTEM, SUMMARY, USER, ASSISTANT, THINKING, TOOL_CALLS, RESULTS, OTHER)
+"""The composition's kinds in the order they are shown; tool results come one per tool."""
 
 
-@dataclass
-class CallPoint:
-    """One model call: the context before micro-compaction and as sent."""
+# -- what the context holds ----------------------------------------------------------------
 
-    call: int
-    before_chars: int
-    sent_chars: int
+
+@dataclass(frozen=True)
+class Share:
+    """One kind of content in the context: its characters and (estimated) tokens."""
+
+    kind: str
+    """One of KIND_ORDER; tool results are "tool results · <tool>"."""
+    chars: int
     tokens: int
 
 
-@dataclass
-class CompactionRow:
+def block_kind(role: str, block: Mapping[str, Any], tool_names: Mapping[str, str]) -> str:
+    """The composition kind of one content block of a message of `role`."""
+    kind = block.get("type")
+    if kind == "text":
+        if role == "assistant":
+            return ASSISTANT
+        text = block.get("text")
+        return SUMMARY if isinstance(text, str) and text.startswith(COMPACTED_HEADER) else USER
+    if kind in ("thinking", "redacted_thinking"):
+        return THINKING
+    if kind in ("tool_use", "server_tool_use"):
+        return TOOL_CALLS
+    if kind == "tool_result":
+        return f"{RESULTS} · {tool_names.get(block.get('tool_use_id', ''), 'unknown tool')}"
+    return OTHER
+
+
+class Composer:
+    """Measures what a history holds by kind. Messages are measured once each (a history's
+    messages are never changed in place, only replaced), so a live meter can ask often."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[Mapping[str, Any], dict[str, int]]] = {}
+
+    def shares(
+        self, messages: Sequence[Mapping[str, Any]], overhead_chars: int, tokens: int
+    ) -> list[Share]:
+        """The context by kind: `overhead_chars` of system prompt and tool schemas, then the
+        messages' blocks. Tokens split the prompt's `tokens` in proportion to characters."""
+        names = _tool_names(messages)
+        chars: dict[str, int] = {SYSTEM: overhead_chars} if overhead_chars else {}
+        seen: dict[int, tuple[Mapping[str, Any], dict[str, int]]] = {}
+        for message in messages:
+            cached = self._seen.get(id(message))
+            if cached is None or cached[0] is not message:
+                cached = (message, _message_kinds(message, names))
+            seen[id(message)] = cached
+            for kind, count in cached[1].items():
+                chars[kind] = chars.get(kind, 0) + count
+        self._seen = seen
+        return _with_tokens(chars, tokens)
+
+
+def composition(
+    messages: Sequence[Mapping[str, Any]], overhead_chars: int = 0, tokens: int = 0
+) -> list[Share]:
+    """What `messages` (plus `overhead_chars` of system and tools) hold by kind, in the meter's
+    order; `tokens` (the whole prompt's) is split in proportion to characters."""
+    return Composer().shares(messages, overhead_chars, tokens)
+
+
+def _tool_names(messages: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for message in messages:
+        if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
+            continue
+        for block in message["content"]:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                names[str(block.get("id", ""))] = str(block.get("name", ""))
+    return names
+
+
+def _message_kinds(message: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, int]:
+    """Characters of one message by kind; the message's own framing counts with its first
+    block, so the kinds add up to the message's JSON length."""
+    role = str(message.get("role", ""))
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    blocks = [b for b in blocks if isinstance(b, dict)]
+    total = len(to_json(message))
+    out: dict[str, int] = {}
+    measured = 0
+    for block in blocks:
+        kind = block_kind(role, block, names)
+        size = len(to_json(block))
+        out[kind] = out.get(kind, 0) + size
+        measured += size
+    first = block_kind(role, blocks[0], names) if blocks else OTHER
+    out[first] = out.get(first, 0) + max(total - measured, 0)
+    return out
+
+
+def _with_tokens(chars: Mapping[str, int], tokens: int) -> list[Share]:
+    total = sum(chars.values())
+    order = {kind: i for i, kind in enumerate(KIND_ORDER)}
+
+    def rank(kind: str) -> tuple[int, int]:
+        base = kind.split(" · ")[0]
+        return order.get(base, len(order)), -chars[kind]
+
+    return [
+        Share(kind, chars[kind], round(tokens * chars[kind] / total) if total else 0)
+        for kind in sorted(chars, key=rank)
+        if chars[kind] > 0
+    ]
+
+
+# -- the log of a session --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallPoint:
+    """One model call: the context before the every-call strategies and as sent."""
+
+    call: int
+    """The session's call number (1-based)."""
+    turn: int
+    """The ask it belongs to (1-based)."""
+    before: ContextSize
+    sent: ContextSize
+    api_tokens: int | None
+    """The prompt's tokens as the API counted them (input plus cache), when it reported them."""
+    cost_usd: float | None
+    before_it: tuple[str, ...] = ()
+    """What happened since the call before: the request, tool results, compactions."""
+
+    @property
+    def tokens(self) -> int:
+        """The prompt's tokens: the API's count when there is one, else the estimate."""
+        return self.api_tokens if self.api_tokens is not None else self.sent.tokens
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """One compaction as the meter shows it: a full one (the history replaced, or a failure)
+    or a micro-compaction (blocks rewritten before a call)."""
+
+    number: int
+    """Full compactions: 1, 2, ... in the session; micro-compactions: 0."""
+    micro: bool
+    strategy: str
     layer: str
     trigger: str
     focus: str | None
     before: ContextSize
     after: ContextSize
     success: bool
-    error: str | None
     after_call: int
-    """The number of model calls made before this compaction."""
+    """Model calls of the session made before it."""
+    turn: int
+    error: str | None = None
+    summary: str = ""
+    cost_usd: float | None = None
+    duration: float = 0.0
+    summary_tokens: tuple[int, int] = (0, 0)
+    """(input, output) tokens of the summarisation calls."""
+    snapshot_path: str | None = None
+    cleared: tuple[str, ...] = ()
+    """Micro: the tool of each result (or call) it rewrote."""
+    edits: int = 0
+    cache_invalidated_tokens: int = 0
+    replaced: tuple[Share, ...] = ()
+    """Full: what the history held by kind before."""
+    kept: tuple[Share, ...] = ()
+    """Full: what it held by kind after."""
+
+    @property
+    def label(self) -> str:
+        """ "C2" for the session's second full compaction; "micro" for the others."""
+        return f"C{self.number}" if not self.micro else "micro"
+
+    @property
+    def freed_chars(self) -> int:
+        return self.before.chars - self.after.chars
+
+    @property
+    def freed_tokens(self) -> int:
+        return self.before.tokens - self.after.tokens
+
+
+Composition = Callable[[], list[Share]]
+
+
+class MeterLog:
+    """Everything the meters of one session show, folded from its events as they come.
+
+    `compose` (optional) says what the history holds now; with it, every full compaction also
+    records what the history held by kind before and after. Listeners are told after each
+    event is folded in (a live widget refreshes then)."""
+
+    def __init__(self, compose: Composition | None = None):
+        self.calls: list[CallPoint] = []
+        self.compactions: list[Compaction] = []
+        self.asks = 0
+        self.compose = compose
+        self._tool_names: dict[str, str] = {}
+        self._since_call: list[str] = []
+        self._results: dict[str, int] = {}
+        self._before: tuple[Share, ...] = ()
+        self._full = 0
+        self._listeners: list[Callable[[Event], None]] = []
+        self._unsubscribe: Callable[[], None] | None = None
+
+    # -- following a session -----------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop following the session (see `follow`)."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def listen(self, listener: Callable[[Event], None]) -> Callable[[], None]:
+        """Call `listener(event)` after each event is folded in; returns the way to stop."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def __call__(self, event: Event) -> None:
+        """Session observer: fold the event in, then tell the listeners."""
+        if self.observe(event):
+            for listener in list(self._listeners):
+                listener(event)
+
+    def observe(self, event: Event) -> bool:
+        """Take in one event; True when it changed what a meter shows."""
+        handler = _HANDLERS.get(type(event))
+        return bool(handler and handler(self, event))
+
+    def _ask(self, event: AskStarted) -> bool:
+        self.asks += 1
+        self._since_call.append(f"request {self.asks}: {clip(redact(event.text), 60)!r}")
+        return True
+
+    def _message(self, event: MessageAppended) -> bool:
+        message = event.message
+        if message.get("role") == "assistant":
+            self._tool_names.update(_tool_names([message]))
+        return False
+
+    def _result(self, event: ToolResultAppended) -> bool:
+        name = self._tool_names.get(str(event.block.get("tool_use_id", "")), "tool")
+        self._results[name] = self._results.get(name, 0) + 1
+        return False
+
+    def _call(self, event: ModelResponded) -> bool:
+        self._flush_results()
+        tokens = event.usage.context_tokens
+        self.calls.append(
+            CallPoint(
+                event.call,
+                event.turn,
+                event.context_before_micro,
+                event.context_sent,
+                tokens if tokens > 0 else None,
+                event.cost_usd,
+                tuple(self._since_call),
+            )
+        )
+        self._since_call = []
+        return True
+
+    def _started(self, event: CompactionStarted) -> bool:
+        self._before = tuple(self.compose()) if self.compose else ()
+        return False
+
+    def _micro(self, event: MicroCompacted) -> bool:
+        self._flush_results()
+        cleared = tuple(self._tool_names.get(i, "tool") for i in event.cleared_ids)
+        row = Compaction(
+            0,
+            True,
+            event.strategy,
+            "every_call",
+            "every_call",
+            None,
+            event.before,
+            event.after,
+            True,
+            len(self.calls),
+            self.asks,
+            cleared=cleared,
+            edits=len(event.edits),
+            cache_invalidated_tokens=event.cache_invalidated_tokens,
+        )
+        self.compactions.append(row)
+        self._since_call.append(
+            f"{event.strategy}: freed {event.chars_freed:,} chars ({counted(cleared)})"
+        )
+        return True
+
+    def _full_compaction(self, event: CompactionFinished) -> bool:
+        self._flush_results()
+        if event.success:
+            self._full += 1
+        after = tuple(self.compose()) if self.compose and event.success else self._before
+        usage = event.summary_usage
+        row = Compaction(
+            self._full if event.success else 0,
+            False,
+            event.strategy,
+            event.layer,
+            event.trigger,
+            redact(event.focus) if event.focus else event.focus,
+            event.before,
+            event.after,
+            event.success,
+            len(self.calls),
+            self.asks,
+            error=redact(event.error) if event.error else event.error,
+            summary=redact(event.summary),
+            cost_usd=event.summary_cost_usd,
+            duration=event.duration,
+            summary_tokens=(usage.context_tokens, usage.output_tokens),
+            snapshot_path=event.snapshot_path,
+            replaced=self._before,
+            kept=after,
+        )
+        self.compactions.append(row)
+        self._before = ()
+        what = f"{row.label} {event.strategy}" if event.success else f"{event.strategy} failed"
+        self._since_call.append(f"compaction {what} ({TRIGGERS.get(event.trigger, event.trigger)})")
+        return True
+
+    def _flush_results(self) -> None:
+        if self._results:
+            n = sum(self._results.values())
+            self._since_call.append(f"{plural(n, 'tool result')} ({counted(self._results)})")
+            self._results = {}
+
+    # -- scopes ------------------------------------------------------------------------------
+
+    def mark(self, label: str, before: ContextSize | None) -> Scope:
+        """A scope that starts now (a cell: `before` is the context as it starts)."""
+        return Scope(label, len(self.calls), len(self.compactions), before, self.asks)
+
+    def whole(self) -> Scope:
+        """The scope of everything the log saw."""
+        return Scope("session", 0, 0, None, 0)
+
+
+def follow(session: Session) -> MeterLog:
+    """A log that follows `session` from now on, knowing what its history holds by kind
+    (`log.compose()`); `log.stop()` ends it."""
+    composer = Composer()
+    history = session.history
+
+    def compose() -> list[Share]:
+        return composer.shares(history.view(), history.overhead_chars, history.size().tokens)
+
+    log = MeterLog(compose)
+    log._unsubscribe = session.subscribe(log)
+    return log
+
+
+_HANDLERS: dict[type, Callable[[MeterLog, Any], bool]] = {
+    AskStarted: MeterLog._ask,
+    MessageAppended: MeterLog._message,
+    ToolResultAppended: MeterLog._result,
+    ModelResponded: MeterLog._call,
+    CompactionStarted: MeterLog._started,
+    MicroCompacted: MeterLog._micro,
+    CompactionFinished: MeterLog._full_compaction,
+}
+
+
+@dataclass
+class Scope:
+    """The stretch of a session a meter tells: from `first_call` / `first_compaction` (indexes
+    into the log) to the end, or to `end_*` once closed (a finished cell)."""
+
+    label: str
+    """"cell" or "session"."""
+    first_call: int
+    first_compaction: int
+    before: ContextSize | None
+    """The context when the scope began (a cell's "before"); None for the whole session."""
+    first_ask: int = 0
+    """Asks the session had made before the scope began."""
+    end_call: int | None = None
+    end_compaction: int | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.end_call is not None
+
+    def close(self, log: MeterLog) -> None:
+        """End the scope where the log is now: later events are not part of it."""
+        if not self.closed:
+            self.end_call, self.end_compaction = len(log.calls), len(log.compactions)
+
+
+# -- what one meter shows --------------------------------------------------------------------
 
 
 @dataclass
 class MeterData:
-    """The numbers a context meter shows for one session."""
+    """The numbers one meter shows: a log seen through a scope, at one moment."""
 
     session_id: str
     context_limit: int
     token_limit: int | None
     current: ContextSize
+    """The context now (for a closed scope: when it closed)."""
+    scope: Scope
     calls: list[CallPoint] = field(default_factory=list)
-    compactions: list[CompactionRow] = field(default_factory=list)
-    micro_freed: int = 0
-    micro_cleared: int = 0
+    """Every call of the session up to the scope's end (the chart shows them all)."""
+    compactions: list[Compaction] = field(default_factory=list)
+    """Every compaction up to the scope's end."""
+    holds: list[Share] = field(default_factory=list)
+    """What the context holds now, by kind."""
+    session_cost_usd: float | None = None
 
-    def observe(self, event: Event) -> bool:
-        """Take in one event; True when it changed what the meter shows."""
-        if isinstance(event, ModelResponded):
-            point = CallPoint(
-                event.call,
-                event.context_before_micro.chars,
-                event.context_sent.chars,
-                event.context_sent.tokens,
-            )
-            self.calls.append(point)
-            return True
-        if isinstance(event, MicroCompacted):
-            self.micro_freed += event.chars_freed
-            self.micro_cleared += len(event.cleared_ids)
-            self.compactions.append(
-                CompactionRow(
-                    "layer 1 (micro)",
-                    "auto",
-                    None,
-                    event.before,
-                    event.after,
-                    True,
-                    None,
-                    len(self.calls),
-                )
-            )
-            return True
-        if isinstance(event, CompactionFinished):
-            self.compactions.append(
-                CompactionRow(
-                    LAYER.get(event.trigger, event.trigger),
-                    event.trigger,
-                    event.focus,
-                    event.before,
-                    event.after,
-                    event.success,
-                    event.error,
-                    len(self.calls),
-                )
-            )
-            return True
-        return False
+    @classmethod
+    def of(
+        cls,
+        log: MeterLog,
+        scope: Scope,
+        session_id: str,
+        context_limit: int,
+        token_limit: int | None,
+        current: ContextSize,
+        holds: list[Share] | None = None,
+    ) -> MeterData:
+        """The data of `log` through `scope` (copies of the lists: later events leave it be)."""
+        calls = log.calls[: scope.end_call]
+        compactions = log.compactions[: scope.end_compaction]
+        priced = [c.cost_usd for c in calls] + [c.cost_usd for c in compactions if not c.micro]
+        session_cost = None if None in priced else float(sum(c or 0.0 for c in priced))
+        return cls(
+            session_id,
+            context_limit,
+            token_limit,
+            current,
+            replace(scope),
+            calls,
+            compactions,
+            list(holds or []),
+            session_cost,
+        )
+
+    # -- the scope's own story -----------------------------------------------------------
 
     @property
-    def full_compactions(self) -> list[CompactionRow]:
-        return [row for row in self.compactions if not row.layer.startswith("layer 1")]
+    def own_calls(self) -> list[CallPoint]:
+        return self.calls[self.scope.first_call :]
+
+    @property
+    def own_compactions(self) -> list[Compaction]:
+        return self.compactions[self.scope.first_compaction :]
+
+    @property
+    def full(self) -> list[Compaction]:
+        """The scope's full compactions (failed ones included)."""
+        return [c for c in self.own_compactions if not c.micro]
+
+    @property
+    def micro(self) -> list[Compaction]:
+        return [c for c in self.own_compactions if c.micro]
+
+    def micro_by_ask(self) -> list[tuple[int, list[Compaction]]]:
+        """The scope's micro-compactions grouped by the ask they happened in, in order."""
+        groups: dict[int, list[Compaction]] = {}
+        for row in self.micro:
+            groups.setdefault(row.turn, []).append(row)
+        return list(groups.items())
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the scope's model calls and summaries cost (None when one had no price)."""
+        priced = [c.cost_usd for c in self.own_calls] + [c.cost_usd for c in self.full]
+        if any(value is None for value in priced):
+            return None
+        return float(sum(value or 0.0 for value in priced))
 
     def fill(self) -> float:
         """How full the context is, as a share of the character limit."""
         return self.current.chars / self.context_limit if self.context_limit else 0.0
 
+    @property
+    def asks(self) -> tuple[int, int]:
+        """The first and last ask whose model calls the scope holds ((0, 0): none)."""
+        turns = [c.turn for c in self.own_calls]
+        return (min(turns), max(turns)) if turns else (0, 0)
+
+    def timeline(self) -> list[Compaction | tuple[int, list[Compaction]]]:
+        """The scope's compactions in order: each full one on its own, the micro-compactions
+        of an ask as one group (placed where the first of them happened)."""
+        out: list[Compaction | tuple[int, list[Compaction]]] = []
+        groups: dict[int, list[Compaction]] = {}
+        for row in self.own_compactions:
+            if not row.micro:
+                out.append(row)
+            elif row.turn in groups:
+                groups[row.turn].append(row)
+            else:
+                groups[row.turn] = [row]
+                out.append((row.turn, groups[row.turn]))
+        return out
+
+
+# -- words and numbers -----------------------------------------------------------------------
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """ "1 message", "2 messages"."""
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
+
+
+def counted(names: Mapping[str, int] | Iterable[str]) -> str:
+    """ "read_file ×3, bash" from names (or name -> count)."""
+    counts: dict[str, int] = {}
+    if isinstance(names, Mapping):
+        counts = dict(names)
+    else:
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    return ", ".join(name if n == 1 else f"{name} ×{n}" for name, n in counts.items())
+
+
+def clip(text: str, limit: int, *, one_line: bool = True) -> str:
+    """`text` in at most `limit` characters: cut at the last word that fits, with an
+    ellipsis (a single word longer than `limit` is cut inside it). `one_line` folds whitespace
+    runs, newlines included, into single spaces first."""
+    text = " ".join(text.split()) if one_line else text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 1)]
+    space = max(cut.rfind(" "), cut.rfind("\n"))
+    if space > limit // 3:
+        cut = cut[:space]
+    return cut.rstrip(" \n,;:.-–—") + "…"
+
+
+def usd(value: float | None) -> str:
+    """A cost as the meter shows it: "$0.0123", "$1.23", or "—" when there is no price."""
+    if value is None:
+        return "—"
+    return f"${value:.4f}" if abs(value) < 1 else f"${value:,.2f}"
+
+
+def size_text(size: ContextSize) -> str:
+    """ "8 messages, 4,449 chars, ~2,000 tokens"."""
+    approx = "" if size.tokens_exact else "~"
+    return (
+        f"{plural(size.messages, 'message')}, {size.chars:,} chars, {approx}{size.tokens:,} tokens"
+    )
+
+
+def compaction_text(row: Compaction) -> str:
+    """One line for a full compaction: what, when, why, before -> after, cost."""
+    head = f"{row.label if row.success else 'failed'} after call {row.after_call}: {row.strategy}"
+    head += f" ({LAYERS.get(row.layer, row.layer)}; {TRIGGERS.get(row.trigger, row.trigger)})"
+    if row.focus:
+        head += f" focus={clip(row.focus, 80)!r}"
+    if not row.success:
+        return f"{head}: {row.error or 'failed'}; the history was kept"
+    return f"{head}: {size_text(row.before)} -> {size_text(row.after)}; cost {usd(row.cost_usd)}"
+
+
+def micro_text(ask: int, rows: Sequence[Compaction]) -> str:
+    """One line for the micro-compactions of one ask: how many, what they cleared, freed."""
+    strategies = counted(row.strategy for row in rows)
+    cleared = [name for row in rows for name in row.cleared]
+    freed = sum(row.freed_chars for row in rows)
+    tokens = sum(row.freed_tokens for row in rows)
+    return (
+        f"ask {ask}: {plural(len(rows), 'micro-compaction')} ({strategies}), "
+        f"{plural(len(cleared), 'tool result')} cleared, freed {freed:,} chars (~{tokens:,} tokens)"
+    )
+
+
+def holds_text(holds: Sequence[Share]) -> str:
+    """ "system & tools 41% · tool results · bash 22% · ..." (shares of the prompt)."""
+    total = sum(share.chars for share in holds)
+    if not total:
+        return "empty"
+    return " · ".join(f"{share.kind} {share.chars / total:.0%}" for share in holds)
+
 
 def meter_text(data: MeterData) -> str:
-    """The meter as plain text (terminal IPython, logs)."""
+    """The meter as plain text (terminal IPython, logs, the text/plain of a saved notebook)."""
     c = data.current
-    approx = "" if c.tokens_exact else "~"
-    tokens = f"{approx}{c.tokens:,}"
-    if data.token_limit:
-        tokens += f"/{data.token_limit:,}"
-    lines = [
-        f"context: {c.messages} messages, {c.chars:,}/{data.context_limit:,} chars "
-        f"({data.fill():.0%}), {tokens} tokens; {len(data.calls)} model calls",
-    ]
-    if data.micro_cleared:
-        lines.append(
-            f"micro-compaction: {data.micro_cleared} results cleared, "
-            f"{data.micro_freed:,} chars freed"
-        )
-    for row in data.full_compactions:
-        focus = f" focus={row.focus!r}" if row.focus else ""
-        if row.success:
-            lines.append(
-                f"{row.layer}{focus}: {row.before.messages} msgs/{row.before.chars:,} chars -> "
-                f"{row.after.messages} msgs/{row.after.chars:,} chars"
-            )
+    lines = [f"context meter · {scope_title(data)} · session {data.session_id}"]
+    now = f"{size_text(c)} now ({data.fill():.0%} of the {data.context_limit:,}-char limit)"
+    if data.scope.before is not None:
+        lines.append(f"context: {size_text(data.scope.before)} before the cell -> {now}")
+    else:
+        lines.append(f"context: {now}")
+    calls = data.own_calls
+    span = f" ({calls[0].call}-{calls[-1].call})" if len(calls) > 1 else ""
+    lines.append(
+        f"{plural(len(calls), 'model call')}{span}; cost {usd(data.cost_usd)}"
+        + (f" (session {usd(data.session_cost_usd)})" if data.scope.label == "cell" else "")
+    )
+    if data.holds:
+        lines.append(f"holds: {holds_text(data.holds)}")
+    for item in data.timeline():
+        if isinstance(item, Compaction):
+            lines.append(compaction_text(item))
+            if item.summary:
+                lines.append(f"  summary: {clip(item.summary, 200)}")
         else:
-            lines.append(f"{row.layer}{focus}: FAILED ({row.error}); history kept")
+            lines.append(micro_text(*item))
+    if not data.own_compactions:
+        lines.append("no compaction" + (" in this cell" if data.scope.label == "cell" else ""))
     return "\n".join(lines)
+
+
+def scope_title(data: MeterData) -> str:
+    """ "this cell (ask 2)", "this cell", or "the whole session"."""
+    if data.scope.label != "cell":
+        return "the whole session"
+    first, last = data.asks
+    if not first:
+        return "this cell"
+    return f"this cell (ask {first})" if first == last else f"this cell (asks {first}-{last})"
+
+
+def state_of(data: MeterData) -> dict[str, Any]:
+    """The widget's synced state: plain JSON values of the scope's numbers."""
+    return {
+        "scope": data.scope.label,
+        "before": _size_state(data.scope.before) if data.scope.before else None,
+        "messages": data.current.messages,
+        "chars": data.current.chars,
+        "tokens": data.current.tokens,
+        "context_limit": data.context_limit,
+        "token_limit": data.token_limit,
+        "model_calls": len(data.own_calls),
+        "sizes": [point.sent.chars for point in data.own_calls],
+        "calls": [_call_state(point) for point in data.own_calls],
+        "compactions": [_compaction_state(row) for row in data.own_compactions],
+        "composition": [{"kind": s.kind, "chars": s.chars, "tokens": s.tokens} for s in data.holds],
+        "cost_usd": data.cost_usd,
+    }
+
+
+def _size_state(size: ContextSize) -> dict[str, Any]:
+    return {
+        "messages": size.messages,
+        "chars": size.chars,
+        "tokens": size.tokens,
+        "tokens_exact": size.tokens_exact,
+    }
+
+
+def _call_state(point: CallPoint) -> dict[str, Any]:
+    return {
+        "call": point.call,
+        "turn": point.turn,
+        "before_chars": point.before.chars,
+        "sent_chars": point.sent.chars,
+        "tokens": point.tokens,
+        "tokens_exact": point.api_tokens is not None,
+        "cost_usd": point.cost_usd,
+    }
+
+
+def _compaction_state(row: Compaction) -> dict[str, Any]:
+    state = {
+        "label": row.label,
+        "micro": row.micro,
+        "strategy": row.strategy,
+        "layer": row.layer,
+        "trigger": row.trigger,
+        "focus": row.focus,
+        "success": row.success,
+        "error": row.error,
+        "after_call": row.after_call,
+        "turn": row.turn,
+        "cost_usd": row.cost_usd,
+        "summary_chars": len(row.summary),
+    }
+    for name, size in (("before", row.before), ("after", row.after)):
+        state.update({f"{name}_{key}": value for key, value in _size_state(size).items()})
+    return json.loads(to_json(state))  # plain JSON values only (no tuples)
