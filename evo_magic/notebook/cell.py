@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,11 @@ from evo_magic.secrets import StreamRedactor, redact
 
 THROTTLE_SECONDS = 0.1
 OUTPUT_PREVIEW = 4_000
+TEXT_WIDTH = 100
+"""Columns of the plain-text footer of a quiet cell (wrapped between words)."""
+ICONS = {"compaction": "↓ ", "micro": "↓ ", "error": "✗ "}
+"""Marks in front of log lines: glyphs every common font has (a notice says "note:")."""
+FOOTER_STYLE = "color:#555;border-top:1px solid #ddd;margin-top:4px;padding-top:2px"
 
 
 @dataclass
@@ -121,11 +127,36 @@ def _item_html(item: Item) -> str:
         "micro": "color:#6a1b9a",
         "notice": "color:#e65100",
         "error": "color:#c62828;font-weight:bold",
-        "footer": "color:#555;border-top:1px solid #ddd;margin-top:4px;padding-top:2px",
+        "footer": FOOTER_STYLE,
     }
-    icon = {"compaction": "⇣ ", "micro": "⇣ ", "notice": "ⓘ ", "error": "✗ "}.get(item.kind, "")
+    icon = ICONS.get(item.kind, "")
     style = styles.get(item.kind, "")
     return f"<div style='{style};font-family:monospace'>{icon}{html.escape(item.text)}</div>"
+
+
+def wrapped(line: str, width: int = TEXT_WIDTH) -> str:
+    """A log line as plain text: "  · " in front, wrapped between words (never inside one)
+    at `width` columns, continued with an indent."""
+    return textwrap.fill(
+        line,
+        width=width,
+        initial_indent="  · ",
+        subsequent_indent="    ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def footer_bundle(text: str) -> dict[str, str]:
+    """A quiet cell's footer as its own output: HTML that wraps between words, and text."""
+    return {
+        "text/plain": wrapped(text),
+        "text/html": (
+            "<div class='evo-magic-cell evo-magic-footer' style='font-size:13px'>"
+            f"<div style='{FOOTER_STYLE};font-family:monospace;white-space:normal;"
+            f"overflow-wrap:normal;word-break:normal'>{html.escape(text)}</div></div>"
+        ),
+    }
 
 
 def _tool_html(item: Item) -> str:
@@ -206,8 +237,16 @@ class CellView:
         if event is not None:
             self.log.finish(event)
             if self.quiet:  # otherwise the live view has shown it already
-                self._write(redact(f"  · {self.log.items[-1].text}\n"))
+                self._show_footer(redact(self.log.items[-1].text))
         self.update()
+
+    def _show_footer(self, text: str) -> None:
+        if self.rich:  # its own output, not a stream: a stream wraps inside words
+            from IPython.display import display
+
+            display(footer_bundle(text), raw=True)
+        else:
+            self._write(wrapped(text) + "\n")
 
     def show(self, line: str, kind: str = "notice") -> None:
         """Add a line of our own (e.g. "interrupted") to the cell."""
