@@ -1,8 +1,10 @@
 """The frames' columns and dtypes, and typed pandas frames built from Arrow tables or rows.
 
-Every frame starts with the identity columns (`IDENTITY`); docs/transcripts.md documents each
-column. Dtypes: "category", "Int64", "boolean", "Float64", "string", and "datetime"
-(datetime64[us, UTC]); missing values are <NA>/NaT.
+Every frame has the identity columns (`IDENTITY`); docs/transcripts.md documents each column.
+They come first, except in `compactions`, which leads with what a reader compares (which
+compaction, why, its size before and after) and keeps its provenance at the end. Dtypes:
+"category", "Int64", "boolean", "Float64", "string", and "datetime" (datetime64[us, UTC]);
+missing values are <NA> (categories included) and NaT.
 """
 
 from __future__ import annotations
@@ -58,13 +60,14 @@ HISTORY_COLUMNS = {
         "block_index",
         "block_type",
         "tool_name",
-        "tool_use_id",
+        "chars",
         "is_error",
         "text",
-        "chars",
+        "tool_use_id",
     )
 }
-"""Columns of `history_frame`: those of `blocks` that need no transcript."""
+"""Columns of `history_frame`: those of `blocks` that need no transcript, the short ones first
+(the text, long, and the tool_use_id, opaque, last)."""
 
 PART_COLUMNS = {
     **IDENTITY,
@@ -111,24 +114,43 @@ CALL_COLUMNS = {
 """Columns of `Transcripts.calls` and their dtypes."""
 
 COMPACTION_COLUMNS = {
-    **IDENTITY,
+    "session_id": "category",
+    "turn": "Int64",
     "strategy": "category",
-    "layer": "category",
     "trigger": "category",
     "focus": "string",
+    "before_tokens": "Int64",
+    "after_tokens": "Int64",
+    "before_chars": "Int64",
+    "after_chars": "Int64",
     "success": "boolean",
+    "before_messages": "Int64",
+    "after_messages": "Int64",
+    "layer": "category",
     "error": "string",
-    "duration": "Float64",
-    **{f"before_{name}": dtype for name, dtype in SIZE.items()},
-    **{f"after_{name}": dtype for name, dtype in SIZE.items()},
     "summary": "string",
     "summary_chars": "Int64",
+    "duration": "Float64",
+    "before_tokens_exact": "boolean",
+    "after_tokens_exact": "boolean",
     **{f"summary_{name}": dtype for name, dtype in USAGE.items()},
     "summary_cost_usd": "Float64",
     "snapshot_path": "string",
+    **{name: dtype for name, dtype in IDENTITY.items() if name not in ("session_id", "turn")},
     **_WHERE,
 }
-"""Columns of `Transcripts.compactions` and their dtypes."""
+"""Columns of `Transcripts.compactions` and their dtypes: what a reader compares first (in
+pandas' default view the first ten columns show: session, turn, strategy, trigger, focus,
+tokens and characters before and after), then the details, then where each row comes from."""
+
+LEADING = {
+    "blocks": ("message_index", "role", "message_kind", "block_type", "tool_name", "chars"),
+    "parts": ("message_index", "tool_use_id", "part_index", "part_type", "chars"),
+    "calls": ("call", "model", "stop_reason", "input_tokens", "output_tokens", "cost_usd"),
+    "compactions": tuple(list(COMPACTION_COLUMNS)[2:12]),
+    "events": ("kind",),
+}
+"""Per frame, the columns a reader looks at first (what `Transcripts` lists)."""
 
 EVENT_COLUMNS = {**IDENTITY, "kind": "category", **_WHERE}
 """The leading columns of `Transcripts.events`; each record's own fields follow."""
@@ -208,8 +230,27 @@ def to_pandas(table: pa.Table, spec: dict[str, str]) -> pd.DataFrame:
             table = table.set_column(table.column_names.index(name), name, encoded)
     frame = table.to_pandas(types_mapper=_PANDAS_TYPES.get, self_destruct=True)
     for name, dtype in spec.items():
-        if dtype == "category" and frame[name].dtype != "category":
-            frame[name] = frame[name].astype("category")
+        if dtype == "category":
+            frame[name] = _string_categories(frame[name])
         elif dtype == "datetime" and len(frame) == 0:
             frame[name] = frame[name].astype("datetime64[us, UTC]")
     return frame
+
+
+def _string_categories(column: pd.Series) -> pd.Series:
+    """`column` as a category whose categories are pandas' nullable strings: its missing values
+    then show as <NA>, like every other column's, instead of NaN. Only the categories are
+    converted; the codes are kept."""
+    if column.dtype != "category":
+        column = column.astype("category")
+    categories = column.cat.categories
+    if categories.dtype == _STRING:
+        return column
+    codes = column.cat.codes.to_numpy()
+    dtype = pd.CategoricalDtype(categories.astype(_STRING))
+    return pd.Series(
+        pd.Categorical.from_codes(codes, dtype=dtype), index=column.index, name=column.name
+    )
+
+
+_STRING = pd.StringDtype()

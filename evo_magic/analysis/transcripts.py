@@ -15,7 +15,14 @@ import pyarrow.compute as pc
 from evo_magic.analysis import lake
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.formats import claude_code, codex, detect, evo
-from evo_magic.analysis.frames import EVENT_COLUMNS, FRAMES, arrow_schema, empty_table, to_pandas
+from evo_magic.analysis.frames import (
+    EVENT_COLUMNS,
+    FRAMES,
+    LEADING,
+    arrow_schema,
+    empty_table,
+    to_pandas,
+)
 from evo_magic.analysis.loader import Engine, SourceFile, names, resolve, warn_bad_lines
 
 _READERS = {"evo_magic": evo.read, "claude_code": claude_code.read, "codex": codex.read}
@@ -77,36 +84,39 @@ class Transcripts:
         `events`) and return the result as a DataFrame."""
         return lake.query({**self.frames(), "events": self.events}, query)
 
-    def _summary(self) -> tuple[int, list[tuple[str, int, list[str]]]]:
+    def _summary(self) -> tuple[int, list[tuple[str, int | None, str]]]:
+        """Sessions, and per frame: its name, rows (None: not built yet) and key columns."""
         sessions = 0
         if len(self.blocks):
             sessions = self.blocks["session_id"].nunique()
-        rows = [(name, len(frame), list(frame.columns)) for name, frame in self.frames().items()]
+        frames = self.frames()
+        rows = []
+        for name in (*FRAMES, "events"):
+            frame = frames.get(name)
+            count = len(frame) if frame is not None else None
+            rows.append((name, count, _key_columns(name, frame)))
         return sessions, rows
 
     def __repr__(self) -> str:
         sessions, rows = self._summary()
         lines = [f"<Transcripts: {len(self.files)} file(s), {sessions} session(s)"]
-        for name, count, _ in rows:
-            lines.append(f"  .{name:<12} {count:>8,} rows  {_HINTS[name]}")
-        if self._events is None:
-            lines.append(f"  .{'events':<12} {'':>8}       {_HINTS['events']}")
+        for name, count, columns in rows:
+            shown = f"{count:>8,} rows" if count is not None else f"{'(on use)':>13}"
+            lines.append(f"  .{name:<12} {shown}  {_HINTS[name]}")
+            lines.append(f"  {'':<13} {'':>13}  {columns}")
         if self.skipped:
             lines.append(f"  .skipped      {self.skipped}")
-        lines.append("  .sql('select ...'), .to_parquet(dir); columns: docs/transcripts.md>")
+        lines.append("  .sql('select ...'), .to_parquet(dir); every column: docs/transcripts.md>")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         sessions, rows = self._summary()
         body = "".join(
-            f"<tr><td><code>.{name}</code></td><td style='text-align:right'>{count:,}</td>"
-            f"<td>{html.escape(_HINTS[name])}</td>"
-            f"<td><small>{html.escape(', '.join(columns[9:]))}</small></td></tr>"
+            f"<tr><td><code>.{name}</code></td><td style='text-align:right'>"
+            f"{'' if count is None else f'{count:,}'}</td><td>{html.escape(_HINTS[name])}</td>"
+            f"<td><small>{html.escape(columns)}</small></td></tr>"
             for name, count, columns in rows
         )
-        if self._events is None:
-            body += f"<tr><td><code>.events</code></td><td></td><td>{_HINTS['events']}</td>"
-            body += "<td></td></tr>"
         skipped = ""
         if self.skipped:
             items = ", ".join(f"{html.escape(k)}: {v}" for k, v in self.skipped.items())
@@ -114,11 +124,19 @@ class Transcripts:
         return (
             f"<div><b>Transcripts</b>: {len(self.files)} file(s), {sessions} session(s)"
             "<table><tr><th>frame</th><th>rows</th><th>what</th>"
-            "<th>columns after the identity columns</th></tr>"
-            f"{body}</table>{skipped}<p>Every frame starts with source, session_id, agent_id, "
-            "sidechain, seq, timestamp, turn, epoch, segment. SQL over all frames: "
-            "<code>t.sql('select ...')</code>; Parquet: <code>t.to_parquet(dir)</code>.</p></div>"
+            "<th>the columns to look at first</th></tr>"
+            f"{body}</table>{skipped}<p>Every frame also has where each row comes from: source, "
+            "session_id, agent_id, sidechain, seq, timestamp, turn, epoch, segment, file, line. "
+            "SQL over all frames: <code>t.sql('select ...')</code>; Parquet: "
+            "<code>t.to_parquet(dir)</code>; every column: docs/transcripts.md.</p></div>"
         )
+
+
+def _key_columns(name: str, frame: pd.DataFrame | None) -> str:
+    """ "a, b, c (+ N more)": the frame's leading columns, as many as it has."""
+    leading = [c for c in LEADING[name] if frame is None or c in frame.columns]
+    more = len(frame.columns) - len(leading) if frame is not None else 0
+    return ", ".join(leading) + (f" (+ {more} more)" if more > 0 else "")
 
 
 def load_transcripts(path: str | Path) -> Transcripts:
