@@ -38,6 +38,8 @@ TEXT_WIDTH = 100
 ICONS = {"compaction": "↓ ", "micro": "↓ ", "error": "✗ "}
 """Marks in front of log lines: glyphs every common font has (a notice says "note:")."""
 FOOTER_STYLE = "color:#555;border-top:1px solid #ddd;margin-top:4px;padding-top:2px"
+NO_MATH = "mathjax_ignore tex2jax_ignore"
+"""Classes that keep front ends from typesetting "$0.01 this cell, $0.02" as LaTeX."""
 
 
 @dataclass
@@ -105,7 +107,11 @@ class CellLog:
 
     def html(self) -> str:
         parts = [_item_html(item) for item in self.items]
-        return "<div class='evo-magic-cell' style='font-size:13px'>" + "".join(parts) + "</div>"
+        return (
+            f"<div class='evo-magic-cell {NO_MATH}' style='font-size:13px'>"
+            + "".join(parts)
+            + "</div>"
+        )
 
 
 def _tool_summary(item: Item) -> str:
@@ -152,7 +158,7 @@ def footer_bundle(text: str) -> dict[str, str]:
     return {
         "text/plain": wrapped(text),
         "text/html": (
-            "<div class='evo-magic-cell evo-magic-footer' style='font-size:13px'>"
+            f"<div class='evo-magic-cell evo-magic-footer {NO_MATH}' style='font-size:13px'>"
             f"<div style='{FOOTER_STYLE};font-family:monospace;white-space:normal;"
             f"overflow-wrap:normal;word-break:normal'>{html.escape(text)}</div></div>"
         ),

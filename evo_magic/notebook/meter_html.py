@@ -45,6 +45,8 @@ KIND_COLOURS = {
     "other": "#bdbdbd",
 }
 RESULT_COLOURS = ("#ef6c00", "#8d6e63", "#f4a261", "#d84315", "#bcaaa4", "#ffb74d", "#6d4c41")
+NO_MATH = "mathjax_ignore tex2jax_ignore"
+"""Classes that keep front ends from typesetting "$0.01 ... $0.02" as LaTeX."""
 FONT = "font-family:system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',sans-serif"
 
 
@@ -57,7 +59,8 @@ def meter_html(data: MeterData) -> str:
     """The whole meter: header, the cell's before -> after, the fill bar, the chart, what the
     context holds, and the compactions."""
     return (
-        f"<div class='evo-magic-meter' data-scope='{e(data.scope.label)}' style='{FONT};"
+        f"<div class='evo-magic-meter {NO_MATH}' data-scope='{e(data.scope.label)}' "
+        f"style='{FONT};"
         "font-size:13px;line-height:1.4;border:1px solid #ccc;border-radius:4px;"
         "padding:8px 10px;max-width:640px;color:#212121;background:#fff'>"
         f"{_header(data)}{_fill_bar(data)}{_chart(data)}{_composition(data)}"
