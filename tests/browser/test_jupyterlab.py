@@ -4,9 +4,12 @@ it looks when reopened without the kernel that ran it.
 The writer opens the notebook, runs all cells, sees the agent's tool lines, footers and
 meters, saves and shuts the kernel down. Then the notebook is reopened twice: in the same
 JupyterLab, which starts a fresh kernel (one that never made the meters' widgets), and in a
-JupyterLab with no kernel for it at all. Both times every meter must show its HTML with the
-numbers of its own cell, and no "Error displaying widget". Screenshots go to the folder of
-the `screenshots` fixture ($EVO_MAGIC_SCREENSHOTS, else under pytest's temporary directory).
+JupyterLab with no kernel for it at all. Every time, every meter must show its HTML with the
+numbers of its own cell (its context before and after, its compactions and no other cell's),
+a chart with its axes, its limit and a mark for every compaction so far, and no "Error
+displaying widget"; clicking a compaction opens its summary and focus. Screenshots go to the
+folder of the `screenshots` fixture ($EVO_MAGIC_SCREENSHOTS, else under pytest's temporary
+directory); `SHOTS` says what each one shows.
 """
 
 from __future__ import annotations
@@ -37,8 +40,23 @@ from evo_magic.notebook.magics import parse_compact_line
 QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 TOOLS = {"bash", "read_file", "write_file", "edit_file", "compact"}
-METER_NUMBERS = re.compile(r"(\d+) messages · ([\d,]+) / ([\d,]+) chars")
 CONTEXT_NUMBERS = re.compile(r"context:? (\d+) msgs, ([\d,]+) chars")
+SHOTS = {
+    "1-run-all-first-agent-cell.png": "the first %%agent cell after Run All: its meter (this "
+    "cell's calls, micro-compactions only), the streamed text, tool lines (one opened), footer",
+    "2-run-all-compact-meter.png": "the %compact cell's meter after Run All: C2 with its "
+    "focus, the chart of the session so far with C2 at its right edge",
+    "3-reopened-with-a-fresh-kernel.png": "the notebook reopened with a new kernel: every "
+    "meter is static HTML, no widget error",
+    "4-reopened-without-kernel.png": "the notebook reopened in a JupyterLab with no kernel "
+    "for it (No Kernel): the last %%agent cell's meter",
+    "5-meter-<n>-of-cell-<i>.png": "each meter alone, reopened without a kernel",
+    "6-compaction-opened.png": "the second %%agent cell's meter with C1 clicked open: its "
+    "summary, focus and what it replaced (the README's image)",
+    "7-manual-compaction-opened.png": "the %compact cell's meter with C2 clicked open: its "
+    "focus and summary",
+}
+"""What each screenshot shows."""
 
 
 # -- fixtures ------------------------------------------------------------------------------
@@ -165,7 +183,10 @@ def test_quickstart_runs_in_jupyterlab_and_reopens_without_its_kernel(
         page.screenshot(path=screenshots / "4-reopened-without-kernel.png")
         for n, index in enumerate(plan.meters, start=1):
             meter(page, index).screenshot(path=screenshots / f"5-meter-{n}-of-cell-{index}.png")
+        check_opening_compactions(page, plan, notebook, screenshots)
     print(f"screenshots: {screenshots}")
+    for name, what in SHOTS.items():
+        print(f"  {name}: {what}")
 
 
 # -- steps ---------------------------------------------------------------------------------
@@ -256,6 +277,11 @@ def check_live_outputs(page: Page, plan: Plan, notebook: Path) -> None:
         assert {tools.nth(i).get_attribute("data-tool") for i in range(tools.count())} <= TOOLS
         expect(tools.first.locator("summary")).to_have_text(re.compile(r"^✓ "))
         expect(log).to_contain_text(re.compile(r"model calls, stop: \w+"))
+        # Dollar amounts stay text: no front end typesets "$0.01 this cell, $0.02" as LaTeX.
+        expect(log).to_contain_text(re.compile(r"cost \$[\d.]+ this cell, \$[\d.]+ so far"))
+    # Every cell's live widget became its static snapshot when the cell ended.
+    widget_views = page.locator(f".jp-OutputArea-output[data-mime-type='{WIDGET_VIEW}']")
+    expect(widget_views).to_have_count(0)
     first = cell(page, plan.agent[0]).locator("details[data-tool]").first
     output = first.locator("pre").last
     expect(output).to_be_hidden()
@@ -265,27 +291,117 @@ def check_live_outputs(page: Page, plan: Plan, notebook: Path) -> None:
 
 
 def check_meters(page: Page, plan: Plan, notebook: Path) -> None:
-    """Each meter shows its HTML (numbers, bar, chart) with the state its cell ended in: the
-    numbers of the %%agent cell's footer, the %compact focus, what %agent context printed."""
+    """Each meter shows its HTML with the state its cell ended in and that cell's story: the
+    context before it (where the cell above ended) and after it (the numbers of the %%agent
+    cell's footer, what %agent context printed), its own compactions only, and a chart with
+    its axes, the limit and a mark for every compaction up to the cell."""
+    cells = [i for i in plan.meters if i not in plan.context]
+    previous = None
+    marks = {"full": 0, "micro": 0}
     for index in plan.meters:
         shown = meter(page, index)
         expect(shown).to_have_count(1)
-        expect(shown.locator("svg")).to_have_count(1)
-        expect(shown).to_contain_text(METER_NUMBERS)
+        if index in plan.context:
+            expect(shown).to_have_attribute("data-scope", "session")
+            check_chart(shown, total=marks)
+            continue
+        expect(shown).to_have_attribute("data-scope", "cell")
+        before, now = _story(shown, "before"), _story(shown, "now")
+        if previous is not None:
+            assert before == previous, f"cell {index} starts where the cell above ended"
+        previous = now
+        own = shown.locator("details.evo-compaction")
+        for i in range(own.count()):
+            row = own.nth(i)
+            kind = row.get_attribute("data-kind")
+            marks[kind] += 1 if kind == "full" else int(row.get_attribute("data-count"))
+        check_chart(shown, total=marks)
+    check_no_math(page)
+    full = [_labels(meter(page, index)) for index in cells]
+    assert full == [[], ["C1"], ["C2"]], "each cell lists its own full compactions"
     for index in plan.agent:
         footer = _numbers(CONTEXT_NUMBERS, cell(page, index).locator(".evo-magic-cell"))
-        assert _numbers(METER_NUMBERS, meter(page, index))[:2] == footer, f"cell {index}"
+        assert _story(meter(page, index), "now")[:2] == footer, f"cell {index}"
     for index in plan.compact:
         source = nbformat.read(notebook, as_version=4).cells[index].source
         focus = parse_compact_line(source.strip().removeprefix("%compact")).focus
         assert focus, "the quick start's %compact has a focus"
-        expect(meter(page, index)).to_contain_text("layer 3 (%compact)")
+        expect(meter(page, index)).to_contain_text("by hand, %compact")
         expect(meter(page, index)).to_contain_text(focus)
     for index in plan.context:
         printed = _numbers(
             CONTEXT_NUMBERS, cell(page, index).locator(".jp-OutputArea-output").first
         )
-        assert _numbers(METER_NUMBERS, meter(page, index))[:2] == printed, f"cell {index}"
+        assert _story(meter(page, index), "now")[:2] == printed, f"cell {index}"
+        assert _labels(meter(page, index)) == ["C1", "C2"]
+
+
+def check_no_math(page: Page) -> None:
+    """No part of a cell's log or meter was typeset as LaTeX (their "$" are amounts)."""
+    typeset = page.locator(".evo-magic-cell mjx-container, .evo-magic-meter mjx-container")
+    expect(typeset).to_have_count(0)
+    expect(page.locator(".evo-magic-meter").first).to_contain_text(
+        re.compile(r"cost \$[\d.]+ \(session so far \$[\d.]+\)")
+    )
+
+
+def check_chart(shown: Locator, total: dict[str, int]) -> None:
+    """The chart: labelled axes, the limit labelled, one mark per compaction so far (every one
+    inside the plot), and a tooltip on each point."""
+    chart = shown.locator("svg.evo-chart")
+    expect(chart).to_have_count(1)
+    expect(chart.locator(".evo-axis-x")).to_contain_text("model call")
+    expect(chart.locator(".evo-axis-y")).to_contain_text("context sent (characters)")
+    expect(chart.locator(".evo-limit")).to_contain_text("limit 12,000 chars")
+    for kind, count in total.items():
+        expect(chart.locator(f"g.evo-mark[data-kind='{kind}']")).to_have_count(count)
+    axis = chart.locator(".evo-axis-x line").first.bounding_box()
+    assert axis is not None
+    for box in (m.bounding_box() for m in chart.locator("g.evo-mark").all()):
+        assert box is not None
+        middle = box["x"] + box["width"] / 2
+        assert axis["x"] - 1 <= middle <= axis["x"] + axis["width"] + 1, "a mark is outside"
+    points = chart.locator("g.evo-point")
+    assert points.count() >= 1
+    first = points.first.locator("title").text_content() or ""
+    assert re.match(r"call 1 \(ask 1\)\nsent 1 message, [\d,]+ chars, ~?[\d,]+ tokens", first)
+    assert "before it: request 1:" in first
+
+
+def check_opening_compactions(page: Page, plan: Plan, notebook: Path, screenshots: Path) -> None:
+    """Clicking a compaction opens its summary, focus and what it replaced (plain <details>)."""
+    automatic = meter(page, plan.agent[1]).locator("details.evo-compaction[data-kind='full']")
+    expect(automatic).to_have_count(1)
+    summary = automatic.locator(".evo-summary")
+    expect(summary).to_be_hidden()
+    automatic.locator("summary").click()
+    expect(summary).to_be_visible()
+    expect(summary).to_contain_text("Summary")
+    expect(automatic.locator(".evo-replaced")).to_contain_text("tool results")
+    expect(automatic).to_contain_text("focus: none")
+    meter(page, plan.agent[1]).screenshot(path=screenshots / "6-compaction-opened.png")
+
+    source = nbformat.read(notebook, as_version=4).cells[plan.compact[0]].source
+    focus = parse_compact_line(source.strip().removeprefix("%compact")).focus
+    manual = meter(page, plan.compact[0]).locator("details.evo-compaction[data-kind='full']")
+    manual.locator("summary").click()
+    expect(manual.locator(".evo-focus")).to_have_text(focus or "")
+    expect(manual.locator(".evo-summary")).to_be_visible()
+    meter(page, plan.compact[0]).screenshot(path=screenshots / "7-manual-compaction-opened.png")
+
+
+def _story(where: Locator, which: str) -> tuple[int, int, int]:
+    """(messages, chars, tokens) of a meter's "before" or "now"."""
+    span = where.locator(f".evo-{which}")
+    expect(span).to_have_count(1)
+    return tuple(
+        int(span.get_attribute(f"data-{name}") or -1) for name in ("messages", "chars", "tokens")
+    )
+
+
+def _labels(where: Locator) -> list[str]:
+    rows = where.locator("details.evo-compaction[data-kind='full']")
+    return [rows.nth(i).get_attribute("data-label") or "" for i in range(rows.count())]
 
 
 def _numbers(pattern: re.Pattern[str], where: Locator) -> tuple[int, ...]:
