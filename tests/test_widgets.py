@@ -16,7 +16,7 @@ from evo_magic.events import AskFinished, CompactionFinished, Event
 from evo_magic.measure import to_json
 from evo_magic.models import FunctionModel
 from evo_magic.notebook.meter import SYSTEM, MeterLog, clip, follow
-from evo_magic.notebook.meter_html import HEIGHT, LEFT, RIGHT, TOP, WIDTH
+from evo_magic.notebook.meter_chart import PLOT_W
 from evo_magic.notebook.widget import ContextMeter, static_meter
 from evo_magic.render import cell_cost, usd
 from evo_magic.session import Session
@@ -25,7 +25,6 @@ SECRET = "sk-ant-test-WIDGET-SECRET-1234"
 SURVEY = "Survey the project and keep notes."
 AGAIN = "Now look again and double-check the notes against the code."
 FOCUS = "the notes file and the TODOs"
-SVG = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.fixture
@@ -50,10 +49,24 @@ def run_cells(session: Session, log: MeterLog, *cells: str | None) -> list[Conte
 
 
 def chart(page: str) -> ET.Element:
-    """The meter's SVG chart, parsed."""
-    found = re.search(r"<svg class='evo-chart'.*?</svg>", page, re.S)
-    assert found, "the meter has a chart"
-    return ET.fromstring(found.group(0).replace("<svg ", f"<svg xmlns='{SVG[1:-1]}' ", 1))
+    """The meter's chart (the meter's HTML is well-formed XML)."""
+    (found,) = by_class(ET.fromstring(page), "evo-chart")
+    return found
+
+
+def style(element: ET.Element, name: str) -> float:
+    """A pixel length of an element's inline style."""
+    found = re.search(rf"(?:^|;){name}:([\d.-]+)px", element.get("style", ""))
+    assert found, (name, element.get("style"))
+    return float(found.group(1))
+
+
+def left(element: ET.Element) -> float:
+    return style(element, "left")
+
+
+def width(element: ET.Element) -> float:
+    return style(element, "width")
 
 
 def by_class(root: ET.Element, name: str) -> list[ET.Element]:
@@ -159,21 +172,21 @@ def test_finished_cell_meter_stops_listening(session: Session):
 def test_chart_has_axes_limit_and_a_tooltip_per_call(session: Session):
     log = follow(session)
     run_cells(session, log, SURVEY, AGAIN)
-    page = static_meter(session, log)["text/html"]
-    svg = chart(page)
-    (x_axis,) = by_class(svg, "evo-axis-x")
-    (y_axis,) = by_class(svg, "evo-axis-y")
-    assert "model call" in texts(x_axis) and "characters" in texts(y_axis)
+    plot = chart(static_meter(session, log)["text/html"])
+    (x_axis,) = by_class(plot, "evo-axis-x")
+    (y_axis,) = by_class(plot, "evo-axis-y")
+    assert "model call" in texts(x_axis) and "context sent (characters)" in texts(y_axis)
     assert "10k" in texts(y_axis)  # ticks in thousands of characters
-    (limit,) = by_class(svg, "evo-limit")
+    (limit,) = by_class(plot, "evo-limit")
     assert "limit 12,000 chars" in texts(limit)
-    points = by_class(svg, "evo-point")
+    points = by_class(plot, "evo-point")
     assert [int(p.get("data-call")) for p in points] == [c.call for c in log.calls]
     for point, call in zip(points, log.calls, strict=True):
-        tip = point.find(f"{SVG}title").text
-        assert tip.startswith(f"call {call.call} (ask {call.turn})")
+        tip = point.get("title")
+        assert tip.startswith(f"call {call.call} (ask {call.turn})\nsent ")
         assert f"{call.sent.chars:,} chars" in tip and f"{call.tokens:,} tokens" in tip
-    tips = [p.find(f"{SVG}title").text for p in points]
+        assert 0 <= left(point) + width(point) / 2 <= PLOT_W
+    tips = [p.get("title") for p in points]
     assert "before it: request 1: 'Survey the project and keep notes.'" in tips[0]
     assert any("tool results (read_file ×" in tip for tip in tips)
     assert any(re.search(r"micro: freed [\d,]+ chars", tip) for tip in tips)
@@ -183,45 +196,64 @@ def test_chart_has_axes_limit_and_a_tooltip_per_call(session: Session):
 def test_every_compaction_is_marked_inside_the_chart(session: Session):
     log = follow(session)
     run_cells(session, log, SURVEY, AGAIN, None)  # the %compact comes after the last call
-    svg = chart(static_meter(session, log)["text/html"])
-    marks = by_class(svg, "evo-mark")
+    marks = by_class(chart(static_meter(session, log)["text/html"]), "evo-mark")
     kinds = [m.get("data-kind") for m in marks]
-    assert kinds.count("full") == 2 and kinds.count("micro") == len(
-        [c for c in log.compactions if c.micro]
-    )
+    micro = [c for c in log.compactions if c.micro]
+    assert kinds.count("full") == 2 and kinds.count("micro") == len(micro)
     assert [m.get("data-label") for m in marks if m.get("data-kind") == "full"] == ["C1", "C2"]
     for mark in marks:
-        shapes = [el for el in mark if el.tag in (f"{SVG}line", f"{SVG}path")]
-        xs = [float(v) for el in shapes for v in re.findall(r"[\d.]+", el.get("x1") or "")]
-        xs += [float(v) for el in shapes for v in re.findall(r"M([\d.]+)", el.get("d") or "")]
-        assert xs and all(LEFT <= x <= WIDTH - RIGHT for x in xs), texts(mark)
-        assert mark.find(f"{SVG}title").text
+        assert 0 <= left(mark) + width(mark) / 2 <= PLOT_W, mark.get("title")
+        assert mark.get("title")
     (c2,) = [m for m in marks if m.get("data-label") == "C2"]
-    assert FOCUS in c2.find(f"{SVG}title").text
+    assert FOCUS in c2.get("title") and "by hand, %compact" in c2.get("title")
+    last_call = max(
+        left(p) for p in by_class(chart(static_meter(session, log)["text/html"]), "evo-point")
+    )
+    assert left(c2) > last_call  # after the last call, and still inside
 
 
 def test_a_cell_chart_shows_the_session_so_far_with_its_own_calls_shaded(session: Session):
     log = follow(session)
     first, second = run_cells(session, log, SURVEY, AGAIN)
-    svg = chart(second._view.value)
-    assert len(by_class(svg, "evo-point")) == len(log.calls)
-    (band,) = by_class(svg, "evo-cell-band")
-    own = [m for m in by_class(svg, "evo-mark") if m.get("data-own") == "true"]
+    plot = chart(second._view.value)
+    assert len(by_class(plot, "evo-point")) == len(log.calls)
+    (band,) = by_class(plot, "evo-cell-band")
+    own = [m for m in by_class(plot, "evo-mark") if m.get("data-own") == "true"]
     assert len(own) == len(second.get_state()["compactions"])
-    first_own = next(p for p in by_class(svg, "evo-point") if p.get("data-call") == "7")
-    x = float(first_own.find(f"{SVG}circle").get("cx"))
-    assert float(band.get("x")) < x  # the shading starts just before the cell's first call
+    seventh = next(p for p in by_class(plot, "evo-point") if p.get("data-call") == "7")
+    assert left(band) <= left(seventh) + width(seventh) / 2  # the shading starts at call 7
+    sixth = next(p for p in by_class(plot, "evo-point") if p.get("data-call") == "6")
+    assert left(band) > left(sixth) + width(sixth) / 2
     assert len(by_class(chart(first._view.value), "evo-point")) == 6  # only what came before
 
 
-def test_chart_is_sized_and_says_when_there_is_nothing_to_draw(session: Session):
+def test_chart_says_when_there_is_nothing_to_draw(session: Session):
     meter = ContextMeter(session, log=follow(session), scope="cell")
     page = meter.finish()["text/html"]
     assert "evo-chart-empty" in page and "no model call yet" in page
-    session.ask(SURVEY)
-    svg = chart(ContextMeter(session, log=meter.meter_log).snapshot()["text/html"])
-    assert svg.get("viewBox") == f"0 0 {WIDTH} {HEIGHT}"
-    assert float(by_class(svg, "evo-limit")[0][0].get("y1")) > TOP
+
+
+def test_meter_html_passes_an_untrusted_notebooks_sanitiser(session: Session):
+    """JupyterLab sanitises the HTML of an untrusted notebook with an allow-list: no SVG, no
+    <style>, no script. The meter uses none of them, so it shows the same for a colleague."""
+    log = follow(session)
+    run_cells(session, log, SURVEY, AGAIN, None)
+    page = static_meter(session, log)["text/html"]
+    tags = {el.tag for el in ET.fromstring(page).iter()}
+    assert tags <= {
+        "div",
+        "span",
+        "b",
+        "code",
+        "details",
+        "summary",
+        "table",
+        "tr",
+        "th",
+        "td",
+        "br",
+    }, tags
+    assert "<svg" not in page and "<style" not in page and "<script" not in page
 
 
 # -- what the context holds -------------------------------------------------------------------

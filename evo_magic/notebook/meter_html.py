@@ -1,15 +1,15 @@
-"""The context meter as self-contained HTML: inline styles and SVG, no scripts.
+"""The context meter as self-contained HTML: inline styles, no scripts, no stylesheet.
 
-What a saved notebook keeps: it shows wherever HTML outputs show (JupyterLab, Notebook 7, VS
-Code, nbconvert), without a kernel. Everything interactive is plain HTML: each point of the
-chart and each compaction marker has an SVG `<title>` (its tooltip), and each compaction is a
-`<details>` element that opens on a click to show its summary, its focus and what it replaced.
+What a saved notebook keeps: it shows wherever HTML outputs show (JupyterLab and Notebook 7,
+trusted or not, VS Code, nbconvert), without a kernel. Everything interactive is plain HTML:
+each column and mark of the chart has a `title` (its tooltip; see meter_chart.py), and each
+compaction is a `<details>` element that opens on a click to show its summary, its focus and
+what it replaced. The markup is also well-formed XML, so tests read it with a parser.
 """
 
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Sequence
 
 from evo_magic.events import ContextSize
@@ -17,7 +17,6 @@ from evo_magic.notebook.meter import (
     LAYERS,
     SYSTEM,
     TRIGGERS,
-    CallPoint,
     Compaction,
     MeterData,
     Share,
@@ -26,15 +25,10 @@ from evo_magic.notebook.meter import (
     micro_text,
     plural,
     scope_title,
-    size_text,
     usd,
 )
+from evo_magic.notebook.meter_chart import GREY, PURPLE, RED, chart_html
 
-WIDTH, HEIGHT = 600, 220
-LEFT, RIGHT, TOP, BOTTOM = 60, 16, 18, 42
-MAX_TOOLTIPS = 300
-"""Points with a tooltip at most (the newest); older points are in the line only."""
-BLUE, PURPLE, RED, GREY = "#1565c0", "#7b1fa2", "#c62828", "#757575"
 KIND_COLOURS = {
     SYSTEM: "#9e9e9e",
     "summaries": "#7b1fa2",
@@ -47,7 +41,7 @@ KIND_COLOURS = {
 RESULT_COLOURS = ("#ef6c00", "#8d6e63", "#f4a261", "#d84315", "#bcaaa4", "#ffb74d", "#6d4c41")
 NO_MATH = "mathjax_ignore tex2jax_ignore"
 """Classes that keep front ends from typesetting "$0.01 ... $0.02" as LaTeX."""
-FONT = "font-family:system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',sans-serif"
+FONT = "font-family:system-ui,-apple-system,Segoe UI,Roboto,DejaVu Sans,sans-serif"
 
 
 def e(text: object) -> str:
@@ -63,7 +57,7 @@ def meter_html(data: MeterData) -> str:
         f"style='{FONT};"
         "font-size:13px;line-height:1.4;border:1px solid #ccc;border-radius:4px;"
         "padding:8px 10px;max-width:640px;color:#212121;background:#fff'>"
-        f"{_header(data)}{_fill_bar(data)}{_chart(data)}{_composition(data)}"
+        f"{_header(data)}{_fill_bar(data)}{chart_html(data)}{_composition(data)}"
         f"{_compactions(data)}</div>"
     )
 
@@ -122,273 +116,6 @@ def _fill_bar(data: MeterData) -> str:
         f"<div style='background:{colour};width:{min(fill, 1.0):.1%};height:8px;"
         "border-radius:4px'></div></div>"
     )
-
-
-# -- the chart ---------------------------------------------------------------------------------
-
-
-def nice_step(span: float, ticks: int) -> float:
-    """A round step (1, 2, 2.5 or 5 times a power of ten) giving about `ticks` ticks."""
-    raw = max(span / max(ticks, 1), 1e-9)
-    power = 10 ** math.floor(math.log10(raw))
-    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
-
-
-def chars_label(value: float) -> str:
-    """ "0", "500", "12k", "12.5k", "1.2M"."""
-    if value >= 1_000_000:
-        return f"{value / 1_000_000:g}M"
-    if value >= 1_000:
-        return f"{value / 1_000:g}k"
-    return f"{value:g}"
-
-
-class _Frame:
-    """Where calls and characters land on the chart."""
-
-    def __init__(self, data: MeterData):
-        calls = data.calls
-        self.first = calls[0].call if calls else 1
-        last = calls[-1].call if calls else 1
-        after_last = any(self.position(row, calls) > last for row in data.compactions)
-        self.x0 = self.first - 0.5
-        self.x1 = last + (1.0 if after_last else 0.5)
-        peak = max([p.before.chars for p in calls] + [p.sent.chars for p in calls] + [1])
-        peak = max(peak, data.context_limit, *(row.before.chars for row in data.compactions))
-        self.step = nice_step(peak * 1.08, 4)
-        self.top = math.ceil(peak * 1.08 / self.step) * self.step
-        self.width, self.height = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-
-    @staticmethod
-    def position(row: Compaction, calls: Sequence[CallPoint]) -> float:
-        """Between the call before it and the next one."""
-        if row.after_call <= 0:
-            return (calls[0].call if calls else 1) - 0.5
-        return calls[min(row.after_call, len(calls)) - 1].call + 0.5
-
-    def x(self, call: float) -> float:
-        return LEFT + (call - self.x0) / (self.x1 - self.x0) * self.width
-
-    def y(self, chars: float) -> float:
-        return TOP + self.height - chars / self.top * self.height
-
-
-def _chart(data: MeterData) -> str:
-    """Characters sent per model call; the limit, every compaction where it happened, the
-    cell's own calls shaded; a tooltip per point and per marker."""
-    if not data.calls and not data.compactions:
-        return (
-            "<div class='evo-chart-empty' style='color:#777;font-size:12px;margin:6px 0'>"
-            "no model call yet</div>"
-        )
-    f = _Frame(data)
-    parts = [_band(data, f), _axes(data, f), _limit(data, f), _drops(data, f), _line(data, f)]
-    parts += [_marks(data, f), _points(data, f)]
-    legend = (
-        f"<span style='color:{BLUE}'>● context sent per call</span> · "
-        f"<span style='color:{PURPLE}'>¦ removed before a call</span> · "
-        f"<span style='color:{RED}'>│ full compaction</span> · "
-        f"<span style='color:{PURPLE}'>▲ micro-compaction</span> · "
-        "<span style='color:#999'>- - limit</span> · hover a point or a mark for details"
-    )
-    return (
-        f"<svg class='evo-chart' width='{WIDTH}' height='{HEIGHT}' viewBox='0 0 {WIDTH} {HEIGHT}'"
-        f" role='img' aria-label='context size per model call' style='display:block;"
-        f"max-width:100%;height:auto;margin-top:6px' font-family='sans-serif' font-size='11'>"
-        f"{''.join(parts)}</svg>"
-        f"<div style='font-size:11px;color:#555;margin:0 0 4px {LEFT}px'>{legend}</div>"
-    )
-
-
-def _band(data: MeterData, f: _Frame) -> str:
-    if data.scope.label != "cell":
-        return ""
-    own = data.own_calls
-    starts = [p.call - 0.5 for p in own[:1]]
-    starts += [f.position(row, data.calls) - 0.25 for row in data.own_compactions[:1]]
-    if not starts:
-        return ""
-    x = max(f.x(min(starts)), LEFT)
-    width = LEFT + f.width - x
-    label = (  # too narrow for a label: the cell's own marks say it
-        f"<text x='{x + 4:.1f}' y='{TOP + 11}' fill='{BLUE}' font-size='10'>this cell</text>"
-        if width >= 60
-        else ""
-    )
-    return (
-        f"<rect class='evo-cell-band' x='{x:.1f}' y='{TOP}' width='{width:.1f}' "
-        f"height='{f.height}' fill='{BLUE}' opacity='0.07'/>{label}"
-    )
-
-
-def _axes(data: MeterData, f: _Frame) -> str:
-    bottom, right = TOP + f.height, LEFT + f.width
-    out = [
-        "<g class='evo-axis-y'>",
-        f"<line x1='{LEFT}' x2='{LEFT}' y1='{TOP}' y2='{bottom}' stroke='#444'/>",
-    ]
-    value = 0.0
-    while value <= f.top + 1e-6:
-        y = f.y(value)
-        out.append(
-            f"<line x1='{LEFT - 4}' x2='{right}' y1='{y:.1f}' y2='{y:.1f}' "
-            f"stroke='{'#444' if value == 0 else '#eee'}'/>"
-            f"<text x='{LEFT - 6}' y='{y + 4:.1f}' text-anchor='end' fill='#444'>"
-            f"{chars_label(value)}</text>"
-        )
-        value += f.step
-    middle = TOP + f.height / 2
-    out.append(
-        f"<text class='evo-axis-title' x='14' y='{middle:.1f}' text-anchor='middle' fill='#444' "
-        f"transform='rotate(-90 14 {middle:.1f})'>context sent (characters)</text></g>"
-    )
-    out.append(
-        "<g class='evo-axis-x'>"
-        f"<line x1='{LEFT}' x2='{right}' y1='{bottom}' y2='{bottom}' stroke='#444'/>"
-    )
-    first, last = math.ceil(f.x0), math.floor(f.x1)
-    step = max(int(nice_step(max(last - first, 1), 8)), 1)
-    call = first if first % step == 0 else first + step - first % step
-    ticks = sorted({first, *range(call, last + 1, step)}) if data.calls else []
-    for call in ticks:
-        x = f.x(call)
-        out.append(
-            f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{bottom}' y2='{bottom + 4}' stroke='#444'/>"
-            f"<text x='{x:.1f}' y='{bottom + 15}' text-anchor='middle' fill='#444'>{call}</text>"
-        )
-    out.append(
-        f"<text class='evo-axis-title' x='{LEFT + f.width / 2:.1f}' y='{HEIGHT - 6}' "
-        "text-anchor='middle' fill='#444'>model call (number in the session)</text></g>"
-    )
-    return "".join(out)
-
-
-def _limit(data: MeterData, f: _Frame) -> str:
-    y = f.y(data.context_limit)
-    right = LEFT + f.width
-    return (
-        f"<g class='evo-limit'><line x1='{LEFT}' x2='{right}' y1='{y:.1f}' y2='{y:.1f}' "
-        "stroke='#999' stroke-dasharray='5 3'/>"
-        f"<text x='{right - 2}' y='{y - 4:.1f}' text-anchor='end' fill='#777' font-size='10'>"
-        f"limit {data.context_limit:,} chars</text></g>"
-    )
-
-
-def _drops(data: MeterData, f: _Frame) -> str:
-    """At each call whose context shrank before it was sent: from before to as sent."""
-    out = []
-    for point in data.calls:
-        if point.before.chars > point.sent.chars:
-            x = f.x(point.call)
-            out.append(
-                f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{f.y(point.before.chars):.1f}' "
-                f"y2='{f.y(point.sent.chars):.1f}' stroke='{PURPLE}' stroke-width='1' "
-                "stroke-dasharray='2 2' opacity='0.7'/>"
-            )
-    return "".join(out)
-
-
-def _line(data: MeterData, f: _Frame) -> str:
-    if not data.calls:
-        return ""
-    points = " ".join(f"{f.x(p.call):.1f},{f.y(p.sent.chars):.1f}" for p in data.calls)
-    return (
-        f"<polyline class='evo-line' fill='none' stroke='{BLUE}' stroke-width='1.5' "
-        f"points='{points}'/>"
-    )
-
-
-def _points(data: MeterData, f: _Frame) -> str:
-    own_from = data.scope.first_call
-    out = []
-    for index in range(max(len(data.calls) - MAX_TOOLTIPS, 0), len(data.calls)):
-        point = data.calls[index]
-        x, y = f.x(point.call), f.y(point.sent.chars)
-        fill = BLUE if index >= own_from else "#90caf9"
-        out.append(
-            f"<g class='evo-point' data-call='{point.call}'><title>{e(point_tooltip(point))}"
-            f"</title><circle cx='{x:.1f}' cy='{y:.1f}' r='3' fill='{fill}'/>"
-            f"<circle cx='{x:.1f}' cy='{y:.1f}' r='8' fill='transparent'/></g>"
-        )
-    return "".join(out)
-
-
-def point_tooltip(point: CallPoint) -> str:
-    """A point's tooltip: the call, its size in characters and tokens, what came before it."""
-    tokens = (
-        f"{point.tokens:,} tokens (the API's count)"
-        if point.api_tokens is not None
-        else f"~{point.tokens:,} tokens (estimated)"
-    )
-    lines = [
-        f"call {point.call} (ask {point.turn})",
-        f"sent {plural(point.sent.messages, 'message')}, {point.sent.chars:,} chars, {tokens}",
-    ]
-    if point.before.chars != point.sent.chars:
-        lines.append(f"before the per-call strategies: {point.before.chars:,} chars")
-    if point.cost_usd is not None:
-        lines.append(f"cost {usd(point.cost_usd)}")
-    if point.before_it:
-        lines.append("before it: " + "; ".join(point.before_it))
-    return "\n".join(lines)
-
-
-def _marks(data: MeterData, f: _Frame) -> str:
-    """Every compaction up to the scope's end: a line for a full one, a triangle for a micro
-    one; those before the scope are drawn faint."""
-    bottom = TOP + f.height
-    out = []
-    stacked: dict[float, int] = {}
-    for index, row in enumerate(data.compactions):
-        x = f.x(f.position(row, data.calls))
-        faint = " opacity='0.4'" if index < data.scope.first_compaction else ""
-        kind = "micro" if row.micro else "full"
-        title = f"<title>{e(compaction_tooltip(row))}</title>"
-        head = (
-            f"<g class='evo-mark' data-kind='{kind}' data-label='{e(row.label)}' "
-            f"data-own='{'false' if faint else 'true'}'{faint}>{title}"
-        )
-        if row.micro:
-            level = stacked[x] = stacked.get(x, -1) + 1
-            y = bottom - 2 - level * 7
-            out.append(
-                f"{head}<path d='M{x - 4:.1f},{y:.1f} L{x + 4:.1f},{y:.1f} L{x:.1f},{y - 7:.1f} Z'"
-                f" fill='{PURPLE}'/><rect x='{x - 6:.1f}' y='{y - 9:.1f}' width='12' height='11'"
-                " fill='transparent'/></g>"
-            )
-            continue
-        colour = RED if row.success else GREY
-        dash = "" if row.success else " stroke-dasharray='3 3'"
-        label = row.label if row.success else "failed"
-        out.append(
-            f"{head}<line x1='{x:.1f}' x2='{x:.1f}' y1='{TOP}' y2='{bottom}' stroke='{colour}' "
-            f"stroke-width='1.5'{dash}/><rect x='{x - 6:.1f}' y='{TOP}' width='12' "
-            f"height='{f.height}' fill='transparent'/><text x='{x + 3:.1f}' y='{TOP + 22}' "
-            f"fill='{colour}' font-size='10' font-weight='bold'>{e(label)}</text></g>"
-        )
-    return "".join(out)
-
-
-def compaction_tooltip(row: Compaction) -> str:
-    """A compaction marker's tooltip."""
-    if row.micro:
-        return (
-            f"micro-compaction ({row.strategy}) before call {row.after_call + 1}: "
-            f"{plural(len(row.cleared), 'tool result')} rewritten ({counted(row.cleared)}), "
-            f"{row.before.chars:,} -> {row.after.chars:,} chars, freed {row.freed_chars:,}"
-        )
-    lines = [
-        f"{row.label if row.success else 'failed compaction'}: {row.strategy} "
-        f"({LAYERS.get(row.layer, row.layer)}; {TRIGGERS.get(row.trigger, row.trigger)})",
-        f"after call {row.after_call}",
-    ]
-    if row.focus:
-        lines.append(f"focus: {clip(row.focus, 120)}")
-    if row.success:
-        lines.append(f"{size_text(row.before)}\n-> {size_text(row.after)}")
-    else:
-        lines.append(f"{row.error or 'failed'}; the history was kept")
-    return "\n".join(lines)
 
 
 # -- what the context holds --------------------------------------------------------------------
@@ -474,7 +201,7 @@ def _full_row(row: Compaction, holds: Sequence[Share]) -> str:
     summary = (
         f"<summary style='cursor:pointer'><b style='color:{colour}'>{e(label)}</b> after call "
         f"{row.after_call} · <b>{e(row.strategy)}</b> ({e(layer)}; {e(trigger)}){focus}"
-        f"<br><span style='margin-left:1.2em'>{change}</span></summary>"
+        f"<br/><span style='margin-left:1.2em'>{change}</span></summary>"
     )
     return (
         f"<details class='evo-compaction' data-kind='full' data-label='{e(row.label)}' "

@@ -7,7 +7,9 @@ JupyterLab, which starts a fresh kernel (one that never made the meters' widgets
 JupyterLab with no kernel for it at all. Every time, every meter must show its HTML with the
 numbers of its own cell (its context before and after, its compactions and no other cell's),
 a chart with its axes, its limit and a mark for every compaction so far, and no "Error
-displaying widget"; clicking a compaction opens its summary and focus. Screenshots go to the
+displaying widget"; clicking a compaction opens its summary and focus. Last, a colleague opens
+the file in their own JupyterLab, where it is untrusted and its HTML sanitised: the meters
+must read the same. Screenshots go to the
 folder of the `screenshots` fixture ($EVO_MAGIC_SCREENSHOTS, else under pytest's temporary
 directory); `SHOTS` says what each one shows.
 """
@@ -55,6 +57,8 @@ SHOTS = {
     "summary, focus and what it replaced (the README's image)",
     "7-manual-compaction-opened.png": "the %compact cell's meter with C2 clicked open: its "
     "focus and summary",
+    "8-untrusted-meter.png": "the second %%agent cell's meter in a colleague's JupyterLab, "
+    "where the notebook is untrusted and its HTML sanitised: the same chart and numbers",
 }
 """What each screenshot shows."""
 
@@ -171,19 +175,24 @@ def test_quickstart_runs_in_jupyterlab_and_reopens_without_its_kernel(
 
     # A reader whose JupyterLab has no kernel for the notebook at all.
     with jupyterlab(lab_home, kernels=False) as reader:
-        open_notebook(page, reader, notebook.name, plan)
-        dialog = page.locator(".jp-Dialog")
-        expect(dialog).to_contain_text("Select Kernel")
-        dialog.locator("select").select_option(label="No Kernel")
-        dialog.locator(".jp-mod-accept").click()
-        expect(page.locator("[data-jp-item-name=kernelName]")).to_have_text("No Kernel")
-        assert reader.api("kernels") == []
+        open_without_kernel(page, reader, notebook.name, plan)
         check_reopened(page, plan, notebook)
         meter(page, plan.agent[-1]).scroll_into_view_if_needed()
         page.screenshot(path=screenshots / "4-reopened-without-kernel.png")
         for n, index in enumerate(plan.meters, start=1):
             meter(page, index).screenshot(path=screenshots / f"5-meter-{n}-of-cell-{index}.png")
         check_opening_compactions(page, plan, notebook, screenshots)
+
+    # A colleague who got the file: their own profile, where the notebook is not trusted, so
+    # JupyterLab sanitises its HTML (no SVG, no <style>, no data-* attributes).
+    colleague = LabHome(lab_home.base.parent / "colleague")
+    colleague.prepare()
+    shutil.copyfile(notebook, colleague.root / notebook.name)
+    with jupyterlab(colleague, kernels=False) as server:
+        open_without_kernel(page, server, notebook.name, plan)
+        check_untrusted(page, plan)
+        meter(page, plan.agent[1]).scroll_into_view_if_needed()
+        meter(page, plan.agent[1]).screenshot(path=screenshots / "8-untrusted-meter.png")
     print(f"screenshots: {screenshots}")
     for name, what in SHOTS.items():
         print(f"  {name}: {what}")
@@ -195,6 +204,17 @@ def test_quickstart_runs_in_jupyterlab_and_reopens_without_its_kernel(
 def open_notebook(page: Page, server: LabServer, name: str, plan: Plan) -> None:
     page.goto(server.url(f"lab/tree/{name}"))
     expect(page.locator(".jp-Notebook .jp-Cell")).to_have_count(plan.cells)
+
+
+def open_without_kernel(page: Page, server: LabServer, name: str, plan: Plan) -> None:
+    """Open the notebook in a JupyterLab that has no kernel for it, choosing "No Kernel"."""
+    open_notebook(page, server, name, plan)
+    dialog = page.locator(".jp-Dialog")
+    expect(dialog).to_contain_text("Select Kernel")
+    dialog.locator("select").select_option(label="No Kernel")
+    dialog.locator(".jp-mod-accept").click()
+    expect(page.locator("[data-jp-item-name=kernelName]")).to_have_text("No Kernel")
+    assert server.api("kernels") == []
 
 
 def wait_for_kernel(page: Page, server: LabServer, name: str) -> None:
@@ -345,25 +365,45 @@ def check_no_math(page: Page) -> None:
     )
 
 
+def check_untrusted(page: Page, plan: Plan) -> None:
+    """Sanitised, every meter still shows its numbers, its chart (columns, marks, axes) and
+    its compactions, which still open on a click; no tooltip text spills into the page."""
+    meters = page.locator(".evo-magic-meter")
+    expect(meters).to_have_count(len(plan.meters))
+    expect(page.locator(".evo-magic-meter[data-scope]")).to_have_count(0)  # it was sanitised
+    for index in plan.meters:
+        shown = meter(page, index)
+        expect(shown.locator(".evo-chart .evo-point").first).to_be_visible()
+        expect(shown.locator(".evo-chart .evo-axis-x")).to_contain_text("model call")
+        expect(shown.locator(".evo-chart .evo-limit")).to_contain_text("limit 12,000 chars")
+        assert "before it:" not in shown.inner_text(), "tooltip text spilled into the page"
+        title = shown.locator(".evo-chart .evo-point").first.get_attribute("title") or ""
+        assert title.startswith("call 1 (ask 1)")
+    expect(meter(page, plan.agent[1]).locator(".evo-chart .evo-mark")).not_to_have_count(0)
+    automatic = meter(page, plan.agent[1]).locator("details.evo-compaction").last
+    automatic.locator("summary").click()
+    expect(automatic.locator(".evo-summary")).to_be_visible()
+
+
 def check_chart(shown: Locator, total: dict[str, int]) -> None:
     """The chart: labelled axes, the limit labelled, one mark per compaction so far (every one
-    inside the plot), and a tooltip on each point."""
-    chart = shown.locator("svg.evo-chart")
+    inside the plot), and a tooltip on each call's column."""
+    chart = shown.locator(".evo-chart")
     expect(chart).to_have_count(1)
     expect(chart.locator(".evo-axis-x")).to_contain_text("model call")
     expect(chart.locator(".evo-axis-y")).to_contain_text("context sent (characters)")
     expect(chart.locator(".evo-limit")).to_contain_text("limit 12,000 chars")
     for kind, count in total.items():
-        expect(chart.locator(f"g.evo-mark[data-kind='{kind}']")).to_have_count(count)
-    axis = chart.locator(".evo-axis-x line").first.bounding_box()
-    assert axis is not None
-    for box in (m.bounding_box() for m in chart.locator("g.evo-mark").all()):
+        expect(chart.locator(f".evo-mark[data-kind='{kind}']")).to_have_count(count)
+    plot = chart.locator(".evo-plot").bounding_box()
+    assert plot is not None
+    for box in (m.bounding_box() for m in chart.locator(".evo-mark").all()):
         assert box is not None
         middle = box["x"] + box["width"] / 2
-        assert axis["x"] - 1 <= middle <= axis["x"] + axis["width"] + 1, "a mark is outside"
-    points = chart.locator("g.evo-point")
-    assert points.count() >= 1
-    first = points.first.locator("title").text_content() or ""
+        assert plot["x"] <= middle <= plot["x"] + plot["width"], "a mark is outside the plot"
+    columns = chart.locator(".evo-point")
+    assert columns.count() >= 1
+    first = columns.first.get_attribute("title") or ""
     assert re.match(r"call 1 \(ask 1\)\nsent 1 message, [\d,]+ chars, ~?[\d,]+ tokens", first)
     assert "before it: request 1:" in first
 
