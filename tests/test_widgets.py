@@ -16,7 +16,7 @@ from evo_magic.events import AskFinished, CompactionFinished, Event
 from evo_magic.measure import to_json
 from evo_magic.models import FunctionModel
 from evo_magic.notebook.meter import SYSTEM, MeterLog, clip, follow
-from evo_magic.notebook.meter_chart import PLOT_W
+from evo_magic.notebook.meter_chart import CONTEXT_CALLS, MAX_COLUMNS, PLOT_W
 from evo_magic.notebook.widget import ContextMeter, static_meter
 from evo_magic.render import cell_cost, usd
 from evo_magic.session import Session
@@ -430,3 +430,50 @@ def test_live_option_belongs_to_agent_context_only():
             shell.run_line_magic("agent", "history --live")
     finally:
         shell.run_line_magic("unload_ext", "evo_magic")
+
+
+# -- a long session -----------------------------------------------------------------------------
+
+
+def reader(request) -> list[dict]:
+    """A model that reads the sample data once per request, then answers (and summarises)."""
+    if not request.tools:
+        return [{"type": "text", "text": "Summary: the data file was read."}]
+    last = request.messages[-1]["content"]
+    if isinstance(last, list) and last[0].get("type") == "tool_result":
+        return [{"type": "text", "text": "Read it."}]
+    tool = {"type": "tool_use", "id": "", "name": "read_file", "input": {"path": "samples.csv"}}
+    tool["id"] = f"toolu_read_{len(request.messages):04d}_{id(request) % 10_000:04d}"
+    return [tool]
+
+
+def test_a_long_sessions_meters_stay_small_and_complete(workspace: Path):
+    session = Session(
+        workspace, model=FunctionModel(reader), policy=CompactPolicy(context_limit=40_000)
+    )
+    log = follow(session)
+    for n in range(160):
+        session.ask(f"Read the data file again ({n}).")
+    (cell,) = run_cells(session, log, "Once more.")
+    assert len(log.calls) > 300
+    whole = static_meter(session, log)["text/html"]
+    assert len(cell.finish()["text/html"]) < 60_000
+    listed = re.findall(
+        r"<details class='evo-compaction' data-kind='full'.*?</details>", whole, re.S
+    )
+    assert len(whole) - sum(map(len, listed)) < 150_000  # all but the full compactions: bounded
+    plot = chart(whole)
+    columns = by_class(plot, "evo-point")
+    assert len(columns) <= MAX_COLUMNS
+    first = columns[0].get("data-call")
+    last = columns[-1].get("data-last-call") or columns[-1].get("data-call")
+    assert (int(first), int(last)) == (log.calls[0].call, log.calls[-1].call)
+    marks = by_class(plot, "evo-mark")
+    micro = sum(int(m.get("data-count")) for m in marks if m.get("data-kind") == "micro")
+    assert micro == len([row for row in log.compactions if row.micro]) > 100
+    full = [row for row in log.compactions if not row.micro]
+    assert len([m for m in marks if m.get("data-kind") == "full"]) == len(full) > 0
+    assert whole.count("data-kind='full' data-label") >= 2 * len(full)  # mark and list row
+    assert "class='evo-earlier'" in whole  # old asks' micro-compactions summed up
+    window = by_class(chart(cell._view.value), "evo-point")
+    assert len(window) == CONTEXT_CALLS + len(cell.get_state()["calls"])

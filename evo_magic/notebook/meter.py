@@ -57,6 +57,11 @@ RESULTS = "tool results"
 OTHER = "other"
 KIND_ORDER = (SYSTEM, SUMMARY, USER, ASSISTANT, THINKING, TOOL_CALLS, RESULTS, OTHER)
 """The composition's kinds in the order they are shown; tool results come one per tool."""
+MICRO_ASKS = 20
+"""A meter lists the micro-compactions of this many asks at most (the newest), one group per
+ask; earlier ones are summed up in one line. Full compactions are always listed."""
+MICRO_ROWS = 40
+"""A group's detail lists this many micro-compactions at most (the newest)."""
 
 
 # -- what the context holds ----------------------------------------------------------------
@@ -545,9 +550,13 @@ class MeterData:
         turns = [c.turn for c in self.own_calls]
         return (min(turns), max(turns)) if turns else (0, 0)
 
-    def timeline(self) -> list[Compaction | tuple[int, list[Compaction]]]:
-        """The scope's compactions in order: each full one on its own, the micro-compactions
-        of an ask as one group (placed where the first of them happened)."""
+    def timeline(
+        self, micro_asks: int = MICRO_ASKS
+    ) -> tuple[list[Compaction | tuple[int, list[Compaction]]], list[Compaction]]:
+        """The scope's compactions in order, to list: each full one on its own (all of them),
+        the micro-compactions of an ask as one group (placed where the first of them
+        happened), for the newest `micro_asks` asks; and apart, the micro-compactions of the
+        asks before those (to sum up, not list: a long session's list stays short)."""
         out: list[Compaction | tuple[int, list[Compaction]]] = []
         groups: dict[int, list[Compaction]] = {}
         for row in self.own_compactions:
@@ -558,7 +567,10 @@ class MeterData:
             else:
                 groups[row.turn] = [row]
                 out.append((row.turn, groups[row.turn]))
-        return out
+        listed = set(sorted(groups)[-micro_asks:]) if micro_asks > 0 else set()
+        earlier = [row for turn, rows in groups.items() if turn not in listed for row in rows]
+        kept = [item for item in out if isinstance(item, Compaction) or item[0] in listed]
+        return kept, earlier
 
 
 # -- words and numbers -----------------------------------------------------------------------
@@ -632,6 +644,16 @@ def micro_text(ask: int, rows: Sequence[Compaction]) -> str:
     )
 
 
+def earlier_text(rows: Sequence[Compaction]) -> str:
+    """One line for micro-compactions too old to list one ask at a time."""
+    asks = len({row.turn for row in rows})
+    freed = sum(row.freed_chars for row in rows)
+    return (
+        f"earlier: {plural(len(rows), 'micro-compaction')} in {plural(asks, 'ask')}, "
+        f"freed {freed:,} chars in all"
+    )
+
+
 def holds_text(holds: Sequence[Share]) -> str:
     """ "system & tools 41% · tool results · bash 22% · ..." (shares of the prompt)."""
     total = sum(share.chars for share in holds)
@@ -657,7 +679,10 @@ def meter_text(data: MeterData) -> str:
     )
     if data.holds:
         lines.append(f"holds: {holds_text(data.holds)}")
-    for item in data.timeline():
+    listed, earlier = data.timeline()
+    if earlier:
+        lines.append(earlier_text(earlier))
+    for item in listed:
         if isinstance(item, Compaction):
             lines.append(compaction_text(item))
             if item.summary:

@@ -34,8 +34,11 @@ from evo_magic.notebook.meter import (
 WIDTH, HEIGHT = 600, 236
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 26, 40
 PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-MAX_TOOLTIPS = 300
-"""Columns with a tooltip at most (the newest); older ones are drawn without."""
+CONTEXT_CALLS = 40
+"""A cell's chart shows its own calls and at most this many before them."""
+MAX_COLUMNS = 160
+"""Columns at most: beyond, consecutive calls share a column (the largest of them drawn), so
+a meter stays small however long the session."""
 BLUE, LIGHT_BLUE, PURPLE, LIGHT_PURPLE = "#1565c0", "#90caf9", "#7b1fa2", "#ce93d8"
 RED, GREY = "#c62828", "#757575"
 
@@ -69,23 +72,37 @@ def position(row: Compaction, calls: Sequence[CallPoint]) -> float:
 
 
 class Frame:
-    """Where calls and characters land in the plot (pixels from its left and its bottom)."""
+    """What the chart shows (a window of the calls, grouped into columns, and the compactions
+    among them) and where it lands (pixels from the plot's left and bottom)."""
 
     def __init__(self, data: MeterData):
-        calls = data.calls
-        first = calls[0].call if calls else 1
-        last = calls[-1].call if calls else 1
-        after_last = any(position(row, calls) > last for row in data.compactions)
+        all_calls = data.calls
+        self.start = 0
+        if data.scope.label == "cell":
+            self.start = max(data.scope.first_call - CONTEXT_CALLS, 0)
+        self.calls = all_calls[self.start :]
+        self.marks = [
+            (index, row)
+            for index, row in enumerate(data.compactions)
+            if row.after_call >= self.start
+        ]
+        self.group = max(math.ceil(len(self.calls) / MAX_COLUMNS), 1)
+        self.columns = [
+            self.calls[i : i + self.group] for i in range(0, len(self.calls), self.group)
+        ]
+        first = self.calls[0].call if self.calls else 1
+        last = self.calls[-1].call if self.calls else 1
+        after_last = any(position(row, all_calls) > last for _, row in self.marks)
         self.x0 = first - 0.5
         self.x1 = last + (1.0 if after_last else 0.5)
-        sizes = [p.before.chars for p in calls] + [row.before.chars for row in data.compactions]
+        sizes = [p.before.chars for p in self.calls] + [row.before.chars for _, row in self.marks]
         peak = max([*sizes, data.context_limit, 1]) * 1.08
         self.step = nice_step(peak, 4)
         self.top = math.ceil(peak / self.step) * self.step
 
     @property
     def slot(self) -> float:
-        """The width of one call's column slot."""
+        """The width of one call on the call axis."""
         return PLOT_W / (self.x1 - self.x0)
 
     def x(self, call: float) -> float:
@@ -208,15 +225,17 @@ def _band(data: MeterData, f: Frame) -> str:
 
 
 def _columns(data: MeterData, f: Frame) -> str:
-    """One column per call: what was sent, and above it what was removed just before."""
-    slot = f.slot
-    width = max(min(slot * 0.6, 16.0), 1.0)
-    inset = (slot - width) / 2
-    tooltips_from = len(data.calls) - MAX_TOOLTIPS
+    """One column per call (or per group of calls, in a long session): what was sent, and
+    above it what was removed just before."""
     out = []
-    for index, point in enumerate(data.calls):
-        own = index >= data.scope.first_call
-        sent, before = f.y(point.sent.chars), f.y(point.before.chars)
+    for number, group in enumerate(f.columns):
+        first, last = group[0], group[-1]
+        own = f.start + (number + 1) * f.group > data.scope.first_call  # holds an own call
+        slot = f.slot * len(group)
+        width = max(min(slot * 0.6, 16.0), 1.0)
+        inset = (slot - width) / 2
+        sent = f.y(max(p.sent.chars for p in group))
+        before = f.y(max(p.before.chars for p in group))
         bars = (
             f"<div style='position:absolute;left:{inset:.1f}px;width:{width:.1f}px;bottom:0;"
             f"height:{sent:.1f}px;background:{BLUE if own else LIGHT_BLUE}'></div>"
@@ -227,17 +246,29 @@ def _columns(data: MeterData, f: Frame) -> str:
                 f"bottom:{sent:.1f}px;height:{before - sent:.1f}px;background:{LIGHT_PURPLE};"
                 "opacity:0.8'></div>"
             )
-        out.append(
-            _box(
-                "evo-point",
-                f"left:{f.x(point.call) - slot / 2:.1f}px;width:{slot:.1f}px;bottom:0;"
-                f"height:{PLOT_H}px",
-                bars,
-                point_tooltip(point) if index >= tooltips_from else None,
-                f" data-call='{point.call}'",
-            )
-        )
+        calls = f" data-call='{first.call}'"
+        if last is not first:
+            calls += f" data-last-call='{last.call}'"
+        if len(group) > 1:
+            tip = group_tooltip(group)
+        elif own:
+            tip = point_tooltip(first)
+        else:  # before the cell: the numbers only (the cell above has the whole story)
+            tip = f"call {first.call} (ask {first.turn}): {first.sent.chars:,} chars sent"
+        style = f"left:{f.x(first.call - 0.5):.1f}px;width:{slot:.1f}px;bottom:0;height:{PLOT_H}px"
+        out.append(_box("evo-point", style, bars, tip, calls))
     return "".join(out)
+
+
+def group_tooltip(group: Sequence[CallPoint]) -> str:
+    """The tooltip of a column that stands for several calls."""
+    biggest = max(group, key=lambda p: p.sent.chars)
+    asks = sorted({p.turn for p in group})
+    span = f"ask {asks[0]}" if len(asks) == 1 else f"asks {asks[0]}-{asks[-1]}"
+    return (
+        f"calls {group[0].call}-{group[-1].call} ({span})\n"
+        f"largest: call {biggest.call}, {biggest.sent.chars:,} chars, {biggest.tokens:,} tokens"
+    )
 
 
 def point_tooltip(point: CallPoint) -> str:
@@ -261,26 +292,16 @@ def point_tooltip(point: CallPoint) -> str:
 
 
 def _marks(data: MeterData, f: Frame) -> str:
-    """Every compaction up to the scope's end: a line for a full one, a triangle for a micro
-    one; those before the scope are drawn faint."""
+    """Every compaction in the chart's window: a line for a full one, a triangle for
+    micro-compactions (one per column when calls share columns); those before the scope are
+    drawn faint."""
     out = []
-    stacked: dict[float, int] = {}
-    for index, row in enumerate(data.compactions):
-        x = f.x(position(row, data.calls))
+    micro: dict[int, list[tuple[Compaction, bool]]] = {}
+    for index, row in f.marks:
         own = index >= data.scope.first_compaction
-        faint = "" if own else "opacity:0.4;"
-        extra = (
-            f" data-kind='{'micro' if row.micro else 'full'}' data-label='{attr(row.label)}'"
-            f" data-own='{'true' if own else 'false'}'"
-        )
         if row.micro:
-            level = stacked[x] = stacked.get(x, -1) + 1
-            style = (
-                f"left:{x - 6:.1f}px;width:12px;bottom:{1 + level * 9}px;height:10px;"
-                f"z-index:2;color:{PURPLE};font-size:9px;line-height:10px;text-align:center;"
-                f"{faint}"
-            )
-            out.append(_box("evo-mark", style, "▲", compaction_tooltip(row), extra))
+            column = max(row.after_call - f.start, 0) // f.group if f.group > 1 else index
+            micro.setdefault(column, []).append((row, own))
             continue
         colour = RED if row.success else GREY
         line = "solid" if row.success else "dashed"
@@ -290,9 +311,47 @@ def _marks(data: MeterData, f: Frame) -> str:
             f"<div style='position:absolute;left:9px;top:14px;color:{colour};font-size:10px;"
             f"font-weight:bold'>{attr(row.label if row.success else 'failed')}</div>"
         )
-        style = f"left:{x - 5:.1f}px;width:10px;top:0;height:{PLOT_H}px;z-index:2;{faint}"
-        out.append(_box("evo-mark", style, inner, compaction_tooltip(row), extra))
+        extra = f" data-kind='full' data-label='{attr(row.label)}' data-own='{_yes(own)}'"
+        x = f.x(position(row, data.calls))
+        style = f"left:{x - 5:.1f}px;width:10px;top:0;height:{PLOT_H}px;z-index:2;"
+        out.append(_box("evo-mark", style + _faint(own), inner, compaction_tooltip(row), extra))
+    stacked: dict[float, int] = {}
+    for group in micro.values():
+        rows = [row for row, _ in group]
+        own = any(mine for _, mine in group)
+        x = f.x(position(rows[0], data.calls))
+        level = stacked[x] = stacked.get(x, -1) + 1  # several at one place: stacked up
+        style = (
+            f"left:{x - 6:.1f}px;width:12px;bottom:{1 + level * 9}px;height:10px;z-index:2;"
+            f"color:{PURPLE};font-size:9px;line-height:10px;text-align:center;"
+        )
+        if len(rows) > 1:
+            tip = micro_group_tooltip(rows)
+        elif own:
+            tip = compaction_tooltip(rows[0])
+        else:
+            tip = f"micro-compaction before call {rows[0].after_call + 1}"
+        extra = f" data-kind='micro' data-count='{len(rows)}' data-own='{_yes(own)}'"
+        out.append(_box("evo-mark", style + _faint(own), "▲", tip, extra))
     return "".join(out)
+
+
+def _yes(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _faint(own: bool) -> str:
+    """Marks from before the scope are drawn faint."""
+    return "" if own else "opacity:0.4;"
+
+
+def micro_group_tooltip(rows: Sequence[Compaction]) -> str:
+    freed = sum(row.freed_chars for row in rows)
+    return (
+        f"{plural(len(rows), 'micro-compaction')} before calls {rows[0].after_call + 1}-"
+        f"{rows[-1].after_call + 1}: {plural(sum(len(r.cleared) for r in rows), 'tool result')}"
+        f" rewritten, freed {freed:,} chars"
+    )
 
 
 def compaction_tooltip(row: Compaction) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from evo_magic.events import ContextSize
 from evo_magic.notebook.meter import (
     LAYERS,
+    MICRO_ROWS,
     SYSTEM,
     TRIGGERS,
     Compaction,
@@ -22,6 +23,7 @@ from evo_magic.notebook.meter import (
     Share,
     clip,
     counted,
+    earlier_text,
     micro_text,
     plural,
     scope_title,
@@ -162,10 +164,17 @@ def _composition(data: MeterData) -> str:
 
 
 def _compactions(data: MeterData) -> str:
+    listed, earlier = data.timeline()
     rows = [
         _full_row(item, data.holds) if isinstance(item, Compaction) else _micro_row(*item)
-        for item in data.timeline()
+        for item in listed
     ]
+    if earlier:
+        rows.insert(
+            0,
+            f"<div class='evo-earlier' style='{_ROW.format(colour=PURPLE)};color:#555'>"
+            f"{e(earlier_text(earlier))}</div>",
+        )
     where = "this cell" if data.scope.label == "cell" else "this session"
     if not rows:
         return (
@@ -271,7 +280,7 @@ def _micro_row(ask: int, rows: Sequence[Compaction]) -> str:
     head = ["when", "strategy", "rewrote", "chars before", "", "after", "freed"]
     head += ["cached tokens invalidated"] if cache else []
     cells = []
-    for row in rows:
+    for row in rows[-MICRO_ROWS:]:
         cells.append(
             [
                 f"before call {row.after_call + 1}",
@@ -284,11 +293,14 @@ def _micro_row(ask: int, rows: Sequence[Compaction]) -> str:
             ]
             + ([f"{row.cache_invalidated_tokens:,}"] if cache else [])
         )
+    hidden = len(rows) - len(cells)
+    more = f"<div style='color:#777'>and {hidden:,} earlier in this ask</div>" if hidden else ""
     return (
         f"<details class='evo-compaction' data-kind='micro' data-ask='{ask}' "
         f"data-count='{len(rows)}' style='{_ROW.format(colour=PURPLE)}'>"
         f"<summary style='cursor:pointer'>{e(micro_text(ask, rows))}</summary>"
-        f"<div style='margin:2px 0 4px 1.2em'>{_table(head, cells, 'evo-micro')}</div></details>"
+        f"<div style='margin:2px 0 4px 1.2em'>{_table(head, cells, 'evo-micro')}{more}</div>"
+        "</details>"
     )
 
 
