@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import matplotlib
@@ -43,13 +44,13 @@ def ip(workspace: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.fixture
-def compacted(workspace: Path) -> Session:
+def compacted(workspace: Path) -> Iterator[Session]:
     """A session that micro-compacted, compacted automatically and by hand."""
-    session = Session(workspace, model="offline", policy=CompactPolicy(context_limit=12_000))
-    session.ask(SURVEY)
-    session.ask(AGAIN)
-    session.compact("the TODOs and the notes")
-    return session
+    with Session(workspace, model="offline", policy=CompactPolicy(context_limit=12_000)) as s:
+        s.ask(SURVEY)
+        s.ask(AGAIN)
+        s.compact("the TODOs and the notes")
+        yield s
 
 
 # -- %agent context and the quiet footer ----------------------------------------------------
@@ -116,10 +117,10 @@ def test_views_use_only_glyphs_common_fonts_have(ip):
 # -- frames -------------------------------------------------------------------------------------
 
 
-def test_history_frame_shows_missing_values_one_way(compacted: Session, workspace: Path):
-    session = Session(workspace, model="offline")
-    session.ask(SURVEY)
-    frame = history_frame(session.messages)
+def test_history_frame_shows_missing_values_one_way(workspace: Path):
+    with Session(workspace, model="offline") as session:
+        session.ask(SURVEY)
+        frame = history_frame(session.messages)
     for shown in (repr(frame), frame.to_string(), frame._repr_html_()):
         assert "NaN" not in shown and ("<NA>" in shown or "&lt;NA&gt;" in shown)
     assert frame["tool_name"].isna().any() and frame["tool_name"].notna().any()

@@ -7,7 +7,9 @@ import html
 import json
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,9 +30,24 @@ FOCUS = "the notes file and the TODOs"
 
 
 @pytest.fixture
-def session(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Session:
+def session(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Session]:
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
-    return Session(workspace, model="offline", policy=CompactPolicy(context_limit=12_000))
+    with Session(workspace, model="offline", policy=CompactPolicy(context_limit=12_000)) as s:
+        yield s
+
+
+@pytest.fixture
+def new_session(workspace: Path) -> Iterator[Callable[..., Session]]:
+    """Makes sessions in the workspace; closes them (their transcripts) afterwards."""
+    made: list[Session] = []
+
+    def make(**options: Any) -> Session:
+        made.append(Session(workspace, **options))
+        return made[-1]
+
+    yield make
+    for session in made:
+        session.close()
 
 
 def run_cells(session: Session, log: MeterLog, *cells: str | None) -> list[ContextMeter]:
@@ -337,11 +354,11 @@ def test_numbers_have_units_and_singular_nouns(session: Session):
 # -- cost ---------------------------------------------------------------------------------------
 
 
-def test_cell_cost_is_the_asks_cost(workspace: Path, claude, fake):
+def test_cell_cost_is_the_asks_cost(new_session, claude, fake):
     from conftest import offline_responder
 
     fake.responder = offline_responder()
-    session = Session(workspace, model=claude, policy=CompactPolicy(context_limit=12_000))
+    session = new_session(model=claude, policy=CompactPolicy(context_limit=12_000))
     log = follow(session)
     finished: list[AskFinished] = []
     session.subscribe(lambda e: finished.append(e) if isinstance(e, AskFinished) else None)
@@ -352,9 +369,9 @@ def test_cell_cost_is_the_asks_cost(workspace: Path, claude, fake):
     assert f"cost <span class='evo-cost'>{usd(cost)}</span>" in meter._view.value
 
 
-def test_cost_is_a_dash_without_a_price(workspace: Path):
+def test_cost_is_a_dash_without_a_price(new_session):
     model = FunctionModel(lambda request: [{"type": "text", "text": "done"}])
-    session = Session(workspace, model=model)
+    session = new_session(model=model)
     (meter,) = run_cells(session, follow(session), SURVEY)
     assert meter.get_state()["cost_usd"] is None
     assert "cost <span class='evo-cost'>—</span>" in meter._view.value
@@ -447,10 +464,8 @@ def reader(request) -> list[dict]:
     return [tool]
 
 
-def test_a_long_sessions_meters_stay_small_and_complete(workspace: Path):
-    session = Session(
-        workspace, model=FunctionModel(reader), policy=CompactPolicy(context_limit=40_000)
-    )
+def test_a_long_sessions_meters_stay_small_and_complete(new_session):
+    session = new_session(model=FunctionModel(reader), policy=CompactPolicy(context_limit=40_000))
     log = follow(session)
     for n in range(160):
         session.ask(f"Read the data file again ({n}).")
