@@ -25,6 +25,7 @@ MODULES = (
     "bench_tools",
     "bench_prompt_cache",
     "bench_caching",
+    "bench_replay",
 )
 
 

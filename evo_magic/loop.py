@@ -36,6 +36,7 @@ from evo_magic.history import History
 from evo_magic.measure import to_json
 from evo_magic.models.base import Model, ModelError, ModelReply, ModelRequest
 from evo_magic.prompt_cache import CacheSettings, PrefixTracker
+from evo_magic.secrets import StreamRedactor
 from evo_magic.tools import Tool, ToolContext, ToolResult, run_tool
 from evo_magic.usage import Usage
 
@@ -192,22 +193,34 @@ def _call_model(parts: LoopParts) -> ModelReply:
         edited_from=parts.prefix.edited_from if parts.prefix is not None else None,
     )
     streamed: list[str] = []
+    # Streamed text is shown as it comes, minus any credential: a key split across deltas is
+    # held back until it is known not to be one.
+    redactor = StreamRedactor()
 
     def on_text(delta: str) -> None:
         streamed.append(delta)
-        parts.emit(TextDelta(delta))
+        if shown := redactor.feed(delta):
+            parts.emit(TextDelta(shown))
+
+    def flush() -> None:
+        if held := redactor.flush():
+            parts.emit(TextDelta(held))
 
     call_started = time.perf_counter()
     try:
         reply = parts.model.respond(request, on_text)
     except KeyboardInterrupt:
-        _keep_partial_text(parts, "".join(streamed))
+        flush()
+        _keep_partial_text(parts, parts.redact("".join(streamed)))
         raise
     except ModelError:
+        flush()
         raise
     except Exception as exc:  # a model object's own failure: the same promise as the API's
+        flush()
         failure = f"{type(exc).__name__}: {exc}"
         raise ModelError(f"the model {parts.model.name!r} failed: {failure}") from exc
+    flush()
     duration = time.perf_counter() - call_started
     parts.totals.usage = parts.totals.usage + reply.usage
     if reply.usage.context_tokens > 0:

@@ -194,8 +194,7 @@ class Session:
     def _set_strategies(self, strategies: list[Strategy]) -> None:
         checked = [check_strategy(s) for s in strategies]
         if [describe(s) for s in checked] == [describe(s) for s in self.compactor.strategies]:
-            self.compactor.strategies = checked  # same settings: keep it quiet
-            return
+            return  # the same settings: keep the running ones (and what they know)
         self.compactor.strategies = checked
         self.transcript.write("strategies", {"strategies": [describe(s) for s in checked]})
 

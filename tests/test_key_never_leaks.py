@@ -133,3 +133,30 @@ def test_without_the_sandbox_redaction_still_holds_but_the_reversed_key_leaks(tm
     everywhere = places(report)
     assert not {where for where, text in everywhere.items() if KEY in text}
     assert any(KEY[::-1] in text for text in everywhere.values())
+
+
+def test_a_key_passed_in_code_is_redacted_everywhere(workspace: Path):
+    """No key in the environment: the one given to the model in code is known all the same."""
+    from fake_api import FakeAnthropic, reply, text, tool_use
+
+    from evo_magic.models import AnthropicModel
+    from evo_magic.render import TextRenderer
+    from evo_magic.session import Session
+
+    code_key = "sk-ant-api03-INCODE-" + "Qx7" * 10
+    shown: list[str] = []
+    with FakeAnthropic() as server:
+        server.queue(
+            reply(tool_use("bash", {"command": f"echo {code_key}"}, id="toolu_echo")),
+            reply(text(f"The key is {code_key}.")),
+        )
+        model = AnthropicModel(api_key=code_key, base_url=server.url, max_retries=0)
+        session = Session(workspace, model=model)
+        session.subscribe(TextRenderer(shown.append))
+        result = session.ask("Echo it.")
+        server.assert_no_rejections()
+        sent = json.dumps(server.accepted)
+    session.close()
+    assert code_key not in sent and code_key not in result.text
+    assert code_key not in "".join(shown) and "[redacted]" in result.text
+    assert all(code_key not in p.read_text() for p in session.directory.rglob("*") if p.is_file())

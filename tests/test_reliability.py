@@ -178,6 +178,7 @@ def message_of(*content: dict, stop_reason: str = "tool_use") -> dict[str, Any]:
     }
 
 
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # the SDK's, on a string input
 def test_repeated_ids_and_odd_inputs_are_normalised(workspace: Path):
     odd = message_of(
         tool_use("bash", {"command": "echo again"}, id="toolu_same"),

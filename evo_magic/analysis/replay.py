@@ -36,7 +36,7 @@ import hashlib
 import json
 import statistics
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,13 +45,20 @@ from evo_magic.analysis.conversation import Call, Compaction, Message, conversat
 from evo_magic.compact.base import Strategy
 from evo_magic.compact.compactor import Compactor
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.cost import DEFAULT_PRICES, PriceTable, call_cost
+from evo_magic.cost import PriceTable, call_cost, price_table
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
 from evo_magic.history import History
 from evo_magic.measure import to_json
 from evo_magic.models.base import Model
-from evo_magic.prompt_cache import LOOKBACK_BLOCKS, Breakpoint, CacheRequest, PrefixCache
-from evo_magic.prompt_cache import min_cacheable_tokens
+from evo_magic.prompt_cache import (
+    LOOKBACK_BLOCKS,
+    Breakpoint,
+    CacheRequest,
+    CacheSettings,
+    PrefixCache,
+    PrefixTracker,
+    min_cacheable_tokens,
+)
 from evo_magic.strategies import default_pipeline
 from evo_magic.strategies.registry import make_strategy
 from evo_magic.summariser import Summariser, Summary
@@ -88,6 +95,9 @@ class Recording:
     """(segment, epoch) -> how many of its first messages are the replacement history."""
     summaries: dict[str, str] = field(default_factory=dict)
     """Recorded summaries by the hash of what they summarised."""
+    requests: dict[tuple[int, int], str | None] = field(default_factory=dict)
+    """Compactions the user asked for (`%compact`, `/compact`): (segment, epoch they ended) ->
+    the focus. Replay asks every strategy setting for them at the same place."""
     strategies: list[Strategy] | None = None
     """The strategies an evo_magic session ran with (None for other sources)."""
     policy: CompactPolicy | None = None
@@ -136,6 +146,10 @@ def _recording(
             opening[(int(row.segment), int(row.epoch) + 1)] = int(row.after_messages)
     source = str(mine(t.blocks)["source"].iloc[0]) if len(mine(t.blocks)) else "unknown"
     recording = Recording(session_id, agent_id, source, items, calls, opening)
+    for row in compactions.itertuples():
+        if bool(row.success) and str(row.trigger) in ("user", "manual"):
+            focus = None if pd.isna(row.focus) else str(row.focus)
+            recording.requests[(int(row.segment), int(row.epoch))] = focus
     recording.summaries = _recorded_summaries(recording, compactions)
     if source == "evo_magic":
         recording.strategies, recording.policy = _session_settings(t, session_id)
@@ -208,7 +222,9 @@ def _rebuild(described: Mapping[str, Any]) -> Strategy:
     cls = getattr(importlib.import_module(module), name)
     params = dict(described.get("params") or {})
     try:
-        return cls(**params, when=described["when"]) if "when" in _init_params(cls) else cls(**params)
+        return (
+            cls(**params, when=described["when"]) if "when" in _init_params(cls) else cls(**params)
+        )
     except TypeError:
         return cls(**params)
 
@@ -244,6 +260,10 @@ class _Calibration:
     reference: dict[int, tuple[str, int]] = field(default_factory=dict)
     """Per call: the recorded request's digest and characters, as rebuilt."""
 
+    def estimate(self, chars: int) -> int:
+        """Tokens of a request of `chars` characters by the fit alone."""
+        return max(round(self.overhead + self.tokens_per_char * chars), 1)
+
     def tokens(self, call: int, digest: str, chars: int, recorded: int | None) -> tuple[int, bool]:
         """(tokens, exact) for a request of `chars` characters at recorded call `call`."""
         ref = self.reference.get(call)
@@ -251,7 +271,7 @@ class _Calibration:
             if ref[0] == digest:
                 return recorded, True
             return max(round(recorded + self.tokens_per_char * (chars - ref[1])), 1), False
-        return max(round(self.overhead + self.tokens_per_char * chars), 1), False
+        return self.estimate(chars), False
 
 
 def _fit(points: list[tuple[int, int]]) -> tuple[float, float]:
@@ -326,7 +346,8 @@ class _Summaries:
             return self._real(key, messages, focus)
         self.used.append("stand-in")
         text = STAND_IN.format(tokens=self.stand_in_tokens)
-        return Summary(text + "x" * max(int(self.stand_in_tokens * CHARS_PER_TOKEN) - len(text), 0), Usage(), "stand-in")
+        padding = "x" * max(int(self.stand_in_tokens * CHARS_PER_TOKEN) - len(text), 0)
+        return Summary(text + padding, Usage(), "stand-in")
 
     def _real(self, key: str, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
         path = self.cache_dir / f"{key}-{_digest([focus])}.json" if self.cache_dir else None
@@ -339,7 +360,11 @@ class _Summaries:
         summary = summariser.summarise(messages, focus, summariser.model)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            record = {"text": summary.text, "usage": summary.usage.as_dict(), "model": summary.model}
+            record = {
+                "text": summary.text,
+                "usage": summary.usage.as_dict(),
+                "model": summary.model,
+            }
             path.write_text(json.dumps(record), encoding="utf-8")
         return summary
 
@@ -353,7 +378,7 @@ class _Settings:
     model: str | None
     policy: CompactPolicy
     prices: PriceTable
-    cache_ttl: str | None
+    cache: CacheSettings
     stand_in_tokens: int
     summariser: Model | Summariser | None
     cache_dir: Path | None
@@ -389,6 +414,8 @@ class _Run:
         own = recording.strategies if self.recorded_mode else strategies
         if self.recorded_mode:
             own = [s for s in (own or []) if s.when == "every_call"]
+        self.now = 0.0
+        self.tracker = PrefixTracker(clock=lambda: self.now)
         self.compactor = Compactor(
             self.history,
             emit=self._observe,
@@ -397,12 +424,14 @@ class _Run:
             save_output=lambda tool_use_id, text: f"tool-results/{tool_use_id}.txt",
             policy=recording.policy if self.recorded_mode and recording.policy else settings.policy,
             strategies=own or [],
+            cache=self.tracker,
         )
         model = settings.model or _first_model(recording) or ""
         self.model = model
         self.chain = _PrefixChain(model)
         self.cache = PrefixCache(min_tokens=min_cacheable_tokens(model) or 0)
         self.previous_boundary: int | None = None
+        self.calls_by_id: dict[str, dict[str, Any]] = {}
         self.rows: list[dict[str, Any]] = []
         self.points: list[tuple[int, int]] = []
         self.reference: dict[int, tuple[str, int]] = {}
@@ -416,30 +445,44 @@ class _Run:
 
     def run(self) -> list[dict[str, Any]]:
         replacing: list[dict[str, Any]] = []
-        remaining = 0
+        summary: str | None = None
         for item in self.recording.items:
             if isinstance(item, Compaction):
+                summary = item.summary
+                if not self.recorded_mode and (item.segment, item.epoch) in self.recording.requests:
+                    # The user asked for a compaction here: every setting is asked the same.
+                    self.compactor.request(
+                        "user", self.recording.requests[(item.segment, item.epoch)]
+                    )
                 continue
-            if isinstance(item, Message):
-                opening = self.recording.opening.get((item.segment, item.epoch), 0)
-                if item.epoch > 0 and (item.index < opening or item.kind == "compact_summary"):
-                    if self.recorded_mode:
-                        replacing.append(item.as_api())
-                        remaining = max(opening - item.index - 1, 0)
-                        if remaining == 0:
-                            self._replace(replacing)
-                            replacing = []
-                    continue
-                if replacing:
-                    self._replace(replacing)
-                    replacing = []
-                self._append(item)
-            elif isinstance(item, Call):
-                if replacing:
-                    self._replace(replacing)
-                    replacing = []
+            if isinstance(item, Call):
+                replacing = self._flush(replacing)
                 self._call(item)
+                continue
+            opening = self.recording.opening.get((item.segment, item.epoch))
+            message = item.as_api()
+            kept = message
+            if item.epoch > 0 and opening is not None and item.index < opening:
+                replacing.append(message)  # a message of the history that replaced the old one
+                continue
+            if item.epoch > 0 and summary:
+                # Sources that merge the summary into the next message: its blocks that hold
+                # the summary are the replacement, the rest joined afterwards.
+                parts = [b for b in message["content"] if b.get("text") == summary]
+                if parts:
+                    replacing.append({"role": message["role"], "content": parts})
+                    rest = [b for b in message["content"] if b.get("text") != summary]
+                    kept = {"role": message["role"], "content": rest} if rest else None
+            replacing = self._flush(replacing)
+            if kept is not None:
+                self._append(kept, item.kind)
         return self.rows
+
+    def _flush(self, replacing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Apply a recorded replacement when replaying what was recorded (else drop it)."""
+        if replacing and self.recorded_mode:
+            self._replace(replacing)
+        return []
 
     def _replace(self, messages: list[dict[str, Any]]) -> None:
         before = self.history.size()
@@ -447,16 +490,41 @@ class _Run:
         self.compactions += 1
         self.cleared_tokens += max(before.tokens - self.history.size().tokens, 0)
 
-    def _append(self, item: Message) -> None:
-        message = item.as_api()
-        if item.role == "user" and item.kind == "prompt":
-            text = next((b.get("text") for b in message["content"] if b.get("type") == "text"), None)
+    def _append(self, message: dict[str, Any], kind: str | None) -> None:
+        requested = self._note_files(message)
+        if message["role"] == "user" and kind == "prompt":
+            text = next(
+                (b.get("text") for b in message["content"] if b.get("type") == "text"), None
+            )
             self.history.pending_request = text
         self.history.append(message)
-        if item.role == "assistant" and not any(
+        if message["role"] == "assistant" and not any(
             b.get("type") == "tool_use" for b in message["content"]
         ):
             self.history.finish_request()
+        if requested is not None and not self.recorded_mode:
+            self.compactor.request("model", requested or None)
+
+    def _note_files(self, message: dict[str, Any]) -> str | None:
+        """Keep what the live session kept from tool calls: the recent files (paths of file
+        tools that succeeded). Returns the focus ("" for none) when the results answer a call
+        of the `compact` tool: the model asked for a compaction after this batch."""
+        requested = None
+        for block in message["content"]:
+            if block.get("type") == "tool_use" and block.get("name") in (*FILE_TOOLS, "compact"):
+                self.calls_by_id[block.get("id", "")] = {
+                    "name": block["name"],
+                    **(block.get("input") or {}),
+                }
+            elif block.get("type") == "tool_result":
+                call = self.calls_by_id.pop(block.get("tool_use_id", ""), {})
+                if call.get("name") == "compact" and requested is None:
+                    requested = str(call.get("focus") or "")
+                path = call.get("path")
+                if isinstance(path, str) and path and not block.get("is_error"):
+                    limit = self.compactor.policy.max_recent_files
+                    self.compactor.state.note_file(_display_path(path), limit)
+        return requested
 
     def _call(self, item: Call) -> None:
         recorded = self.recording.calls.get(item.call or -1, {})
@@ -478,11 +546,13 @@ class _Run:
         else:
             tokens, exact = self.calibration.tokens(item.call or -1, digest, chars, tokens_recorded)
         history.anchor(history.size().chars, tokens)
-        usage = self._cache_usage(tokens, recorded)
+        self.now = float(recorded.get("timestamp") or self.now)
+        usage = self._cache_usage(tokens)
         output = recorded.get("output_tokens") or 0
-        priced = call_cost(
-            {**usage, "output_tokens": output}, self.model or recorded.get("model") or "", self.settings.prices
-        )
+        model = self.model or recorded.get("model") or ""
+        priced = call_cost({**usage, "output_tokens": output}, model, self.settings.prices)
+        price = self.settings.prices.lookup(model) if model else None
+        self.tracker.after_call(Usage.from_api(usage), len(view), chars, self.settings.cache, price)
         self.rows.append(
             {
                 "strategy": self.label,
@@ -502,39 +572,43 @@ class _Run:
                 "cleared_tokens": self.cleared_tokens,
                 "compactions_so_far": self.compactions,
                 "recorded_tokens": tokens_recorded,
+                "estimated_tokens": None
+                if self.calibration is None
+                else self.calibration.estimate(chars),
             }
         )
         self.cleared_tokens = 0
 
-    def _cache_usage(self, tokens: int, recorded: Mapping[str, Any]) -> dict[str, Any]:
-        """The usage of a call of `tokens` prompt tokens under the prompt cache: breakpoints at
-        the end of system and tools, at the message that ended the previous call, and at the
-        newest message, as the live loop places them."""
-        if self.settings.cache_ttl is None:
+    def _cache_usage(self, tokens: int) -> dict[str, Any]:
+        """The usage of a call of `tokens` prompt tokens under the prompt cache, with the
+        breakpoints the live loop places: the end of system and tools, the message that ended
+        the previous call, the first message edited since (if any), and the newest message."""
+        settings = self.settings.cache
+        if not settings.enabled:
             return {
                 "input_tokens": tokens,
                 "cache_read_input_tokens": 0,
                 "cache_creation_input_tokens": 0,
             }
-        ttl = self.settings.cache_ttl
         scale = self.calibration.tokens_per_char if self.calibration else 1 / CHARS_PER_TOKEN
         chain = self.chain
-        body = round(scale * chain.chars[-1])
-        overhead = max(tokens - body, 0)
-        positions = [(overhead + round(scale * c), d) for c, d in zip(chain.chars, chain.digests, strict=True)]
-        boundaries = [(overhead, chain.start)] + positions
-        breakpoints = [Breakpoint(overhead, chain.start, ttl)]
-        previous = self.previous_boundary
-        if previous is not None and previous < len(positions) - 1:
-            window = tuple(reversed(boundaries[max(previous + 2 - LOOKBACK_BLOCKS, 0) : previous + 1]))
-            breakpoints.append(Breakpoint(*positions[previous], ttl, window))
-        newest = len(positions) - 1
-        window = tuple(reversed(boundaries[max(newest + 2 - LOOKBACK_BLOCKS, 0) : newest + 1]))
-        breakpoints.append(Breakpoint(*positions[newest], ttl, window))
+        overhead = max(tokens - round(scale * chain.chars[-1]), 0)
+        ends = [overhead + round(scale * c) for c in chain.chars]
+        boundaries = [(overhead, chain.start), *zip(ends, chain.digests, strict=True)]
+        newest = len(ends) - 1
+        marks = {newest}
+        if self.previous_boundary is not None and self.previous_boundary < newest:
+            marks.add(self.previous_boundary)
+        edited = self.tracker.edited_from
+        if edited is not None and 0 < edited <= newest:
+            marks.add(edited - 1)  # the prefix before the first edited message
+        breakpoints = [Breakpoint(overhead, chain.start, settings.prefix_ttl)]
+        for index in sorted(marks)[-3:]:
+            window = tuple(reversed(boundaries[max(index + 2 - LOOKBACK_BLOCKS, 0) : index + 1]))
+            breakpoints.append(Breakpoint(ends[index], chain.digests[index], settings.ttl, window))
         self.previous_boundary = newest
-        now = recorded.get("timestamp") or (self.rows and self.rows[-1].get("_time", 0)) or 0.0
-        prompt = max(tokens, positions[newest][0])
-        usage = self.cache.call(CacheRequest(float(now), prompt, tuple(breakpoints)))
+        prompt = max(tokens, ends[newest])
+        usage = self.cache.call(CacheRequest(self.now, prompt, tuple(breakpoints)))
         return {
             "input_tokens": usage.input_tokens,
             "cache_read_input_tokens": usage.cache_read_input_tokens,
@@ -546,5 +620,199 @@ class _Run:
         }
 
 
+FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file"})
+
+
+def _display_path(path: str) -> str:
+    """A file tool's path as the session listed it: relative paths normalised."""
+    import posixpath
+
+    return path if path.startswith("/") else posixpath.normpath(path)
+
+
 def _first_model(recording: Recording) -> str | None:
     return next((c["model"] for c in recording.calls.values() if c.get("model")), None)
+
+
+# -- the public entry point --------------------------------------------------------------------
+
+
+@dataclass
+class Replay:
+    """What `replay` measured: one row per (strategy, conversation, call) in `calls`, one per
+    strategy in `totals`."""
+
+    calls: pd.DataFrame
+    totals: pd.DataFrame
+    summaries: pd.DataFrame
+    """Per strategy: how many summaries were recorded ones, real ones, stand-ins."""
+
+    def plot(self, *, figsize: tuple[float, float] = (11, 4)) -> Any:
+        """Context tokens per call, one line per strategy; cost per strategy. Returns the figure."""
+        import matplotlib.pyplot as plt
+
+        fig, (left, right) = plt.subplots(1, 2, figsize=figsize, width_ratios=(2, 1))
+        for name, rows in self.calls.groupby("strategy", sort=False):
+            series = rows.reset_index(drop=True)["context_tokens"]
+            left.plot(range(1, len(series) + 1), series, label=name, linewidth=1.2)
+        left.set_xlabel("model call (in recorded order)")
+        left.set_ylabel("context tokens (whole prompt)")
+        left.set_title("context sent per call")
+        left.legend(loc="upper left", fontsize="small")
+        totals = self.totals
+        right.barh(totals["strategy"], totals["cost_usd"].fillna(0))
+        right.set_xlabel("cost (USD)")
+        right.set_title("total cost")
+        right.invert_yaxis()
+        fig.tight_layout()
+        return fig
+
+    def _repr_html_(self) -> str:
+        return self.totals.to_html(index=False)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Replay of {len(self.totals)} strategies, {len(self.calls):,} calls>\n{self.totals}"
+        )
+
+
+def replay(
+    source: str | Path | Transcripts,
+    strategies: Mapping[str, StrategySpec],
+    model: str | None = None,
+    *,
+    policy: CompactPolicy | None = None,
+    prices: Any = None,
+    cache: CacheSettings | None = None,
+    summary_tokens: int | None = None,
+    summariser: Model | Summariser | None = None,
+    cache_dir: str | Path | None = None,
+) -> Replay:
+    """Replay what `source` recorded under each of `strategies` (see the module docstring).
+
+    `source` is anything `load_transcripts` reads, or a `Transcripts`. `strategies` maps a label
+    to "recorded", [] (never compact), None (the default pipeline), or a list of strategies or
+    specs. `model` prices the calls (default: each conversation's recorded model); `policy` sets
+    the limits strategies see (default: `CompactPolicy()`); `cache` the prompt caching modelled
+    (default: on, 5 minutes). Summaries: recorded where they fit, else stand-ins of
+    `summary_tokens`, or real ones from `summariser` (cached under `cache_dir`).
+    """
+    import pandas as pd
+
+    from evo_magic.analysis.transcripts import Transcripts, load_transcripts
+
+    t = source if isinstance(source, Transcripts) else load_transcripts(Path(source).expanduser())
+    conversations_ = recordings(t)
+    settings = _Settings(
+        model=model,
+        policy=policy or CompactPolicy(),
+        prices=price_table(prices),
+        cache=cache or CacheSettings(),
+        stand_in_tokens=summary_tokens or _median_summary_tokens(t),
+        summariser=summariser,
+        cache_dir=Path(cache_dir).expanduser() if cache_dir else None,
+    )
+    resolved = {label: _strategies(spec) for label, spec in strategies.items()}
+    rows: list[dict[str, Any]] = []
+    used: list[dict[str, Any]] = []
+    for recording in conversations_:
+        reference = _Run(recording, RECORDED, None, settings, None)
+        reference.run()
+        slope, overhead = _fit(reference.points)
+        calibration = _Calibration(slope, overhead, reference.reference)
+        for label, chosen in resolved.items():
+            run = _Run(recording, label, chosen, settings, calibration)
+            rows += run.run()
+            for kind in run.summaries.used:
+                used.append({"strategy": label, "kind": kind})
+    calls = pd.DataFrame(rows, columns=CALL_COLUMNS)
+    summaries = pd.DataFrame(used, columns=["strategy", "kind"])
+    return Replay(calls, _totals(calls, list(resolved)), _summary_counts(summaries, list(resolved)))
+
+
+CALL_COLUMNS = [
+    "strategy",
+    "session_id",
+    "agent_id",
+    "source",
+    "call",
+    "context_messages",
+    "context_chars",
+    "context_tokens",
+    "tokens_exact",
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "cost_usd",
+    "cleared_tokens",
+    "compactions_so_far",
+    "recorded_tokens",
+    "estimated_tokens",
+]
+
+
+def _strategies(spec: StrategySpec) -> list[Strategy] | None:
+    """None for "recorded"; [] for none; the default pipeline for None; else the list."""
+    if spec == RECORDED:
+        return None
+    if spec is None:
+        return default_pipeline()
+    if isinstance(spec, str) or not isinstance(spec, Sequence):
+        spec = [spec]  # one strategy (or spec) on its own
+    return [make_strategy(item) for item in spec]
+
+
+def _median_summary_tokens(t: Transcripts) -> int:
+    chars = t.compactions["summary_chars"].dropna() if len(t.compactions) else []
+    chars = [int(c) for c in chars if int(c) > 0]
+    if not chars:
+        return DEFAULT_SUMMARY_TOKENS
+    return max(int(statistics.median(chars) / CHARS_PER_TOKEN), 1)
+
+
+def _totals(calls: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    import pandas as pd
+
+    rows = []
+    for label in order:
+        mine = calls[calls["strategy"] == label]
+        last = mine.groupby(["session_id", "agent_id"], dropna=False)["compactions_so_far"].max()
+        cost = mine["cost_usd"]
+        rows.append(
+            {
+                "strategy": label,
+                "calls": len(mine),
+                "input_tokens": int(mine["input_tokens"].sum()),
+                "cache_read_tokens": int(mine["cache_read_tokens"].sum()),
+                "cache_write_tokens": int(mine["cache_write_tokens"].sum()),
+                "output_tokens": int(mine["output_tokens"].sum()),
+                "cost_usd": float(cost.sum()) if cost.notna().all() and len(cost) else None,
+                "peak_context_tokens": int(mine["context_tokens"].max()) if len(mine) else 0,
+                "compactions": int(last.sum()) if len(last) else 0,
+                "tokens_cleared": int(mine["cleared_tokens"].sum()),
+                "cache_hit_rate": (
+                    float(mine["cache_read_tokens"].sum() / mine["context_tokens"].sum())
+                    if mine["context_tokens"].sum()
+                    else 0.0
+                ),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _summary_counts(summaries: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    import pandas as pd
+
+    table = pd.crosstab(summaries["strategy"], summaries["kind"]) if len(summaries) else None
+    rows = []
+    for label in order:
+        row = {"strategy": label}
+        for kind in ("recorded", "model", "stand-in"):
+            row[kind] = (
+                int(table.loc[label, kind])
+                if table is not None and label in table.index and kind in table.columns
+                else 0
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)

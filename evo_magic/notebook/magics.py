@@ -11,7 +11,7 @@ import difflib
 import inspect
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -493,23 +493,9 @@ class AgentMagics(Magics):
         return self.sessions[name]
 
     def policy(self) -> CompactPolicy:
-        """The CompactPolicy the current settings describe."""
+        """The CompactPolicy the current settings describe (one trait per policy field)."""
         try:
-            return CompactPolicy(
-                context_limit=self.context_limit,
-                token_limit=self.token_limit,
-                keep_recent=self.keep_recent,
-                min_chars=self.min_chars,
-                placeholder=self.placeholder,
-                exclude_tools=frozenset(self.exclude_tools),
-                clear_at_least=self.clear_at_least,
-                summary_input_limit=self.summary_input_limit,
-                summary_max_tokens=self.summary_max_tokens,
-                max_recent_files=self.max_recent_files,
-                large_output_limit=self.large_output_limit,
-                preview_chars=self.preview_chars,
-                max_failures=self.max_failures,
-            )
+            return CompactPolicy(**{f.name: getattr(self, f.name) for f in fields(CompactPolicy)})
         except ValueError as exc:
             raise UsageError(f"AgentMagics settings: {exc}") from None
 

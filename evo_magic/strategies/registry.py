@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields, is_dataclass
 from importlib.metadata import entry_points
@@ -62,25 +63,35 @@ def make_strategy(spec: Strategy | str, namespace: Mapping[str, Any] | None = No
         raise StrategySpecError(f"{spec!r}: {exc}") from None
 
 
+_SPEC = re.compile(r"(?P<name>[A-Za-z_][\w.-]*)\s*(?:\((?P<args>.*)\))?", re.S)
+
+
 def _parse(spec: str) -> tuple[str, dict[str, Any]]:
-    """`name` or `name(key=literal, ...)` -> (name, keyword arguments)."""
-    text = spec.strip()
+    """`name` or `name(key=literal, ...)` -> (name, keyword arguments). Names may hold `-`
+    (registered names) and `.` (dotted paths)."""
+    match = _SPEC.fullmatch(spec.strip())
+    if match is None:
+        raise StrategySpecError(
+            f"{spec!r} is not a strategy spec: use a name, a dotted path, or either with "
+            "keyword arguments, e.g. 'micro(keep_recent=5)'"
+        )
+    name, args = match["name"], match["args"]
+    if args is None or not args.strip():
+        return name, {}
     try:
-        node = ast.parse(text, mode="eval").body
+        call = ast.parse(f"f({args})", mode="eval").body
     except SyntaxError:
         raise StrategySpecError(
             f"{spec!r} is not a strategy spec: use a name, a dotted path, or either with "
             "keyword arguments, e.g. 'micro(keep_recent=5)'"
         ) from None
-    call = node if isinstance(node, ast.Call) else None
-    target = call.func if call else node
-    name = _dotted(target)
-    if name is None or (call and call.args):
+    assert isinstance(call, ast.Call)
+    if call.args:
         raise StrategySpecError(
             f"{spec!r}: give keyword arguments only, e.g. 'micro(keep_recent=5)'"
         )
     kwargs: dict[str, Any] = {}
-    for keyword in call.keywords if call else []:
+    for keyword in call.keywords:
         if keyword.arg is None:
             raise StrategySpecError(f"{spec!r}: ** is not allowed; name each argument")
         try:
@@ -91,15 +102,6 @@ def _parse(spec: str) -> tuple[str, dict[str, Any]]:
                 "True/False/None, a list, a dict)"
             ) from None
     return name, kwargs
-
-
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr}" if base else None
-    return None
 
 
 def _resolve(name: str, namespace: Mapping[str, Any] | None) -> Callable[..., Any]:
