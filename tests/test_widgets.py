@@ -17,7 +17,8 @@ from evo_magic.compact.policy import CompactPolicy
 from evo_magic.events import AskFinished, CompactionFinished, Event
 from evo_magic.measure import to_json
 from evo_magic.models import FunctionModel
-from evo_magic.notebook.meter import SYSTEM, MeterLog, clip, follow
+from evo_magic.notebook.composition import SYSTEM
+from evo_magic.notebook.meter import MeterLog, clip, follow
 from evo_magic.notebook.meter_chart import CONTEXT_CALLS, MAX_COLUMNS, PLOT_W
 from evo_magic.notebook.widget import ContextMeter, static_meter
 from evo_magic.render import cell_cost, usd

@@ -5,7 +5,8 @@ before it), every compaction (with what it replaced), and the asks. A `Scope` is
 meter tells: one cell (from the context before it to its end) or the whole session. `MeterData`
 is a log seen through a scope at one moment, with the context now and what it holds by kind;
 the widget (widget.py), the static HTML (meter_html.py) and the terminal text (`meter_text`)
-are renderings of one `MeterData`, so the live and the saved meter say the same thing.
+are renderings of one `MeterData`, so the live and the saved meter say the same thing. What the
+context holds by kind is measured by composition.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from evo_magic.compact.format import COMPACTED_HEADER
 from evo_magic.events import (
     AskStarted,
     CompactionFinished,
@@ -28,6 +28,7 @@ from evo_magic.events import (
     ToolResultAppended,
 )
 from evo_magic.measure import to_json
+from evo_magic.notebook.composition import Composer, Share, tool_names
 from evo_magic.secrets import redact
 
 if TYPE_CHECKING:
@@ -47,131 +48,11 @@ LAYERS = {
 }
 """When a strategy runs (its `when`), as the meter says it."""
 
-SYSTEM = "system & tools"
-SUMMARY = "summaries"
-USER = "user text"
-ASSISTANT = "assistant text"
-THINKING = "thinking"
-TOOL_CALLS = "tool calls"
-RESULTS = "tool results"
-OTHER = "other"
-KIND_ORDER = (SYSTEM, SUMMARY, USER, ASSISTANT, THINKING, TOOL_CALLS, RESULTS, OTHER)
-"""The composition's kinds in the order they are shown; tool results come one per tool."""
 MICRO_ASKS = 20
 """A meter lists the micro-compactions of this many asks at most (the newest), one group per
 ask; earlier ones are summed up in one line. Full compactions are always listed."""
 MICRO_ROWS = 40
 """A group's detail lists this many micro-compactions at most (the newest)."""
-
-
-# -- what the context holds ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Share:
-    """One kind of content in the context: its characters and (estimated) tokens."""
-
-    kind: str
-    """One of KIND_ORDER; tool results are "tool results · <tool>"."""
-    chars: int
-    tokens: int
-
-
-def block_kind(role: str, block: Mapping[str, Any], tool_names: Mapping[str, str]) -> str:
-    """The composition kind of one content block of a message of `role`."""
-    kind = block.get("type")
-    if kind == "text":
-        if role == "assistant":
-            return ASSISTANT
-        text = block.get("text")
-        return SUMMARY if isinstance(text, str) and text.startswith(COMPACTED_HEADER) else USER
-    if kind in ("thinking", "redacted_thinking"):
-        return THINKING
-    if kind in ("tool_use", "server_tool_use"):
-        return TOOL_CALLS
-    if kind == "tool_result":
-        return f"{RESULTS} · {tool_names.get(block.get('tool_use_id', ''), 'unknown tool')}"
-    return OTHER
-
-
-class Composer:
-    """Measures what a history holds by kind. Messages are measured once each (a history's
-    messages are never changed in place, only replaced), so a live meter can ask often."""
-
-    def __init__(self) -> None:
-        self._seen: dict[int, tuple[Mapping[str, Any], dict[str, int]]] = {}
-
-    def shares(
-        self, messages: Sequence[Mapping[str, Any]], overhead_chars: int, tokens: int
-    ) -> list[Share]:
-        """The context by kind: `overhead_chars` of system prompt and tool schemas, then the
-        messages' blocks. Tokens split the prompt's `tokens` in proportion to characters."""
-        names = _tool_names(messages)
-        chars: dict[str, int] = {SYSTEM: overhead_chars} if overhead_chars else {}
-        seen: dict[int, tuple[Mapping[str, Any], dict[str, int]]] = {}
-        for message in messages:
-            cached = self._seen.get(id(message))
-            if cached is None or cached[0] is not message:
-                cached = (message, _message_kinds(message, names))
-            seen[id(message)] = cached
-            for kind, count in cached[1].items():
-                chars[kind] = chars.get(kind, 0) + count
-        self._seen = seen
-        return _with_tokens(chars, tokens)
-
-
-def composition(
-    messages: Sequence[Mapping[str, Any]], overhead_chars: int = 0, tokens: int = 0
-) -> list[Share]:
-    """What `messages` (plus `overhead_chars` of system and tools) hold by kind, in the meter's
-    order; `tokens` (the whole prompt's) is split in proportion to characters."""
-    return Composer().shares(messages, overhead_chars, tokens)
-
-
-def _tool_names(messages: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    names: dict[str, str] = {}
-    for message in messages:
-        if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
-            continue
-        for block in message["content"]:
-            if isinstance(block, dict) and block.get("type") == "tool_use":
-                names[str(block.get("id", ""))] = str(block.get("name", ""))
-    return names
-
-
-def _message_kinds(message: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, int]:
-    """Characters of one message by kind; the message's own framing counts with its first
-    block, so the kinds add up to the message's JSON length."""
-    role = str(message.get("role", ""))
-    content = message.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-    blocks = [b for b in blocks if isinstance(b, dict)]
-    total = len(to_json(message))
-    out: dict[str, int] = {}
-    measured = 0
-    for block in blocks:
-        kind = block_kind(role, block, names)
-        size = len(to_json(block))
-        out[kind] = out.get(kind, 0) + size
-        measured += size
-    first = block_kind(role, blocks[0], names) if blocks else OTHER
-    out[first] = out.get(first, 0) + max(total - measured, 0)
-    return out
-
-
-def _with_tokens(chars: Mapping[str, int], tokens: int) -> list[Share]:
-    total = sum(chars.values())
-    order = {kind: i for i, kind in enumerate(KIND_ORDER)}
-
-    def rank(kind: str) -> tuple[int, int]:
-        base = kind.split(" · ")[0]
-        return order.get(base, len(order)), -chars[kind]
-
-    return [
-        Share(kind, chars[kind], round(tokens * chars[kind] / total) if total else 0)
-        for kind in sorted(chars, key=rank)
-        if chars[kind] > 0
-    ]
 
 
 # -- the log of a session --------------------------------------------------------------------
@@ -302,7 +183,7 @@ class MeterLog:
     def _message(self, event: MessageAppended) -> bool:
         message = event.message
         if message.get("role") == "assistant":
-            self._tool_names.update(_tool_names([message]))
+            self._tool_names.update(tool_names([message]))
         return False
 
     def _result(self, event: ToolResultAppended) -> bool:
@@ -524,13 +405,6 @@ class MeterData:
     @property
     def micro(self) -> list[Compaction]:
         return [c for c in self.own_compactions if c.micro]
-
-    def micro_by_ask(self) -> list[tuple[int, list[Compaction]]]:
-        """The scope's micro-compactions grouped by the ask they happened in, in order."""
-        groups: dict[int, list[Compaction]] = {}
-        for row in self.micro:
-            groups.setdefault(row.turn, []).append(row)
-        return list(groups.items())
 
     @property
     def cost_usd(self) -> float | None:

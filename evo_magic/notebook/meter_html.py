@@ -13,14 +13,13 @@ import html
 from collections.abc import Sequence
 
 from evo_magic.events import ContextSize
+from evo_magic.notebook.composition import SYSTEM, Share
 from evo_magic.notebook.meter import (
     LAYERS,
     MICRO_ROWS,
-    SYSTEM,
     TRIGGERS,
     Compaction,
     MeterData,
-    Share,
     clip,
     counted,
     earlier_text,

@@ -1,0 +1,134 @@
+"""What a context holds, by kind: system prompt and tools, user text, assistant text, thinking,
+tool calls, tool results by tool, summaries, as Claude Code's `/context` shows it.
+
+Characters are measured as everywhere in evo_magic (the compact JSON of each block, a
+message's own framing counted with its first block, so the kinds add up to the history's
+size); tokens split the whole prompt's count in proportion to characters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evo_magic.compact.format import COMPACTED_HEADER
+from evo_magic.measure import to_json
+
+SYSTEM = "system & tools"
+SUMMARY = "summaries"
+USER = "user text"
+ASSISTANT = "assistant text"
+THINKING = "thinking"
+TOOL_CALLS = "tool calls"
+RESULTS = "tool results"
+OTHER = "other"
+KIND_ORDER = (SYSTEM, SUMMARY, USER, ASSISTANT, THINKING, TOOL_CALLS, RESULTS, OTHER)
+"""The composition's kinds in the order they are shown; tool results come one per tool."""
+
+
+@dataclass(frozen=True)
+class Share:
+    """One kind of content in the context: its characters and (estimated) tokens."""
+
+    kind: str
+    """One of KIND_ORDER; tool results are "tool results · <tool>"."""
+    chars: int
+    tokens: int
+
+
+def block_kind(role: str, block: Mapping[str, Any], tool_names: Mapping[str, str]) -> str:
+    """The composition kind of one content block of a message of `role`."""
+    kind = block.get("type")
+    if kind == "text":
+        if role == "assistant":
+            return ASSISTANT
+        text = block.get("text")
+        return SUMMARY if isinstance(text, str) and text.startswith(COMPACTED_HEADER) else USER
+    if kind in ("thinking", "redacted_thinking"):
+        return THINKING
+    if kind in ("tool_use", "server_tool_use"):
+        return TOOL_CALLS
+    if kind == "tool_result":
+        return f"{RESULTS} · {tool_names.get(block.get('tool_use_id', ''), 'unknown tool')}"
+    return OTHER
+
+
+class Composer:
+    """Measures what a history holds by kind. Messages are measured once each (a history's
+    messages are never changed in place, only replaced), so a live meter can ask often."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[Mapping[str, Any], dict[str, int]]] = {}
+
+    def shares(
+        self, messages: Sequence[Mapping[str, Any]], overhead_chars: int, tokens: int
+    ) -> list[Share]:
+        """The context by kind: `overhead_chars` of system prompt and tool schemas, then the
+        messages' blocks. Tokens split the prompt's `tokens` in proportion to characters."""
+        names = tool_names(messages)
+        chars: dict[str, int] = {SYSTEM: overhead_chars} if overhead_chars else {}
+        seen: dict[int, tuple[Mapping[str, Any], dict[str, int]]] = {}
+        for message in messages:
+            cached = self._seen.get(id(message))
+            if cached is None or cached[0] is not message:
+                cached = (message, _message_kinds(message, names))
+            seen[id(message)] = cached
+            for kind, count in cached[1].items():
+                chars[kind] = chars.get(kind, 0) + count
+        self._seen = seen
+        return _with_tokens(chars, tokens)
+
+
+def composition(
+    messages: Sequence[Mapping[str, Any]], overhead_chars: int = 0, tokens: int = 0
+) -> list[Share]:
+    """What `messages` (plus `overhead_chars` of system and tools) hold by kind, in the meter's
+    order; `tokens` (the whole prompt's) is split in proportion to characters."""
+    return Composer().shares(messages, overhead_chars, tokens)
+
+
+def tool_names(messages: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for message in messages:
+        if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
+            continue
+        for block in message["content"]:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                names[str(block.get("id", ""))] = str(block.get("name", ""))
+    return names
+
+
+def _message_kinds(message: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, int]:
+    """Characters of one message by kind; the message's own framing counts with its first
+    block, so the kinds add up to the message's JSON length."""
+    role = str(message.get("role", ""))
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    blocks = [b for b in blocks if isinstance(b, dict)]
+    total = len(to_json(message))
+    out: dict[str, int] = {}
+    measured = 0
+    for block in blocks:
+        kind = block_kind(role, block, names)
+        size = len(to_json(block))
+        out[kind] = out.get(kind, 0) + size
+        measured += size
+    first = block_kind(role, blocks[0], names) if blocks else OTHER
+    out[first] = out.get(first, 0) + max(total - measured, 0)
+    return out
+
+
+def _with_tokens(chars: Mapping[str, int], tokens: int) -> list[Share]:
+    total = sum(chars.values())
+    order = {kind: i for i, kind in enumerate(KIND_ORDER)}
+
+    def rank(kind: str) -> tuple[int, int]:
+        base = kind.split(" · ")[0]
+        return order.get(base, len(order)), -chars[kind]
+
+    return [
+        Share(kind, chars[kind], round(tokens * chars[kind] / total) if total else 0)
+        for kind in sorted(chars, key=rank)
+        if chars[kind] > 0
+    ]
