@@ -323,7 +323,7 @@ def check_meters(page: Page, plan: Plan, notebook: Path) -> None:
         expect(shown).to_have_count(1)
         if index in plan.context:
             expect(shown).to_have_attribute("data-scope", "session")
-            check_chart(shown, total=marks)
+            check_chart(shown, total=marks, calls=shown.locator(".evo-point").count())
             continue
         expect(shown).to_have_attribute("data-scope", "cell")
         before, now = _story(shown, "before"), _story(shown, "now")
@@ -335,7 +335,8 @@ def check_meters(page: Page, plan: Plan, notebook: Path) -> None:
             row = own.nth(i)
             kind = row.get_attribute("data-kind")
             marks[kind] += 1 if kind == "full" else int(row.get_attribute("data-count"))
-        check_chart(shown, total=marks)
+        calls = int(re.search(r"(\d+) model calls?", shown.inner_text()).group(1))
+        check_chart(shown, total=marks, calls=calls)
     check_no_math(page)
     full = [_labels(meter(page, index)) for index in cells]
     assert full == [[], ["C1"], ["C2"]], "each cell lists its own full compactions"
@@ -385,7 +386,7 @@ def check_untrusted(page: Page, plan: Plan) -> None:
     expect(automatic.locator(".evo-summary")).to_be_visible()
 
 
-def check_chart(shown: Locator, total: dict[str, int]) -> None:
+def check_chart(shown: Locator, total: dict[str, int], calls: int) -> None:
     """The chart: labelled axes, the limit labelled, one mark per compaction so far (every one
     inside the plot), and a tooltip on each call's column."""
     chart = shown.locator(".evo-chart")
@@ -401,11 +402,12 @@ def check_chart(shown: Locator, total: dict[str, int]) -> None:
         assert box is not None
         middle = box["x"] + box["width"] / 2
         assert plot["x"] <= middle <= plot["x"] + plot["width"], "a mark is outside the plot"
-    columns = chart.locator(".evo-point")
-    assert columns.count() >= 1
-    first = columns.first.get_attribute("title") or ""
-    assert re.match(r"call 1 \(ask 1\)\nsent 1 message, [\d,]+ chars, ~?[\d,]+ tokens", first)
-    assert "before it: request 1:" in first
+    titles = [c.get_attribute("title") or "" for c in chart.locator(".evo-point").all()]
+    assert titles and all(re.match(r"call \d+ \(ask \d+\)", title) for title in titles)
+    full = re.compile(r"call \d+ \(ask \d+\)\nsent [\d,]+ messages?, [\d,]+ chars, ~?[\d,]+ tokens")
+    own = [title for title in titles if full.match(title)]
+    assert len(own) == calls, "the scope's own calls have the whole story in their tooltip"
+    assert all("before it: " in title for title in own)
 
 
 def check_opening_compactions(page: Page, plan: Plan, notebook: Path, screenshots: Path) -> None:
