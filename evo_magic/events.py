@@ -30,6 +30,7 @@ __all__ = [
     "ModelCalled",
     "ModelResponded",
     "Notice",
+    "SessionReset",
     "TextDelta",
     "ToolFinished",
     "ToolResultAppended",
@@ -73,6 +74,13 @@ class Event:
         }
         raw = {name: getattr(self, attribute) for name, attribute in self.encoded.items()}
         return {"kind": self.kind, **plain}, raw
+
+
+@dataclass(frozen=True)
+class SessionReset(Event):
+    """`Session.reset()`: the history and the compaction state start afresh."""
+
+    kind: ClassVar[str] = "reset"
 
 
 @dataclass(frozen=True)

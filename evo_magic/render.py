@@ -26,7 +26,8 @@ from evo_magic.events import (
 
 def size(context: ContextSize) -> str:
     approx = "" if context.tokens_exact else "~"
-    return f"{context.messages} msgs, {context.chars:,} chars, {approx}{context.tokens:,} tokens"
+    messages = f"{context.messages} msg" + ("" if context.messages == 1 else "s")
+    return f"{messages}, {context.chars:,} chars, {approx}{context.tokens:,} tokens"
 
 
 def short(text: str, limit: int = 60) -> str:
@@ -75,9 +76,10 @@ def micro_line(event: MicroCompacted) -> str:
 
 
 def usd(value: float | None) -> str:
-    """A cost in US dollars as shown to people: "$0.0123", "$1.23", or "NA" (no price)."""
+    """A cost in US dollars as shown to people: "$0.0123", "$1.23", or "—" (no price), as the
+    meter shows it."""
     if value is None:
-        return "NA"
+        return "—"
     return f"${value:.4f}" if abs(value) < 1 else f"${value:,.2f}"
 
 

@@ -19,7 +19,14 @@ from evo_magic.compact.compactor import Compactor, Preview
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
 from evo_magic.cost import Ledger, Overrides, PriceTable, Spending, price_table
-from evo_magic.events import AskFinished, CompactionFinished, ContextSize, Event, Notice
+from evo_magic.events import (
+    AskFinished,
+    CompactionFinished,
+    ContextSize,
+    Event,
+    Notice,
+    SessionReset,
+)
 from evo_magic.history import History
 from evo_magic.loop import LoopParts, Totals, answer_left_over, run_ask
 from evo_magic.measure import to_json
@@ -392,7 +399,7 @@ class Session:
         """Start afresh: empty history and compaction state, same transcript and settings."""
         self.history.reset()
         self.compactor.reset()
-        self.transcript.write("reset", {})
+        self.emit(SessionReset())
 
     def close(self) -> None:
         """Flush and close the transcript (also done at interpreter exit)."""

@@ -536,7 +536,7 @@ def test_the_footer_shows_the_cells_cost_the_sessions_and_the_hit_rate():
     assert "cost $0.0133 this cell (summaries $0.0010), $0.5000 so far" in line
     assert "cache hit rate 80%" in line
     unknown = AskFinished("done", 1, "end_turn", usage, 1.0, size, None, 0.0, None)
-    assert "cost NA this cell, NA so far" in render.footer(unknown, 0)
+    assert "cost — this cell, — so far" in render.footer(unknown, 0)
 
 
 def test_the_offline_stand_in_costs_nothing_and_says_nothing(workspace: Path):

@@ -278,7 +278,7 @@ class Compactor:
         before = history.size()
         started = time.perf_counter()
         layer = strategy.when
-        if layer != "every_call":
+        if trigger != "every_call":  # a compaction asked for, or due over the limit
             self._emit(CompactionStarted(trigger, focus, before, strategy.name))
         if len(history) == 0:
             return None

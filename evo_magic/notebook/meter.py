@@ -25,6 +25,7 @@ from evo_magic.events import (
     MessageAppended,
     MicroCompacted,
     ModelResponded,
+    SessionReset,
     ToolResultAppended,
 )
 from evo_magic.measure import to_json
@@ -180,6 +181,10 @@ class MeterLog:
         self._since_call.append(f"request {self.asks}: {clip(redact(event.text), 60)!r}")
         return True
 
+    def _reset(self, event: SessionReset) -> bool:
+        self._since_call.append("reset: the history and the compaction state were emptied")
+        return True
+
     def _message(self, event: MessageAppended) -> bool:
         message = event.message
         if message.get("role") == "assistant":
@@ -303,6 +308,7 @@ def follow(session: Session) -> MeterLog:
 
 _HANDLERS: dict[type, Callable[[MeterLog, Any], bool]] = {
     AskStarted: MeterLog._ask,
+    SessionReset: MeterLog._reset,
     MessageAppended: MeterLog._message,
     ToolResultAppended: MeterLog._result,
     ModelResponded: MeterLog._call,
