@@ -59,6 +59,11 @@ class SourceFile:
     def read(cls, file_id: int, path: Path) -> SourceFile:
         return cls(file_id, path, path.read_bytes())
 
+    def release(self) -> SourceFile:
+        """This file without its bytes (its line numbers stay), once its records are read."""
+        self.data = b""
+        return self
+
     @property
     def name(self) -> str:
         return str(self.path)
@@ -167,19 +172,25 @@ class Engine:
         a date."""
         size = max(16 << 20, max(s.longest for s in sources) + 1)
         reader = f"""read_json(?, format = 'newline_delimited', ignore_errors = true,
-            sample_size = -1, maximum_depth = 3, maximum_object_size = {size},
-            union_by_name = true, timestampformat = 'x', dateformat = 'x')"""
+            maximum_object_size = {size}{{}})"""
         params = [[s.name for s in sources]]
-        relation = self.con.sql(f"select * from {reader}", params=params)
-        picks = []
+        detect = ", sample_size = -1, maximum_depth = 3, union_by_name = true, "
+        detect += "timestampformat = 'x', dateformat = 'x'"
+        relation = self.con.sql(f"select * from {reader.format(detect)}", params=params)
+        types, picks = {}, []  # the second read is told the types: no second detection
         for name, kind in zip(relation.columns, relation.types, strict=True):
             fields = kind.children if kind.id == "struct" else [(None, kind)]
+            kept = {}
             for child, inner in fields:
                 path = f'"{name}"' + (f'."{child}"' if child else "")
                 column = _scalar_sql(path, inner)
                 if column:
+                    kept[child] = str(inner)
                     picks.append(f'{column} as "{name}' + (f"_{child}" if child else "") + '"')
+            if kept:
+                types[name] = kept if kind.id == "struct" else kept[None]
         columns = ", ".join(["file_index as file_id", *picks])
+        reader = reader.format(f", columns = {_struct(types)}" if types else "")
         table = self.fetch(f"select {columns} from {reader}", params)
         files = table.column("file_id").to_numpy()
         rows = np.bincount(files, minlength=len(sources)).tolist()
@@ -211,7 +222,12 @@ def _scalar_sql(expression: str, kind: Any) -> str | None:
 
 def _struct(columns: dict[str, Any]) -> str:
     """`columns` as DuckDB's `columns = {...}` argument (nested dicts are structs)."""
-    return "{" + ", ".join(f"'{name}': '{duckdb_type(v)}'" for name, v in columns.items()) + "}"
+    items = [f"'{_quote(name)}': '{_quote(duckdb_type(v))}'" for name, v in columns.items()]
+    return "{" + ", ".join(items) + "}"
+
+
+def _quote(text: str) -> str:
+    return text.replace("'", "''")
 
 
 def duckdb_type(value: Any) -> str:

@@ -44,6 +44,7 @@ class Transcripts:
     skipped: dict[str, int] = field(default_factory=dict)
     """What was left out, by reason ("unreadable line", Claude Code record types, ...)."""
     _identities: pa.Table | None = field(default=None, repr=False)
+    _sources: list[SourceFile] = field(default_factory=list, repr=False)
     _events: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
@@ -53,7 +54,7 @@ class Transcripts:
         nested objects as `<field>_<key>`). Built on first use: the files are read again, for
         the records that were there at load."""
         if self._events is None:
-            self._events = _events_frame(self._identities, self.files)
+            self._events = _events_frame(self._identities, self._sources)
         return self._events
 
     def frames(self) -> dict[str, pd.DataFrame]:
@@ -165,6 +166,7 @@ def load_transcripts(path: str | Path) -> Transcripts:
         files=files,
         skipped=skipped,
         _identities=pa.concat_tables(events) if events else None,
+        _sources=[source.release() for source in sources],
     )
 
 
@@ -235,13 +237,14 @@ _CATEGORICAL_FIELDS = frozenset(
 )
 
 
-def _events_frame(identities: pa.Table | None, files: list[Path]) -> pd.DataFrame:
+def _events_frame(identities: pa.Table | None, sources: list[SourceFile]) -> pd.DataFrame:
     """The identity of every record, then its own fields: the files read again by DuckDB with
-    their schema detected (nested objects to one level; lists left out)."""
+    their schema detected (nested objects to one level; lists left out); a record's line is
+    known from the load, and lines added since are left out."""
     if identities is None or identities.num_rows == 0:
         return to_pandas(None, EVENT_COLUMNS)
     names = set(identities.column("file").to_pylist())
-    sources = [SourceFile.read(i, f) for i, f in enumerate(files) if str(f) in names]
+    sources = [source for source in sources if source.name in names]
     engine = Engine()
     try:
         engine.con.register("files", _files_table(sources))
