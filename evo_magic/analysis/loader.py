@@ -103,11 +103,18 @@ def _parse(line: bytes) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+_DATABASE: list[duckdb.DuckDBPyConnection] = []
+
+
 class Engine:
-    """A DuckDB connection that reads transcript files and runs SQL over Arrow tables."""
+    """A DuckDB connection that reads transcript files and runs SQL over Arrow tables (a
+    cursor of one in-memory database per process: opening a database costs more than a load
+    of a small file; what a cursor registers is its own)."""
 
     def __init__(self) -> None:
-        self.con = duckdb.connect()
+        if not _DATABASE:
+            _DATABASE.append(duckdb.connect())
+        self.con = _DATABASE[0].cursor()
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET enable_progress_bar = false")
         self.con.execute("SET arrow_large_buffer_size = true")  # large_string, as pandas keeps
