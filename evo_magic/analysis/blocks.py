@@ -26,7 +26,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evo_magic.analysis.frames import BLOCK_COLUMNS, HISTORY_COLUMNS, PART_COLUMNS, select_sql
+from evo_magic.analysis.frames import (
+    BLOCK_COLUMNS,
+    HISTORY_COLUMNS,
+    PART_COLUMNS,
+    select_sql,
+    to_pandas,
+)
+from evo_magic.analysis.loader import Engine
 
 BLOCK = {
     "type": "VARCHAR",
@@ -150,7 +157,7 @@ _PARTS = f"""select {select_sql(PART_COLUMNS)} from (
     order by rows_order, part_index"""
 
 
-def block_frames(engine: Any, sql: str, **tables: Any) -> tuple[pa.Table, pa.Table]:
+def block_frames(engine: Engine, sql: str, **tables: Any) -> tuple[pa.Table, pa.Table]:
     """The rows of `blocks` and of `parts` from `sql` (a `blocks_sql` query): tool inputs
     respelled where the file spells them differently, in order (per file, the conversation
     then each agent, each branch, by segment, epoch, message, block and line)."""
@@ -238,9 +245,6 @@ def history_frame(messages: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per content block of a history in Messages API shape (e.g. `session.messages`,
     as it is now: micro-compacted results show the placeholder), with the columns of
     `HISTORY_COLUMNS`, typed as in `Transcripts.blocks`."""
-    from evo_magic.analysis.frames import to_pandas
-    from evo_magic.analysis.loader import Engine
-
     raw = [json.dumps(m, ensure_ascii=False, separators=(",", ":")) for m in messages]
     table = pa.table({"line": range(len(raw)), "raw": pa.array(raw, pa.large_string())})
     files = pa.table({"file_id": [0], "file": [""]})
