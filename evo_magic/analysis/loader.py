@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,18 +104,19 @@ def _parse(line: bytes) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-_DATABASE: list[duckdb.DuckDBPyConnection] = []
+_DATABASE: dict[int, duckdb.DuckDBPyConnection] = {}
 
 
 class Engine:
     """A DuckDB connection that reads transcript files and runs SQL over Arrow tables (a
     cursor of one in-memory database per process: opening a database costs more than a load
-    of a small file; what a cursor registers is its own)."""
+    of a small file; what a cursor registers is its own). A forked child opens its own."""
 
     def __init__(self) -> None:
-        if not _DATABASE:
-            _DATABASE.append(duckdb.connect())
-        self.con = _DATABASE[0].cursor()
+        pid = os.getpid()
+        if pid not in _DATABASE:  # a parent's database is left alone: closing it would hang
+            _DATABASE[pid] = duckdb.connect()
+        self.con = _DATABASE[pid].cursor()
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET enable_progress_bar = false")
         self.con.execute("SET arrow_large_buffer_size = true")  # large_string, as pandas keeps
