@@ -6,12 +6,12 @@
     t.sql("select model, sum(output_tokens) from calls group by model")
 
 `load_transcripts` (transcripts.py) reads files through the engine (loader.py: DuckDB's
-`read_json`, one parse per file); each format's reader (formats/) decides what its records are
-and where they sit; blocks.py turns messages into block rows; frames.py holds the columns and
-dtypes (documented in docs/transcripts.md); conversation.py rebuilds a session's messages in
-order for replay; lake.py writes the frames as Parquet and queries many sessions with SQL.
-pandas, pyarrow and duckdb are imported by this package only, so that `import evo_magic`
-stays cheap.
+`read_json`, one parse per format); each format's reader (formats/) decides what its records
+are and where they sit; blocks.py turns messages into block rows (one SQL query); frames.py
+holds the columns and dtypes (documented in docs/transcripts.md); conversation.py rebuilds a
+session's messages in order for replay; lake.py writes the frames as Parquet and queries
+many sessions with SQL. pandas, pyarrow and duckdb are imported by this package only, so that
+`import evo_magic` stays cheap.
 """
 
 from __future__ import annotations

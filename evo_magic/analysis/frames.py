@@ -163,45 +163,48 @@ FRAMES = {
 }
 """The frames built at load time and their columns (`events` is built on first use)."""
 
-_ARROW_TYPES = {
-    "category": pa.string(),
-    "string": pa.large_string(),
-    "Int64": pa.int64(),
-    "boolean": pa.bool_(),
-    "Float64": pa.float64(),
-    "datetime": pa.timestamp("us", tz="UTC"),
+_TYPES = {
+    "category": (pa.large_string(), "VARCHAR"),
+    "string": (pa.large_string(), "VARCHAR"),
+    "Int64": (pa.int64(), "BIGINT"),
+    "boolean": (pa.bool_(), "BOOLEAN"),
+    "Float64": (pa.float64(), "DOUBLE"),
+    "datetime": (pa.timestamp("us", tz="UTC"), "TIMESTAMPTZ"),
 }
 _PANDAS_TYPES = {
     pa.int64(): pd.Int64Dtype(),
     pa.bool_(): pd.BooleanDtype(),
     pa.float64(): pd.Float64Dtype(),
-    pa.string(): pd.StringDtype(),
     pa.large_string(): pd.StringDtype(),
 }
 
 
 def arrow_schema(spec: dict[str, str]) -> pa.Schema:
     """The Arrow schema of a frame whose columns are `spec`."""
-    return pa.schema([(name, _ARROW_TYPES[dtype]) for name, dtype in spec.items()])
+    return pa.schema([(name, _TYPES[dtype][0]) for name, dtype in spec.items()])
 
 
-def empty_table(spec: dict[str, str]) -> pa.Table:
-    return arrow_schema(spec).empty_table()
+def select_sql(spec: dict[str, str], **expressions: str) -> str:
+    """A SQL select list giving `spec`'s columns, in order and typed: each from its SQL
+    expression in `expressions`, else from the column of the same name."""
+    items = []
+    for name, dtype in spec.items():
+        expression = expressions.get(name, f'"{name}"')
+        items.append(f'cast({expression} as {_TYPES[dtype][1]}) as "{name}"')
+    return ", ".join(items)
 
 
 def rows_table(rows: list[dict[str, Any]], spec: dict[str, str]) -> pa.Table:
     """An Arrow table of `spec`'s columns from dict rows (missing keys are null). A value of the
     wrong type (a hand-edited record) is null rather than an error."""
-    columns = {name: [row.get(name) for row in rows] for name in spec}
-    arrays = [_array(columns[name], _ARROW_TYPES[dtype]) for name, dtype in spec.items()]
+    arrays = []
+    for name, dtype in spec.items():
+        values, kind = [row.get(name) for row in rows], _TYPES[dtype][0]
+        try:
+            arrays.append(pa.array(values, type=kind))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            arrays.append(pa.array([_coerce(v, kind) for v in values], type=kind))
     return pa.table(arrays, schema=arrow_schema(spec))
-
-
-def _array(values: list[Any], kind: pa.DataType) -> pa.Array:
-    try:
-        return pa.array(values, type=kind)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return pa.array([_coerce(v, kind) for v in values], type=kind)
 
 
 def _coerce(value: Any, kind: pa.DataType) -> Any:
@@ -220,14 +223,20 @@ def _coerce(value: Any, kind: pa.DataType) -> Any:
     return value if type(value) is str else str(value)
 
 
-def to_pandas(table: pa.Table, spec: dict[str, str]) -> pd.DataFrame:
-    """A typed DataFrame of `table` with the columns of `spec` first, in order (any further
-    columns of `table` follow)."""
+def to_pandas(table: pa.Table | None, spec: dict[str, str]) -> pd.DataFrame:
+    """A typed DataFrame of `table` (None: no rows) with the columns of `spec` first, in order
+    (any further columns of `table` follow)."""
+    schema = arrow_schema(spec)
+    if table is None:
+        table = schema.empty_table()
     table = table.select([*spec, *(n for n in table.column_names if n not in spec)])
     for name, dtype in spec.items():  # categories encoded in Arrow convert without a copy
-        if dtype == "category" and not pa.types.is_dictionary(table.schema.field(name).type):
-            encoded = pc.dictionary_encode(table.column(name))
-            table = table.set_column(table.column_names.index(name), name, encoded)
+        column = table.column(name)
+        if column.type != schema.field(name).type:
+            column = column.cast(schema.field(name).type)
+        if dtype == "category":
+            column = pc.dictionary_encode(column)
+        table = table.set_column(table.column_names.index(name), name, column)
     frame = table.to_pandas(types_mapper=_PANDAS_TYPES.get, self_destruct=True)
     for name, dtype in spec.items():
         if dtype == "category":

@@ -1,20 +1,20 @@
 """The engine: finds transcript files and reads their records with DuckDB.
 
-Each file is parsed once by DuckDB's own JSON reader (`read_json`: yyjson, on all cores, straight
-into typed columns), with the fields a format asks for: a few per record, and each message's
-blocks as a list of typed structs computed in the same pass (blocks.py). The reader keeps the
-order of the file and yields one row per line that is not blank; the file's bytes, read once
-here, give each row its line number, and a row with nothing in it is checked against its line:
-a line that is not a JSON object (a torn last line after a crash, a corrupt one) is dropped and
-reported with one `TranscriptWarning` per file naming the line numbers.
+All the files of one format are parsed in one `read_json` call (yyjson, on all cores, straight
+into typed columns), which keeps the order of the files and of their lines and yields one row
+per line that is not blank. Each file's bytes, read once here, give those rows their line numbers
+and their raw text (an Arrow view of the bytes, no copy): SQL checks tool inputs against it (they
+are kept as the file spells them), and a row whose format key is missing is checked against its
+line: a line that is not a JSON object (a torn last line after a crash, a corrupt one) is
+dropped and reported with one `TranscriptWarning` per file naming the line numbers.
 """
 
 from __future__ import annotations
 
 import glob
 import json
+import os
 import warnings
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,73 +22,77 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
-from evo_magic.analysis.frames import arrow_schema
 
-_GLOB_CHARS = frozenset("*?[")
-_HEAD_LINES = 50
-"""A file's format is judged by its first readable records (up to this many)."""
 LOG_NAME = "session.jsonl"
+BATCH = 16_384
+"""Rows per Arrow batch: DuckDB scans the batches of a table in parallel."""
 
 
 @dataclass
 class SourceFile:
-    """One file being read: its bytes and where its lines are."""
+    """One file being read: its bytes, and where its non-blank lines start."""
 
     file_id: int
     path: Path
-    data: bytes
+    data: bytes = field(repr=False)
     bad: list[int] = field(default_factory=list)
     """Line numbers that are not a JSON object (torn or corrupt)."""
-    numbers: np.ndarray = field(init=False, repr=False)
-    """1-based numbers of the lines that are not blank: the rows of `read_json`."""
-    starts: np.ndarray = field(init=False, repr=False)
-    ends: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         buffer = np.frombuffer(self.data, dtype=np.uint8)
-        breaks = np.flatnonzero(buffer == 10)
-        starts = np.concatenate(([0], breaks + 1)).astype(np.int64)
-        ends = np.append(breaks, len(self.data)).astype(np.int64)
+        starts = np.concatenate(([0], np.flatnonzero(buffer == 10) + 1)).astype(np.int64)
+        ends = np.append(starts[1:] - 1, len(self.data))
         numbers = np.arange(1, len(starts) + 1, dtype=np.int64)
-        # A line is blank when it holds only JSON whitespace; only lines that do not start
-        # with "{" need a look.
-        first = np.full(len(starts), 0, dtype=np.uint8)
+        # Blank lines (JSON whitespace only) are not rows of read_json; only a line that does
+        # not start with "{" needs a look.
+        first = np.zeros(len(starts), dtype=np.uint8)
         filled = starts < ends
         first[filled] = buffer[starts[filled]]
-        suspects = np.flatnonzero(first != ord("{"))
         blank = np.zeros(len(starts), dtype=bool)
-        for i in suspects.tolist():
+        for i in np.flatnonzero(first != ord("{")).tolist():
             blank[i] = not self.data[starts[i] : ends[i]].strip(b" \t\r\n")
-        keep = ~blank
-        self.numbers, self.starts, self.ends = numbers[keep], starts[keep], ends[keep]
+        self.numbers, self.starts = numbers[~blank], starts[~blank]
+        self.longest = int((ends - starts).max()) if len(starts) else 0
+
+    @classmethod
+    def read(cls, file_id: int, path: Path) -> SourceFile:
+        return cls(file_id, path, path.read_bytes())
+
+    def release(self) -> SourceFile:
+        """This file without its bytes (its line numbers stay), once its records are read."""
+        self.data = b""
+        return self
 
     @property
     def name(self) -> str:
         return str(self.path)
 
-    def line(self, number: int) -> bytes:
-        """The bytes of line `number` (1-based), without its newline."""
-        at = int(np.searchsorted(self.numbers, number))
-        return self.data[int(self.starts[at]) : int(self.ends[at])]
+    def line(self, row: int) -> bytes:
+        """The bytes of the `row`-th non-blank line (0-based), newline included."""
+        end = self.starts[row + 1] if row + 1 < len(self.starts) else len(self.data)
+        return self.data[int(self.starts[row]) : int(end)]
 
-    @property
-    def longest(self) -> int:
-        return int((self.ends - self.starts).max()) if len(self.ends) else 0
+    def raw(self, count: int) -> pa.Array:
+        """The first `count` non-blank lines as text, each up to the start of the next (so with
+        its newline and any blank lines after it): a view of the bytes, not a copy."""
+        offsets = np.append(self.starts[:count], len(self.data))
+        if count < len(self.starts):
+            offsets[-1] = self.starts[count]
+        return pa.LargeStringArray.from_buffers(
+            count, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(self.data)
+        )
 
-    def head(self, count: int = _HEAD_LINES) -> list[tuple[int, dict[str, Any]]]:
-        """The first `count` readable records and their line numbers."""
+    def head(self, count: int = 50) -> list[tuple[int, dict[str, Any]]]:
+        """The first `count` readable records (within the first MiB) and their line numbers."""
         found: list[tuple[int, dict[str, Any]]] = []
-        for number, start, end in zip(self.numbers, self.starts, self.ends, strict=True):
-            if start > 1 << 20 and found:  # the first MiB is enough
+        for row, start in enumerate(self.starts.tolist()):
+            if len(found) >= count or (start > 1 << 20 and found):
                 break
-            record = _parse(self.data[int(start) : int(end)])
+            record = _parse(self.line(row))
             if record is not None:
-                found.append((int(number), record))
-                if len(found) >= count:
-                    break
+                found.append((int(self.numbers[row]), record))
         return found
 
 
@@ -100,91 +104,112 @@ def _parse(line: bytes) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-@dataclass
-class Part:
-    """What a format reader produced from its files: Arrow tables of the frames' columns."""
-
-    blocks: list[pa.Table] = field(default_factory=list)
-    parts: list[pa.Table] = field(default_factory=list)
-    calls: list[pa.Table] = field(default_factory=list)
-    compactions: list[pa.Table] = field(default_factory=list)
-    identities: list[pa.Table] = field(default_factory=list)
-    """Identity, kind, file and line of every record (the leading columns of `events`)."""
-    records: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)
-
-    def skip(self, reason: str, count: int = 1) -> None:
-        if count:
-            self.skipped[reason] = self.skipped.get(reason, 0) + count
+_DATABASE: dict[int, duckdb.DuckDBPyConnection] = {}
 
 
 class Engine:
-    """A DuckDB connection that reads transcript files and runs SQL over Arrow tables."""
+    """A DuckDB connection that reads transcript files and runs SQL over Arrow tables (a
+    cursor of one in-memory database per process: opening a database costs more than a load
+    of a small file; what a cursor registers is its own). A forked child opens its own."""
 
     def __init__(self) -> None:
-        self.con = duckdb.connect()
+        pid = os.getpid()
+        if pid not in _DATABASE:  # a parent's database is left alone: closing it would hang
+            _DATABASE[pid] = duckdb.connect()
+        self.con = _DATABASE[pid].cursor()
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET enable_progress_bar = false")
+        self.con.execute("SET arrow_large_buffer_size = true")  # large_string, as pandas keeps
 
-    def read(self, source: SourceFile, columns: dict[str, Any], select: str = "*") -> pa.Table:
-        """One row per readable record of `source`, in file order, with its `line`: `select`
-        over `read_json` reading `columns` (name -> DuckDB type, or a dict for a struct).
-        A row whose `select`ed values are all null is checked against its line, and dropped
-        (as bad) when the line is not a JSON object."""
-        size = max(16 << 20, source.longest + 1)
-        sql = f"""select {select} from read_json(?, format = 'newline_delimited',
-            ignore_errors = true, maximum_object_size = {size}, columns = {_struct(columns)})"""
-        table = self.con.sql(sql, params=[source.name]).to_arrow_table()
-        count = min(table.num_rows, len(source.numbers))  # the file may have grown since
-        table = table.slice(0, count).combine_chunks()
-        numbers = source.numbers[:count]
-        empty = np.ones(count, dtype=bool)
-        for column in table.columns:
-            empty &= column.is_null().to_numpy(zero_copy_only=False)
-        bad = [int(n) for n in numbers[empty] if _parse(source.line(int(n))) is None]
-        source.bad.extend(bad)
-        table = table.append_column("line", pa.array(numbers, pa.int64()))
-        if bad:
-            table = table.filter(pc.invert(pc.is_in(table.column("line"), pa.array(bad))))
-        return table
+    def read(
+        self, sources: list[SourceFile], columns: dict[str, Any], select: str, key: str
+    ) -> pa.Table:
+        """One row per readable record of `sources`, in order: `file_id`, then `select` over
+        `read_json` reading `columns` (name -> DuckDB type, or a dict for a struct), then
+        `line` and `raw` (the line's text). A row whose `key` is null is checked against its
+        line and dropped, as bad, when the line is not a JSON object."""
+        size = max(16 << 20, max(s.longest for s in sources) + 1)
+        sql = f"""select file_index as file_id, {select} from read_json(?,
+            format = 'newline_delimited', ignore_errors = true, maximum_object_size = {size},
+            columns = {_struct(columns)})"""
+        table = self.fetch(sql, [[s.name for s in sources]])
+        files = table.column("file_id").to_numpy()
+        if np.any(np.diff(files) < 0):  # files come in order; be sure
+            table = table.take(np.argsort(files, kind="stable"))
+            files = table.column("file_id").to_numpy()
+        rows = np.bincount(files, minlength=len(sources))
+        keep = np.ones(len(files), dtype=bool)
+        lines: list[np.ndarray] = []
+        raws: list[pa.Array] = []
+        at = 0
+        for source, count in zip(sources, rows.tolist(), strict=True):
+            mine = min(count, len(source.numbers))  # the file may have grown since
+            keep[at + mine : at + count] = False
+            lines.append(np.pad(source.numbers[:mine], (0, count - mine)))
+            raws += [source.raw(mine), pa.nulls(count - mine, pa.large_string())]
+            empty = table.column(key).slice(at, mine).is_null().to_numpy(zero_copy_only=False)
+            for row in np.flatnonzero(empty).tolist():
+                if _parse(source.line(row)) is None:
+                    source.bad.append(int(source.numbers[row]))
+                    keep[at + row] = False
+            at += count
+        ids = np.array([s.file_id for s in sources], dtype=np.int64)[files]
+        table = table.set_column(0, "file_id", pa.array(ids))  # from the position in `sources`
+        table = table.append_column("line", pa.array(np.concatenate(lines), pa.int64()))
+        table = table.append_column("raw", pa.chunked_array(raws, pa.large_string()))
+        return table if keep.all() else table.filter(keep)
 
-    def detected(self, source: SourceFile) -> pa.Table:
-        """Every readable record of `source` with the schema DuckDB detects over the whole file,
-        lightly flattened: scalar fields as they are, the scalar keys of nested objects as
-        `<field>_<key>`, lists and deeper objects left out, a field whose type varies between
-        records kept where it is a string; and each record's `line`. Text that looks like a
-        date stays text."""
-        size = max(16 << 20, source.longest + 1)
-        reader = f"""read_json(?, format = 'newline_delimited', ignore_errors = true,
-            sample_size = -1, maximum_depth = 3, maximum_object_size = {size},
-            timestampformat = 'x', dateformat = 'x')"""
-        relation = self.con.sql(f"select * from {reader}", params=[source.name])
-        picks = []
-        for name, kind in zip(relation.columns, relation.types, strict=True):
-            if kind.id == "struct":
-                for child, inner in kind.children:
-                    column = _scalar_sql(f'"{name}"."{child}"', inner)
-                    if column:
-                        picks.append(f'{column} as "{name}_{child}"')
-            elif column := _scalar_sql(f'"{name}"', kind):
-                picks.append(f'{column} as "{name}"')
-        picks = picks or ["null as _"]
-        table = self.con.sql(
-            f"select {', '.join(picks)} from {reader}", params=[source.name]
-        ).to_arrow_table()
-        count = min(table.num_rows, len(source.numbers))
-        table = table.slice(0, count)
-        return table.append_column("line", pa.array(source.numbers[:count], pa.int64()))
+    def fetch(self, sql: str, params: list[Any] | None = None) -> pa.Table:
+        """The result of `sql` as an Arrow table in batches (scanned in parallel later)."""
+        return self.con.sql(sql, params=params).to_arrow_table(BATCH)
 
     def query(self, sql: str, **tables: Any) -> pa.Table:
         """Run `sql` with `tables` (Arrow tables) registered under their names."""
         for name, table in tables.items():
             self.con.register(name, table)
         try:
-            return self.con.sql(sql).to_arrow_table()
+            return self.fetch(sql)
         finally:
             for name in tables:
                 self.con.unregister(name)
+
+    def detected(self, sources: list[SourceFile]) -> pa.Table:
+        """Every readable record of `sources` with the schema DuckDB detects over all of them,
+        lightly flattened: scalar fields as they are, the scalar keys of nested objects as
+        `<field>_<key>`, lists and deeper objects left out, a field whose type varies kept
+        where it is a string; with each record's `file_id` and `line`. Text is never read as
+        a date."""
+        size = max(16 << 20, max(s.longest for s in sources) + 1)
+        reader = f"""read_json(?, format = 'newline_delimited', ignore_errors = true,
+            maximum_object_size = {size}{{}})"""
+        params = [[s.name for s in sources]]
+        detect = ", sample_size = -1, maximum_depth = 3, union_by_name = true, "
+        detect += "timestampformat = 'x', dateformat = 'x'"
+        relation = self.con.sql(f"select * from {reader.format(detect)}", params=params)
+        types, picks = {}, []  # the second read is told the types: no second detection
+        for name, kind in zip(relation.columns, relation.types, strict=True):
+            fields = kind.children if kind.id == "struct" else [(None, kind)]
+            kept = {}
+            for child, inner in fields:
+                path = f'"{name}"' + (f'."{child}"' if child else "")
+                column = _scalar_sql(path, inner)
+                if column:
+                    kept[child] = str(inner)
+                    picks.append(f'{column} as "{name}' + (f"_{child}" if child else "") + '"')
+            if kept:
+                types[name] = kept if kind.id == "struct" else kept[None]
+        columns = ", ".join(["file_index as file_id", *picks])
+        reader = reader.format(f", columns = {_struct(types)}" if types else "")
+        table = self.fetch(f"select {columns} from {reader}", params)
+        files = table.column("file_id").to_numpy()
+        rows = np.bincount(files, minlength=len(sources)).tolist()
+        lines = [
+            np.pad(s.numbers[:n], (0, max(0, n - len(s.numbers))))
+            for s, n in zip(sources, rows, strict=True)
+        ]
+        ids = np.array([s.file_id for s in sources], dtype=np.int64)[files]
+        table = table.set_column(0, "file_id", pa.array(ids))
+        return table.append_column("line", pa.array(np.concatenate(lines), pa.int64()))
 
     def close(self) -> None:
         self.con.close()
@@ -199,37 +224,28 @@ def _scalar_sql(expression: str, kind: Any) -> str | None:
             f"case when json_type({expression}) = 'VARCHAR' "
             f"then json_extract_string({expression}, '$') end"
         )
-    if kind.id in ("uuid", "hugeint", "uhugeint", "blob", "bit", "interval"):
-        return f"{expression}::VARCHAR"
-    return expression
+    if kind.id in ("boolean", "bigint", "integer", "ubigint", "double", "float", "decimal"):
+        return expression
+    return f"{expression}::VARCHAR"
 
 
 def _struct(columns: dict[str, Any]) -> str:
     """`columns` as DuckDB's `columns = {...}` argument (nested dicts are structs)."""
-
-    def kind(value: Any) -> str:
-        if isinstance(value, dict):
-            inner = ", ".join(f'"{k}" {kind(v)}' for k, v in value.items())
-            return f"STRUCT({inner})"
-        return str(value)
-
-    return "{" + ", ".join(f"'{name}': '{kind(v)}'" for name, v in columns.items()) + "}"
+    items = [f"'{_quote(name)}': '{_quote(duckdb_type(v))}'" for name, v in columns.items()]
+    return "{" + ", ".join(items) + "}"
 
 
-def conform(table: pa.Table, spec: dict[str, str]) -> pa.Table:
-    """`table` with exactly the columns of `spec`, in order and of the frame's Arrow types (a
-    missing column is null)."""
-    schema = arrow_schema(spec)
-    columns = []
-    for target in schema:
-        if target.name in table.column_names:
-            column = table.column(target.name)
-            if column.type != target.type:
-                column = column.cast(target.type)
-        else:
-            column = pa.nulls(table.num_rows, target.type)
-        columns.append(column)
-    return pa.table(columns, schema=schema)
+def _quote(text: str) -> str:
+    return text.replace("'", "''")
+
+
+def duckdb_type(value: Any) -> str:
+    """A type written as a dict (a struct), a one-item list (a list of it) or a string."""
+    if isinstance(value, dict):
+        return "STRUCT(" + ", ".join(f'"{k}" {duckdb_type(v)}' for k, v in value.items()) + ")"
+    if isinstance(value, list):
+        return duckdb_type(value[0]) + "[]"
+    return str(value)
 
 
 # -- finding files ---------------------------------------------------------------------------
@@ -247,7 +263,7 @@ def resolve(path: str | Path) -> tuple[list[Path], bool]:
         if not found:
             raise TranscriptError(f"no transcript files (*.jsonl) in {candidate}")
         return found, candidate.is_file()
-    if _GLOB_CHARS & set(text):
+    if set("*?[") & set(text):
         matches = sorted(glob.glob(str(candidate), recursive=True))
         found = [file for match in matches for file in files_under(Path(match))]
         if not found:
@@ -270,33 +286,24 @@ def _is_snapshot(path: Path) -> bool:
     return path.parent.name == "snapshots" and (path.parent.parent / LOG_NAME).is_file()
 
 
-def names(files: Iterable[Path]) -> str:
-    files = list(files)
-    shown = ", ".join(str(f) for f in files[:3])
-    return shown + (f" and {len(files) - 3} more" if len(files) > 3 else "")
-
-
-def spans(numbers: list[int]) -> str:
-    """[1, 2, 3, 7] -> '1-3, 7' (the first ten spans)."""
-    result: list[str] = []
-    start = prev = numbers[0]
-    for n in [*numbers[1:], None]:
+def warn_bad_lines(source: SourceFile, stacklevel: int) -> None:
+    """One warning naming the file and its unreadable lines ("2-4, 9", the first ten spans)."""
+    if not source.bad:
+        return
+    bad = sorted(set(source.bad))
+    spans: list[str] = []
+    start = prev = bad[0]
+    for n in [*bad[1:], None]:
         if n is not None and n == prev + 1:
             prev = n
             continue
-        result.append(str(start) if start == prev else f"{start}-{prev}")
+        spans.append(str(start) if start == prev else f"{start}-{prev}")
         if n is not None:
             start = prev = n
-    return ", ".join(result[:10]) + (", ..." if len(result) > 10 else "")
-
-
-def warn_bad_lines(source: SourceFile, stacklevel: int) -> None:
-    if source.bad:
-        bad = sorted(set(source.bad))
-        plural = "s" if len(bad) > 1 else ""
-        warnings.warn(
-            f"{source.path}: skipped {len(bad)} unreadable (torn or corrupt) line{plural}: "
-            f"{spans(bad)}",
-            TranscriptWarning,
-            stacklevel=stacklevel,
-        )
+    shown = ", ".join(spans[:10]) + (", ..." if len(spans) > 10 else "")
+    plural = "s" if len(bad) > 1 else ""
+    warnings.warn(
+        f"{source.path}: skipped {len(bad)} unreadable (torn or corrupt) line{plural}: {shown}",
+        TranscriptWarning,
+        stacklevel=stacklevel,
+    )

@@ -6,24 +6,20 @@ import html
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from evo_magic.analysis import lake
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
-from evo_magic.analysis.formats import claude_code, codex, detect, evo
+from evo_magic.analysis.formats import Part, claude_code, codex, detect, evo
 from evo_magic.analysis.frames import (
     EVENT_COLUMNS,
     FRAMES,
     LEADING,
-    arrow_schema,
-    empty_table,
     to_pandas,
 )
-from evo_magic.analysis.loader import Engine, SourceFile, names, resolve, warn_bad_lines
+from evo_magic.analysis.loader import Engine, SourceFile, resolve, warn_bad_lines
 
 _READERS = {"evo_magic": evo.read, "claude_code": claude_code.read, "codex": codex.read}
 _HINTS = {
@@ -53,16 +49,17 @@ class Transcripts:
     skipped: dict[str, int] = field(default_factory=dict)
     """What was left out, by reason ("unreadable line", Claude Code record types, ...)."""
     _identities: pa.Table | None = field(default=None, repr=False)
-    _extents: dict[Path, int] = field(default_factory=dict, repr=False)
+    _sources: list[SourceFile] = field(default_factory=list, repr=False)
     _events: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def events(self) -> pd.DataFrame:
         """One row per readable record of any kind: the identity columns, `kind`, `file`,
         `line`, then the record's own fields lightly flattened (scalars, and one level of
-        nested objects as `<field>_<key>`). Built on first use from the bytes read at load."""
+        nested objects as `<field>_<key>`). Built on first use: the files are read again, for
+        the records that were there at load."""
         if self._events is None:
-            self._events = _events_frame(self._identities, self._extents)
+            self._events = _events_frame(self._identities, self._sources)
         return self._events
 
     def frames(self) -> dict[str, pd.DataFrame]:
@@ -155,76 +152,81 @@ def load_transcripts(path: str | Path) -> Transcripts:
     has a schema version newer than this evo_magic reads.
     """
     files, single = resolve(path)
-    sources = [SourceFile(i, file, file.read_bytes()) for i, file in enumerate(files)]
-    engine = Engine()
-    try:
-        return _load(engine, sources, single, path)
-    finally:
-        engine.close()
-
-
-def _load(engine: Engine, sources: list[SourceFile], single: bool, path: Any) -> Transcripts:
-    by_format: dict[str, list[SourceFile]] = {}
+    sources = [SourceFile.read(i, file) for i, file in enumerate(files)]
     skipped: dict[str, int] = {}
-
-    def skip(reason: str, count: int = 1) -> None:
-        skipped[reason] = skipped.get(reason, 0) + count
-
+    by_format: dict[str, list[SourceFile]] = {}
     for source in sources:
-        head = source.head()
-        kind = detect([record for _, record in head])
+        kind = _format(source, single, skipped)
         if kind is not None:
             by_format.setdefault(kind, []).append(source)
-        elif not head:
-            if len(source.numbers) == 0:
-                skip("empty file")
-            elif len(source.numbers) <= 50:
-                source.bad.extend(source.numbers.tolist())  # torn or corrupt throughout
-            else:
-                raise TranscriptError(f"{source.path}: none of its first 50 lines is a JSON object")
-        else:
-            number, record = head[0]
-            message = (
-                f"{source.path} is neither an evo_magic transcript nor a Claude Code or Codex "
-                f"session (the record at line {number} has keys {sorted(record)[:8]})"
-            )
-            if single:
-                raise TranscriptError(message)
-            warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=4)
-            skip("file in no known format")
-    parts = [_READERS[kind](engine, group) for kind, group in by_format.items()]
+    engine = Engine()
+    try:
+        engine.con.register("files", _files_table(sources))
+        parts = [_READERS[kind](engine, group) for kind, group in by_format.items()]
+    finally:
+        engine.close()
     for source in sources:
-        warn_bad_lines(source, stacklevel=4)
+        warn_bad_lines(source, stacklevel=3)
         if source.bad:
-            skip("unreadable line", len(set(source.bad)))
+            skipped["unreadable line"] = skipped.get("unreadable line", 0) + len(set(source.bad))
     if sum(part.records for part in parts) == 0:
-        read = names(s.path for s in sources)
-        raise TranscriptError(f"no transcript records in {path} (read {read})")
+        shown = ", ".join(str(f) for f in files[:3]) + (" and more" if len(files) > 3 else "")
+        raise TranscriptError(f"no transcript records in {path} (read {shown})")
     for part in parts:
         for reason, count in part.skipped.items():
-            skip(reason, count)
-    frames = {
-        name: _concat([getattr(p, name) for p in parts], spec) for name, spec in FRAMES.items()
-    }
-    identities = [t for p in parts for t in p.identities]
+            skipped[reason] = skipped.get(reason, 0) + count
+    frames = {name: _concat(parts, name, spec) for name, spec in FRAMES.items()}
+    events = [part.events for part in parts]
     return Transcripts(
-        blocks=frames["blocks"],
-        calls=frames["calls"],
-        compactions=frames["compactions"],
-        parts=frames["parts"],
-        files=[s.path for s in sources],
+        **frames,
+        files=files,
         skipped=skipped,
-        _identities=pa.concat_tables(identities) if identities else None,
-        _extents={s.path: len(s.data) for s in sources},
+        _identities=pa.concat_tables(events) if events else None,
+        _sources=[source.release() for source in sources],
     )
 
 
-def _concat(tables: list[list[pa.Table]], spec: dict[str, str]) -> pd.DataFrame:
-    from evo_magic.analysis.frames import empty_table
+def _format(source: SourceFile, single: bool, skipped: dict[str, int]) -> str | None:
+    """The format of `source` by its first records, or None to skip it (counted in `skipped`,
+    with a warning for a file in no known format, or its lines counted as bad)."""
+    head = source.head()
+    kind = detect([record for _, record in head])
+    if kind is not None:
+        return kind
+    if not head:
+        if len(source.numbers) == 0:
+            skipped["empty file"] = skipped.get("empty file", 0) + 1
+        elif len(source.numbers) <= 50:
+            source.bad.extend(source.numbers.tolist())  # torn or corrupt throughout
+        else:
+            raise TranscriptError(f"{source.path}: none of its first 50 lines is a JSON object")
+        return None
+    number, record = head[0]
+    message = (
+        f"{source.path} is neither an evo_magic transcript nor a Claude Code or Codex "
+        f"session (the record at line {number} has keys {sorted(record)[:8]})"
+    )
+    if single:
+        raise TranscriptError(message)
+    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=4)
+    skipped["file in no known format"] = skipped.get("file in no known format", 0) + 1
+    return None
 
-    flat = [t for group in tables for t in group]
-    table = pa.concat_tables(flat) if flat else empty_table(spec)
-    return to_pandas(table, spec)
+
+def _files_table(sources: list[SourceFile]) -> pa.Table:
+    """Each file's id, name, and directory name (an evo_magic session's default id)."""
+    return pa.table(
+        {
+            "file_id": pa.array([s.file_id for s in sources], pa.int64()),
+            "file": pa.array([s.name for s in sources], pa.large_string()),
+            "directory": pa.array([s.path.parent.name for s in sources], pa.large_string()),
+        }
+    )
+
+
+def _concat(parts: list[Part], name: str, spec: dict[str, str]) -> pd.DataFrame:
+    tables = [getattr(part, name) for part in parts]
+    return to_pandas(pa.concat_tables(tables) if tables else None, spec)
 
 
 def sql(sql_text: str, where: Transcripts | str | Path) -> pd.DataFrame:
@@ -251,38 +253,32 @@ _CATEGORICAL_FIELDS = frozenset(
 )
 
 
-def _events_frame(identities: pa.Table | None, extents: dict[Path, int]) -> pd.DataFrame:
-    """The identity of every record, then its own fields: each file read again by DuckDB with
-    its schema detected (nested objects to one level; lists left out)."""
+def _events_frame(identities: pa.Table | None, sources: list[SourceFile]) -> pd.DataFrame:
+    """The identity of every record, then its own fields: the files read again by DuckDB with
+    their schema detected (nested objects to one level; lists left out); a record's line is
+    known from the load, and lines added since are left out."""
     if identities is None or identities.num_rows == 0:
-        return to_pandas(empty_table(EVENT_COLUMNS), EVENT_COLUMNS)
+        return to_pandas(None, EVENT_COLUMNS)
+    names = set(identities.column("file").to_pylist())
+    sources = [source for source in sources if source.name in names]
     engine = Engine()
-    fields: list[pa.Table] = []
-    order: list[pa.Table] = []
     try:
-        for path, extent in extents.items():
-            mine = identities.filter(pc.equal(identities.column("file"), str(path)))
-            if mine.num_rows == 0:
-                continue
-            with open(path, "rb") as f:
-                source = SourceFile(0, path, f.read(extent))
-            table = engine.detected(source)
-            wanted = pc.is_in(table.column("line"), value_set=mine.column("line"))
-            fields.append(table.filter(wanted).drop_columns(["line"]))
-            order.append(mine)
+        engine.con.register("files", _files_table(sources))
+        fields = engine.detected(sources)
+        own = [n for n in fields.column_names if n not in EVENT_COLUMNS and n != "file_id"]
+        picked = ", ".join(f'd."{n}"' for n in own)
+        table = engine.query(
+            f"""select i.* exclude (n){", " + picked if picked else ""} from (
+                select *, row_number() over () as n from identities) i
+            left join (select * from fields join files using (file_id)) d using (file, line)
+            order by i.n""",
+            identities=identities,
+            fields=fields,
+        )
     finally:
         engine.close()
-    frame = to_pandas(pa.concat_tables(order), EVENT_COLUMNS)
-    if not fields:
-        return frame
-    table = pa.concat_tables(fields, promote_options="permissive")
-    table = table.select([n for n in table.column_names if n not in frame.columns])
-    if table.num_columns == 0:
-        return frame
-    spec = {name: _dtype(name, table.column(name).type) for name in table.column_names}
-    extra = to_pandas(table.cast(arrow_schema(spec)), spec)
-    extra.index = frame.index
-    return pd.concat([frame, extra], axis=1)
+    spec = {name: _dtype(name, table.column(name).type) for name in own}
+    return to_pandas(table, {**EVENT_COLUMNS, **spec})
 
 
 def _dtype(name: str, kind: pa.DataType) -> str:

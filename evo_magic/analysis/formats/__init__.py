@@ -5,10 +5,39 @@ Each format module has `SOURCE` (the `source` column's value) and `read(engine, 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
+USAGE = {
+    "input_tokens": "BIGINT",
+    "output_tokens": "BIGINT",
+    "cache_creation_input_tokens": "BIGINT",
+    "cache_read_input_tokens": "BIGINT",
+    "cache_creation": {
+        "ephemeral_5m_input_tokens": "BIGINT",
+        "ephemeral_1h_input_tokens": "BIGINT",
+    },
+}
+"""A Messages API usage object, as `read_json` reads it."""
 CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 CLAUDE_CODE_ONLY = frozenset({"summary", "file-history-snapshot", "queue-operation"})
+
+
+@dataclass
+class Part:
+    """What a format reader produced from its files: Arrow tables of the frames' columns
+    (`events`: the identity, kind, file and line of every record), how many records it read,
+    and what it left out, by reason."""
+
+    blocks: pa.Table
+    parts: pa.Table
+    calls: pa.Table
+    compactions: pa.Table
+    events: pa.Table
+    records: int
+    skipped: dict[str, int] = field(default_factory=dict)
 
 
 def detect(records: list[dict[str, Any]]) -> str | None:

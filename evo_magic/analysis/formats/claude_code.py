@@ -26,15 +26,12 @@ one, and each subagent's, flagged `sidechain` with its `agent_id`):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from evo_magic.analysis.blocks import BLOCK, blocks_sql, finish, flatten, parts_table
+from evo_magic.analysis.blocks import as_blocks, block_frames, blocks_sql
+from evo_magic.analysis.formats import USAGE as USAGE_FIELDS
+from evo_magic.analysis.formats import Part
 from evo_magic.analysis.frames import (
     BLOCK_COLUMNS,
     CALL_COLUMNS,
@@ -43,20 +40,10 @@ from evo_magic.analysis.frames import (
     IDENTITY,
     rows_table,
 )
-from evo_magic.analysis.loader import Engine, Part, SourceFile, conform
+from evo_magic.analysis.loader import Engine, SourceFile
 
 SOURCE = "claude_code"
 
-_USAGE = {
-    "input_tokens": "BIGINT",
-    "output_tokens": "BIGINT",
-    "cache_creation_input_tokens": "BIGINT",
-    "cache_read_input_tokens": "BIGINT",
-    "cache_creation": {
-        "ephemeral_5m_input_tokens": "BIGINT",
-        "ephemeral_1h_input_tokens": "BIGINT",
-    },
-}
 STRUCTURE = {
     "type": "VARCHAR",
     "subtype": "VARCHAR",
@@ -75,7 +62,7 @@ STRUCTURE = {
         "role": "VARCHAR",
         "model": "VARCHAR",
         "stop_reason": "VARCHAR",
-        "usage": _USAGE,
+        "usage": USAGE_FIELDS,
         "content": "JSON",
     },
     "compactMetadata": {
@@ -86,28 +73,19 @@ STRUCTURE = {
     },
     "toolUseResult": {"agentId": "VARCHAR"},
 }
-_KINDS = json.dumps([{"type": "VARCHAR", "id": "VARCHAR", "tool_use_id": "VARCHAR"}])
-_CONTENT = "message.content"
-_AS_LIST = f"""case json_type({_CONTENT})
-    when 'ARRAY' then from_json({_CONTENT}, '[{{BLOCK}}]')
-    when 'VARCHAR' then [from_json(json_object('type', 'text', 'text',
-        json_extract_string({_CONTENT}, '$')), '{{BLOCK}}')]
-    end"""
-_SELECT = f"""* exclude (message, timestamp), timestamp,
-    try_cast(timestamp as TIMESTAMPTZ) as stamp,
+# `content` (the blocks) is for SQL; the rest, small, is what the walk below reads.
+_SELECT = f"""* exclude (message), try_cast(timestamp as TIMESTAMPTZ) as stamp,
+    {as_blocks("message.content")} as content,
     struct_pack(id := message.id, role := message.role, model := message.model,
         stop_reason := message.stop_reason, usage := message.usage,
-        content := case json_type({_CONTENT}) when 'ARRAY'
-            then from_json({_CONTENT}, '{_KINDS}') end) as message,
-    case when type = 'user' then left(case json_type({_CONTENT})
-        when 'VARCHAR' then json_extract_string({_CONTENT}, '$')
-        else json_extract_string({_CONTENT}, '$[0].text') end, 300) end as head,
-    case when json_type({_CONTENT}) = 'VARCHAR' then 1 end as string_content,
-    case when isCompactSummary then case json_type({_CONTENT})
-        when 'VARCHAR' then json_extract_string({_CONTENT}, '$')
-        else array_to_string(json_extract_string({_CONTENT}, '$[*].text'), '')
-    end end as summary_text,
-    {{BLOCKS}} as blocks"""
+        content := case when starts_with(message.content, '[') then list_transform(content,
+            lambda b: {{'type': b.type, 'id': b.id, 'tool_use_id': b.tool_use_id}}) end) as message,
+    case when type = 'user' then left(content[1].text, 300) end as head,
+    len(content) as block_count,
+    case when isCompactSummary then array_to_string(list_transform(content, lambda b: b.text), '')
+        end as summary_text"""
+_UNITS = """select *, null::VARCHAR as status,
+    null::STRUCT(id VARCHAR, text VARCHAR)[] as earlier from claude_units"""
 
 _PREFIXES = (
     ("<local-command-stdout>", "command_output"),
@@ -148,7 +126,7 @@ def _content(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _blocks(record: dict[str, Any]) -> int:
-    return 1 if record.get("string_content") else len(_content(record))
+    return record.get("block_count") or 0
 
 
 @dataclass
@@ -173,56 +151,42 @@ _UNIT = {
     "abandoned": "boolean",
     "parent_tool_use_id": "string",
     "file_id": "Int64",
-    "file": "category",
     "line": "Int64",
     "first_block": "Int64",
     "path": "string",
-    "ord": "Int64",
+    "branch": "Int64",
 }
 
 
-def _select() -> str:
-    listed = _AS_LIST.replace("{BLOCK}", json.dumps(BLOCK))
-    return _SELECT.replace("{BLOCKS}", blocks_sql(listed))
-
-
-def read(engine: Engine, files: list[SourceFile]) -> Part:
+def read(engine: Engine, sources: list[SourceFile]) -> Part:
     """The frames' rows of Claude Code session files."""
-    part = Part()
-    select = _select()
-    tables = {f.file_id: engine.read(f, STRUCTURE, select) for f in files}
-    records = {i: t.drop_columns(["blocks"]).to_pylist() for i, t in tables.items()}
-    part.records = sum(len(r) for r in records.values())
-    spawned = _spawned_agents([r for rs in records.values() for r in rs])
-    calls: list[dict[str, Any]] = []
-    compactions: list[dict[str, Any]] = []
-    identities: list[dict[str, Any]] = []
-    blocks: list[pa.Table] = []
-    for source in files:
-        reader = _File(source, records[source.file_id], spawned, part)
+    records = engine.read(sources, STRUCTURE, _SELECT, key="type")
+    walked = records.drop_columns(["content", "raw"]).to_pylist()
+    by_file: dict[int, list[dict[str, Any]]] = {s.file_id: [] for s in sources}
+    for record in walked:
+        by_file[record["file_id"]].append(record)
+    spawned = _spawned_agents(walked)
+    skipped: dict[str, int] = {}
+    readers = [_File(s, by_file[s.file_id], spawned, skipped) for s in sources]
+    for reader in readers:
         reader.read()
-        calls += reader.calls
-        compactions += reader.compactions
-        identities += reader.identities
-        by_line = {unit["line"]: unit for unit in reader.units}
-        lines = tables[source.file_id].column("line").to_pylist()
-        keep = np.array([n in by_line for n in lines], dtype=bool)
-        if keep.any():
-            units = rows_table([by_line.get(n, {}) for n in lines], _UNIT)
-            blocks.append(flatten(tables[source.file_id].column("blocks"), units, keep))
+    calls = [row for reader in readers for row in reader.calls]
+    compactions = [row for reader in readers for row in reader.compactions]
     _number(calls)
-    _fill_summaries(compactions)
-    if blocks:
-        rows = finish(pa.concat_tables(blocks), {f.file_id: f for f in files})
-        keys = ("file_id", "agent_id", "ord", "epoch", "message_index", "block_index", "line")
-        order = pc.sort_indices(rows, sort_keys=[(k, "ascending", "at_start") for k in keys])
-        rows = rows.take(order)
-        part.blocks.append(conform(rows, BLOCK_COLUMNS))
-        part.parts.append(parts_table(rows))
-    part.calls.append(rows_table(calls, CALL_COLUMNS))
-    part.compactions.append(rows_table(compactions, COMPACTION_COLUMNS))
-    part.identities.append(rows_table(identities, EVENT_COLUMNS))
-    return part
+    for row in compactions:
+        summary = row.get("summary")
+        row["summary_chars"] = len(summary) if isinstance(summary, str) else None
+    units = rows_table([unit for reader in readers for unit in reader.units], _UNIT)
+    blocks, parts = block_frames(engine, blocks_sql(_UNITS), records=records, claude_units=units)
+    return Part(
+        blocks=blocks,
+        parts=parts,
+        calls=rows_table(calls, CALL_COLUMNS),
+        compactions=rows_table(compactions, COMPACTION_COLUMNS),
+        events=rows_table([row for reader in readers for row in reader.identities], EVENT_COLUMNS),
+        records=records.num_rows,
+        skipped=skipped,
+    )
 
 
 def _spawned_agents(records: list[dict[str, Any]]) -> dict[tuple[Any, str], str]:
@@ -238,12 +202,6 @@ def _spawned_agents(records: list[dict[str, Any]]) -> dict[tuple[Any, str], str]
     return found
 
 
-def _fill_summaries(compactions: list[dict[str, Any]]) -> None:
-    for row in compactions:
-        summary = row.get("summary")
-        row["summary_chars"] = len(summary) if isinstance(summary, str) else None
-
-
 class _File:
     """One Claude Code file's records, read into units, calls, compactions and identities."""
 
@@ -252,12 +210,12 @@ class _File:
         source: SourceFile,
         records: list[dict[str, Any]],
         spawned: dict[tuple[Any, str], str],
-        part: Part,
+        skipped: dict[str, int],
     ):
         self.source = source
         self.records = records
         self.spawned = spawned
-        self.part = part
+        self.skipped = skipped
         self.units: list[dict[str, Any]] = []
         self.calls: list[dict[str, Any]] = []
         self.compactions: list[dict[str, Any]] = []
@@ -268,14 +226,14 @@ class _File:
 
     def read(self) -> None:
         if not any(r.get("type") in ("user", "assistant") for r in self.records):
-            self.part.skip("claude_code: file without messages")
+            self._skip("claude_code: file without messages")
         seen: set[str] = set()
         conversations: dict[Any, list[dict[str, Any]]] = {}
         for record in self.records:
             uuid = record.get("uuid")
             if uuid is not None:
                 if uuid in seen:  # a resumed session can repeat records
-                    self.part.skip("claude_code: repeated uuid")
+                    self._skip("claude_code: repeated uuid")
                     record["repeated"] = True
                     continue
                 seen.add(uuid)
@@ -283,6 +241,9 @@ class _File:
         for agent, records in conversations.items():
             self._conversation(agent, records)
         self._identities()
+
+    def _skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
     def _agent(self, record: dict[str, Any]) -> str | None:
         if not record.get("isSidechain"):
@@ -345,7 +306,7 @@ class _File:
                 self._identity(agent, record, state, branch)
                 continue
             if record.get("isApiErrorMessage") or message.get("model") == "<synthetic>":
-                self.part.skip("claude_code: API error placeholder (not a call)")
+                self._skip("claude_code: API error placeholder (not a call)")
                 self._identity(agent, record, state, branch)
                 continue
             role = message.get("role") or kind
@@ -383,7 +344,7 @@ class _File:
                     "path": "message.content",
                     "first_block": first,
                     "message_kind": message_kind,
-                    "ord": branch,
+                    "branch": branch,
                 }
             )
             if kind == "assistant" and message.get("usage"):

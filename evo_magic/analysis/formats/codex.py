@@ -26,6 +26,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pyarrow as pa
+
+from evo_magic.analysis.formats import Part
 from evo_magic.analysis.frames import (
     BLOCK_COLUMNS,
     CALL_COLUMNS,
@@ -34,7 +37,7 @@ from evo_magic.analysis.frames import (
     PART_COLUMNS,
     rows_table,
 )
-from evo_magic.analysis.loader import Engine, Part, SourceFile
+from evo_magic.analysis.loader import Engine, SourceFile
 
 SOURCE = "codex"
 _FIELDS = {"timestamp": "VARCHAR", "type": "VARCHAR", "payload": "JSON"}
@@ -50,20 +53,27 @@ _CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web_sea
 _OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output"}
 
 
-def read(engine: Engine, files: list[SourceFile]) -> Part:
+def read(engine: Engine, sources: list[SourceFile]) -> Part:
     """The frames' rows of Codex rollout files."""
-    part = Part()
-    rollouts = [_Rollout(f, engine.read(f, _FIELDS, _SELECT).to_pylist()) for f in files]
-    part.records = sum(len(r.records) for r in rollouts)
+    records = engine.read(sources, _FIELDS, _SELECT, key="type").drop_columns(["raw"])
+    by_file: dict[int, list[dict[str, Any]]] = {s.file_id: [] for s in sources}
+    for record in records.to_pylist():
+        by_file[record["file_id"]].append(record)
+    rollouts = [_Rollout(s, by_file[s.file_id]) for s in sources]
     for rollout in rollouts:
         rollout.read()
-    part.blocks.append(rows_table([r for x in rollouts for r in x.blocks], BLOCK_COLUMNS))
-    part.parts.append(rows_table([r for x in rollouts for r in x.parts], PART_COLUMNS))
-    part.calls.append(rows_table([r for x in rollouts for r in x.calls], CALL_COLUMNS))
-    compactions = [r for x in rollouts for r in x.compactions]
-    part.compactions.append(rows_table(compactions, COMPACTION_COLUMNS))
-    part.identities.append(rows_table([r for x in rollouts for r in x.identities], EVENT_COLUMNS))
-    return part
+
+    def rows(name: str, spec: dict[str, str]) -> pa.Table:
+        return rows_table([row for r in rollouts for row in getattr(r, name)], spec)
+
+    return Part(
+        blocks=rows("blocks", BLOCK_COLUMNS),
+        parts=rows("parts", PART_COLUMNS),
+        calls=rows("calls", CALL_COLUMNS),
+        compactions=rows("compactions", COMPACTION_COLUMNS),
+        events=rows("identities", EVENT_COLUMNS),
+        records=records.num_rows,
+    )
 
 
 def _payload(record: dict[str, Any]) -> dict[str, Any]:
