@@ -87,40 +87,42 @@ def conversation(
     compactions = _of(t.compactions, session_id, agent_id)
     parts = _of(t.parts, session_id, agent_id) if len(t.parts) else t.parts
     part_lists = _parts_by_block(parts)
-    epochs = sorted(
-        {(int(s), int(e)) for s, e in zip(blocks["segment"], blocks["epoch"], strict=True)}
-        | {(int(s), int(e)) for s, e in zip(calls["segment"], calls["epoch"], strict=True)}
-    )
+    # One pass over each frame (grouping in Python): filtering the frames per epoch and
+    # grouping them per message cost more than everything else replay does.
+    messages: dict[tuple[int, int], dict[int, list[Any]]] = {}
+    order = blocks.sort_values(["segment", "epoch", "message_index"], kind="stable")
+    for row in order.itertuples():
+        epoch_rows = messages.setdefault((int(row.segment), int(row.epoch)), {})
+        epoch_rows.setdefault(int(row.message_index), []).append(row)
+    placed: dict[tuple[int, int], dict[int | None, list[Any]]] = {}
+    for row in calls.itertuples():
+        index = None if pd.isna(row.message_index) else int(row.message_index)
+        key = (int(row.segment), int(row.epoch))
+        placed.setdefault(key, {}).setdefault(index, []).append(row)
     done = {(int(r.segment), int(r.epoch)): r for r in compactions.itertuples() if r.success}
-    for segment, epoch in epochs:
+    for segment, epoch in sorted(messages.keys() | placed.keys()):
         opened = done.get((segment, epoch - 1))
         if opened is not None:
             yield _compaction(opened)
-        here = blocks[(blocks["segment"] == segment) & (blocks["epoch"] == epoch)]
-        pending = calls[(calls["segment"] == segment) & (calls["epoch"] == epoch)]
-        placed = {}
-        for row in pending.itertuples():
-            if not pd.isna(row.message_index):
-                placed.setdefault(int(row.message_index), []).append(row)
-        for index, rows in here.groupby("message_index", sort=True):
-            for call in placed.pop(int(index), []):
+        pending = placed.get((segment, epoch), {})
+        for index, rows in sorted(messages.get((segment, epoch), {}).items()):
+            for call in pending.pop(index, []):
                 yield _call(call)
-            first = rows.iloc[0]
-            content = [_block(row, part_lists) for row in rows.itertuples()]
+            first = rows[0]
             yield Message(
-                role=str(first["role"]),
-                content=content,
+                role=str(first.role),
+                content=[_block(row, part_lists) for row in rows],
                 epoch=epoch,
-                index=int(index),
+                index=index,
                 segment=segment,
-                turn=None if pd.isna(first["turn"]) else int(first["turn"]),
-                kind=None if pd.isna(first["message_kind"]) else str(first["message_kind"]),
+                turn=None if pd.isna(first.turn) else int(first.turn),
+                kind=None if pd.isna(first.message_kind) else str(first.message_kind),
             )
-        for index in sorted(placed):
-            for call in placed[index]:
+        for index in sorted(i for i in pending if i is not None):
+            for call in pending[index]:
                 yield _call(call)
-        for row in pending[pending["message_index"].isna()].itertuples():
-            yield _call(row)
+        for call in pending.get(None, []):
+            yield _call(call)
 
 
 def _of(frame: pd.DataFrame, session_id: str, agent_id: str | None) -> pd.DataFrame:
