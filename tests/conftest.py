@@ -38,6 +38,15 @@ def claude(fake: FakeAnthropic) -> AnthropicModel:
     return AnthropicModel("claude-sonnet-5-5", client=fake.client())
 
 
+def sandbox_here() -> str:
+    """The sandbox setting for tests of bash's own behaviour (exit codes, timeouts, output): the
+    default where bubblewrap works; "off" elsewhere, so that the one-time warning of a machine
+    without it (tested in test_sandbox.py) does not stand in front of the output they read."""
+    from evo_magic.tools import DEFAULT_SANDBOX, sandbox_status
+
+    return DEFAULT_SANDBOX if sandbox_status().available else "off"
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     return make_demo_workspace(tmp_path / "work")

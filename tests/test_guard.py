@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import sandbox_here
 
 from evo_magic.tools import ToolContext, default_tools, run_tool
 from evo_magic.tools.guard import refusal_reason
@@ -159,7 +160,7 @@ def test_the_tool_refuses_before_anything_runs(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_a_commit_message_that_mentions_sudo_runs(tmp_path: Path) -> None:
-    ctx = ToolContext(workspace=tmp_path)
+    ctx = ToolContext(workspace=tmp_path, sandbox=sandbox_here())
     command = (
         "git init -q . && git -c user.name=a -c user.email=a@example.com "
         "commit -q --allow-empty -m 'fix; sudo make docs' && git log --format=%s"

@@ -36,7 +36,7 @@ from evo_magic.events import MessageAppended, Notice, ToolFinished
 from evo_magic.history import History
 from evo_magic.models import AnthropicModel, FunctionModel, ModelError, ModelRequest
 from evo_magic.session import ObserverError, Session
-from evo_magic.tools import Tool, default_tools
+from evo_magic.tools import Tool, default_tools, sandbox_status
 
 TESTS = Path(__file__).parent
 
@@ -448,13 +448,14 @@ def test_the_agent_cannot_change_its_own_transcripts(workspace: Path):
             tool_use("read_file", {"path": f"{log}/" + "x"}, id="t3"),
         ]
 
-    session = Session(workspace, model=FunctionModel(fn))
+    sandboxed = sandbox_status().available
+    session = Session(workspace, model=FunctionModel(fn), sandbox="warn" if sandboxed else "off")
     session.ask("Cover your tracks.")
     bash, write, _ = session.messages[2]["content"]
-    assert "forged" not in session.transcript.path.read_text().split("Cover your tracks.")[0]
     assert "may read but not change" in write["content"] and write["is_error"]
     assert not (workspace / log / "forged.txt").exists()
-    if "[exit code: 0]" not in bash["content"]:  # sandboxed: the mount is read-only
-        assert "Read-only file system" in bash["content"]
+    if not sandboxed:
+        return  # without the sandbox bash writes wherever this user can: said in the README
+    assert "Read-only file system" in bash["content"]
     lines = session.transcript.path.read_text().splitlines()
     assert all(json.loads(line) for line in lines)  # nothing was appended to it by the agent

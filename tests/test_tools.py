@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import sandbox_here
 
 from evo_magic.tools import (
     BASH,
@@ -54,7 +55,9 @@ def files_seen() -> list[str]:
 
 @pytest.fixture
 def ctx(workspace: Path, files_seen: list[str]) -> ToolContext:
-    return ToolContext(workspace=workspace, on_file=files_seen.append, bash_timeout=10)
+    return ToolContext(
+        workspace=workspace, on_file=files_seen.append, bash_timeout=10, sandbox=sandbox_here()
+    )
 
 
 def call(name: str, tool_input: Any, ctx: ToolContext) -> ToolResult:

@@ -245,7 +245,7 @@ def test_a_request_after_tool_results_is_its_own_message(workspace: Path, fake, 
     assert list(results["block_type"]) == ["tool_result"] and list(request["block_type"]) == [
         "text"
     ]
-    assert results["text"].iloc[0].startswith("first") and request["text"].iloc[0] == "Go on."
+    assert "first" in results["text"].iloc[0] and request["text"].iloc[0] == "Go on."
     assert results["tool_name"].iloc[0] == "bash"
     assert (results["turn"].iloc[0], request["turn"].iloc[0]) == (1, 2)
     assert not blocks.duplicated(["epoch", "message_index", "block_index"]).any()
