@@ -35,13 +35,13 @@ The rules followed (all from that page):
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from evo_magic.cost import Price, model_family
+from evo_magic.measure import CHARS_PER_TOKEN, to_json
 from evo_magic.usage import Usage
 
 __all__ = [
@@ -655,7 +655,7 @@ def clearing_saving(
 
 def estimate_tokens(value: Any) -> int:
     """A rough token count: characters of the compact JSON over 4 (the project's convention)."""
-    return len(_canonical(value)) // 4
+    return len(to_json(value)) // CHARS_PER_TOKEN
 
 
 def cache_request(
@@ -680,7 +680,9 @@ def cache_request(
     total = 0
     for role, block, opens_message in _prompt_blocks(params):
         unmarked = _unmarked(block)
-        encoded = _canonical([role, unmarked]).encode()
+        # Keys keep their order: the API renders a tool_use input as given, so reordered keys
+        # are a different prefix (its docs warn about languages that shuffle them).
+        encoded = to_json([role, unmarked]).encode()
         digest = hashlib.blake2b(digest + encoded, digest_size=16).digest()
         total += tokens_of(unmarked)
         if opens_message:  # the message's own framing (role and structure) is prompt too
@@ -718,12 +720,3 @@ def _unmarked(block: Any) -> Any:
     if isinstance(block, dict) and "cache_control" in block:
         return {key: value for key, value in block.items() if key != "cache_control"}
     return block
-
-
-# Keys keep their order: the API renders a tool_use input as given, so reordered keys are a
-# different prefix (its docs warn about languages that shuffle them).
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
-def _canonical(value: Any) -> str:
-    return _ENCODER.encode(value)

@@ -34,6 +34,7 @@ from evo_magic.analysis.frames import (
     to_pandas,
 )
 from evo_magic.analysis.loader import Engine
+from evo_magic.measure import to_json
 
 BLOCK = {
     "type": "VARCHAR",
@@ -245,7 +246,7 @@ def history_frame(messages: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per content block of a history in Messages API shape (e.g. `session.messages`,
     as it is now: micro-compacted results show the placeholder), with the columns of
     `HISTORY_COLUMNS`, typed as in `Transcripts.blocks`."""
-    raw = [json.dumps(m, ensure_ascii=False, separators=(",", ":")) for m in messages]
+    raw = [to_json(m) for m in messages]
     table = pa.table({"line": range(len(raw)), "raw": pa.array(raw, pa.large_string())})
     files = pa.table({"file_id": [0], "file": [""]})
     engine = Engine()

@@ -3,8 +3,9 @@ its input and output), compactions as they happen, errors, and a footer.
 
 Two renderings of the same events: rich (one display updated in place, HTML with a plain-text
 fallback, throttled) for Jupyter front ends, and plain text written as it comes for terminal
-IPython. Every credential the session knows is redacted from both; streamed text goes through
-a streaming redactor, so a key split across deltas never prints in clear.
+IPython. The events come redacted of every credential the session knows (the loop redacts
+streamed text with a streaming-safe redactor); what the view composes itself (its HTML, its
+own lines) is redacted once more where it leaves.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from evo_magic.events import (
     ToolFinished,
     ToolStarted,
 )
-from evo_magic.secrets import StreamRedactor, redact
+from evo_magic.secrets import redact
 
 THROTTLE_SECONDS = 0.1
 OUTPUT_PREVIEW = 4_000
@@ -208,8 +209,7 @@ class CellView:
         self._throttle = throttle
         self._last_update = 0.0
         self._handle: Any = None
-        self._stream = StreamRedactor()
-        self._plain = render.TextRenderer(self._write_redacted)
+        self._plain = render.TextRenderer(write)
         if rich and not quiet:
             from IPython.display import display
 
@@ -221,25 +221,12 @@ class CellView:
             return
         if not self.rich:
             self._plain(event)
-            if not isinstance(event, TextDelta):
-                self._flush()
             return
         if changed and time.monotonic() - self._last_update >= self._throttle:
             self.update()
 
-    def _write_redacted(self, text: str) -> None:
-        shown = self._stream.feed(text)
-        if shown:
-            self._write(shown)
-
-    def _flush(self) -> None:
-        held = self._stream.flush()
-        if held:
-            self._write(held)
-
     def finish(self, event: AskFinished | None) -> None:
         """Add the footer (when the ask finished) and show the final state."""
-        self._flush()
         if event is not None:
             self.log.finish(event)
             if self.quiet:  # otherwise the live view has shown it already
@@ -258,7 +245,6 @@ class CellView:
         """Add a line of our own (e.g. "interrupted") to the cell."""
         self.log.items.append(Item(kind, line))
         if not self.rich:
-            self._flush()
             self._write(redact(f"  · {line}\n"))
         self.update()
 

@@ -30,6 +30,7 @@ from evo_magic.events import (
 )
 from evo_magic.measure import to_json
 from evo_magic.notebook.composition import Composer, Share, tool_names
+from evo_magic.render import usd
 from evo_magic.secrets import redact
 
 if TYPE_CHECKING:
@@ -484,13 +485,6 @@ def clip(text: str, limit: int, *, one_line: bool = True) -> str:
     if space > limit // 3:
         cut = cut[:space]
     return cut.rstrip(" \n,;:.-–—") + "…"
-
-
-def usd(value: float | None) -> str:
-    """A cost as the meter shows it: "$0.0123", "$1.23", or "—" when there is no price."""
-    if value is None:
-        return "—"
-    return f"${value:.4f}" if abs(value) < 1 else f"${value:,.2f}"
 
 
 def size_text(size: ContextSize) -> str:

@@ -28,8 +28,8 @@ from evo_magic.notebook.meter import (
     counted,
     plural,
     size_text,
-    usd,
 )
+from evo_magic.render import usd
 
 WIDTH, HEIGHT = 600, 236
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 26, 40

@@ -26,9 +26,9 @@ from evo_magic.notebook.meter import (
     micro_text,
     plural,
     scope_title,
-    usd,
 )
 from evo_magic.notebook.meter_chart import GREY, PURPLE, RED, chart_html
+from evo_magic.render import usd
 
 KIND_COLOURS = {
     SYSTEM: "#9e9e9e",
