@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_api import FakeAnthropic, reply, text, tool_use
+from fake_api import FakeAnthropic, reply, text, tool_use, unmarked
 
 from evo_magic import render
 from evo_magic.compact.base import Context
@@ -241,7 +241,7 @@ def test_a_micro_compaction_shows_up_as_a_cache_write(workspace: Path):
         return of(ModelResponded, events), events
 
     steady, _ = calls_of([])
-    compacted, events = calls_of([MicroCompact(keep_recent=2)])
+    compacted, events = calls_of([MicroCompact(keep_recent=2, cache_aware=False)])
     clearings = of(MicroCompacted, events)
     assert clearings
     for clearing in clearings:
@@ -257,13 +257,43 @@ def test_a_micro_compaction_shows_up_as_a_cache_write(workspace: Path):
         assert after.usage.cache_read_input_tokens < steady[call].usage.cache_read_input_tokens
 
 
+def test_default_micro_compaction_waits_for_a_clearing_that_pays_and_without_cache_is_eager(
+    workspace: Path,
+):
+    """Cache-aware micro-compaction is the default: with caching on it clears less often than
+    the seed's eager clearing and the session costs less; with caching off it sends exactly the
+    requests of the seed's pipeline."""
+    write_docs(workspace, 12, lines=25)
+
+    def session(policy: CompactPolicy, cache: CacheSettings) -> tuple[list[Any], list[Any], float]:
+        with FakeAnthropic() as server:
+            server.queue(*reading(12))
+            model = AnthropicModel(MODEL, client=server.client())
+            with Session(workspace, model=model, policy=policy, cache=cache) as s:
+                events = run(s)
+                cost = s.cost_usd
+            server.assert_no_rejections()
+            sent = [unmarked(body["messages"]) for body in server.accepted if body.get("tools")]
+        assert cost is not None
+        return of(MicroCompacted, events), sent, cost
+
+    seed = CompactPolicy(cache_aware=False)
+    default, _, default_cost = session(CompactPolicy(), CacheSettings())
+    eager, eager_sent, eager_cost = session(seed, CacheSettings())
+    assert len(eager) >= 6 and len(default) < len(eager) / 2
+    assert default_cost < eager_cost
+    uncached, uncached_sent, _ = session(CompactPolicy(), CacheSettings(enabled=False))
+    assert uncached_sent == eager_sent and len(uncached) == len(eager)
+
+
 def test_after_a_clearing_the_next_request_marks_the_edited_message(
     fake: FakeAnthropic, claude, workspace: Path
 ):
     """So that the next clearing, further on, reads the conversation back to this one."""
     write_docs(workspace, 7)
     fake.queue(*reading(7))
-    events = run(Session(workspace, model=claude, strategies=[MicroCompact(keep_recent=2)]))
+    eager = MicroCompact(keep_recent=2, cache_aware=False)
+    events = run(Session(workspace, model=claude, strategies=[eager]))
     bodies = [body for body in fake.accepted if body.get("tools")]
     clearings = of(MicroCompacted, events)
     assert len(clearings) >= 3
@@ -402,7 +432,8 @@ def test_cache_aware_clearing_waits_while_the_cache_write_costs_more(strategy: t
     # Two results due, five outputs after them in the cached prefix: not worth rewriting.
     messages = agent_history([OUTPUT] * 5)
     options = {"trigger_tool_uses": 2} if strategy is ClearToolUses else {}
-    seed = strategy(**options).compact(messages, context(messages, cached(messages)))
+    eager = strategy(cache_aware=False, **options)
+    seed = eager.compact(messages, context(messages, cached(messages)))
     assert seed is not None  # the seed's behaviour clears whatever is due
     aware = strategy(cache_aware=True, **options)
     assert aware.compact(messages, context(messages, cached(messages))) is None

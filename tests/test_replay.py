@@ -120,6 +120,34 @@ def test_replaying_a_session_under_its_own_strategies_reproduces_every_request(e
     assert r.summaries.set_index("strategy").loc["own", "stand-in"] == 0
 
 
+def test_a_session_recorded_before_cache_aware_clearing_replays_as_it_ran(tmp_path: Path):
+    """Older evo_magic recorded no `cache_aware`: its micro-compaction cleared eagerly, and
+    replay rebuilds it so (not with today's cache-aware default)."""
+    from evo_magic.demo import make_demo_workspace
+
+    workspace = make_demo_workspace(tmp_path / "work")
+    with FakeAnthropic(offline_responder()) as server:
+        model = AnthropicModel(client=server.client(max_retries=0))
+        policy = CompactPolicy(context_limit=9_000, cache_aware=False)
+        with Session(workspace, model=model, policy=policy) as session:
+            for ask in ASKS:
+                session.ask(ask)
+    log = session.directory / "session.jsonl"
+    lines = log.read_text().splitlines()
+    start = json.loads(lines[0])
+    del start["policy"]["cache_aware"]
+    for described in start["strategies"]:
+        described["params"].pop("cache_aware", None)
+    log.write_text("\n".join([json.dumps(start), *lines[1:]]) + "\n")
+    t = load_transcripts(log)
+    assert t.blocks["compacted"].sum() > 0  # it did clear old results
+    r = replay(t, {"recorded": "recorded", "today's default": None}, policy=policy)
+    recorded = t.calls.sort_values("call")["context_sent_chars"].tolist()
+    assert r.calls[r.calls["strategy"] == "recorded"]["context_chars"].tolist() == recorded
+    default = r.calls[r.calls["strategy"] == "today's default"]["context_chars"].tolist()
+    assert default != recorded  # the same session, cache-aware, clears less
+
+
 def test_a_claude_code_session_is_rebuilt_within_ten_percent(claude_root: Path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the fixture is clean: no torn line to warn about

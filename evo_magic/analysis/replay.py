@@ -2,7 +2,7 @@
 
     from evo_magic import replay
     r = replay("~/.claude/projects/my-project/", strategies={
-        "recorded": "recorded", "none": [], "seed": None,
+        "recorded": "recorded", "none": [], "default": None,
         "clear-3": [ClearToolUses(keep=3)], "masking-10": [ObservationMasking(10)],
     }, model="claude-sonnet-4-5")
     r.calls, r.totals, r.plot()
@@ -59,7 +59,7 @@ from evo_magic.prompt_cache import (
     PrefixTracker,
     min_cacheable_tokens,
 )
-from evo_magic.strategies import default_pipeline
+from evo_magic.strategies import MicroCompact, default_pipeline
 from evo_magic.strategies.registry import make_strategy
 from evo_magic.summariser import Summariser, Summary
 from evo_magic.usage import Usage
@@ -221,6 +221,8 @@ def _rebuild(described: Mapping[str, Any]) -> Strategy:
     module, _, name = str(described["class"]).rpartition(".")
     cls = getattr(importlib.import_module(module), name)
     params = dict(described.get("params") or {})
+    if cls is MicroCompact:  # recorded before it became cache-aware by default: eager
+        params.setdefault("cache_aware", False)
     try:
         return (
             cls(**params, when=described["when"]) if "when" in _init_params(cls) else cls(**params)
@@ -242,8 +244,10 @@ def _policy(record: Any) -> CompactPolicy | None:
     if not isinstance(record, dict):
         return None
     known = {f for f in CompactPolicy.__dataclass_fields__}
+    # Recorded before micro-compaction became cache-aware by default: it cleared eagerly.
+    settings = {"cache_aware": False, **{k: v for k, v in record.items() if k in known}}
     try:
-        return CompactPolicy(**{k: v for k, v in record.items() if k in known})
+        return CompactPolicy(**settings)
     except (TypeError, ValueError):
         return None
 

@@ -45,6 +45,11 @@ class CompactPolicy:
         "Micro-compact only when it frees this many characters (each clearing breaks the "
         "prompt cache).",
     )
+    cache_aware: bool = _setting(
+        True,
+        "Micro-compaction clears only when that saves more than the prompt-cache write it "
+        "causes (caching on, a priced model); False: the seed's eager clearing.",
+    )
     summary_input_limit: int = _setting(
         80_000, "Characters of conversation the summariser sees (head and tail kept)."
     )

@@ -197,6 +197,7 @@ class AgentMagics(Magics):
     placeholder = _policy_trait(Unicode, "placeholder")
     exclude_tools = _policy_trait(List, "exclude_tools", trait=Unicode())
     clear_at_least = _policy_trait(Int, "clear_at_least", min=0)
+    cache_aware = _policy_trait(Bool, "cache_aware")
     summary_input_limit = _policy_trait(Int, "summary_input_limit", min=1)
     summary_max_tokens = _policy_trait(Int, "summary_max_tokens", min=1)
     max_recent_files = _policy_trait(Int, "max_recent_files", min=0)

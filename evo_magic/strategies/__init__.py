@@ -61,7 +61,8 @@ BUILTIN: dict[str, type] = {
 
 def default_pipeline(policy: CompactPolicy | None = None) -> list[Strategy]:
     """The seed's three layers with the policy's numbers: large outputs to files, then
-    micro-compaction, before every call; a summary when over the limit or asked for."""
+    micro-compaction (cache-aware unless `policy.cache_aware` is False), before every call; a
+    summary when over the limit or asked for."""
     policy = policy or CompactPolicy()
     return [
         LargeOutputs(limit=policy.large_output_limit, preview_chars=policy.preview_chars),
@@ -71,6 +72,7 @@ def default_pipeline(policy: CompactPolicy | None = None) -> list[Strategy]:
             placeholder=policy.placeholder,
             exclude_tools=policy.exclude_tools,
             clear_at_least=policy.clear_at_least,
+            cache_aware=policy.cache_aware,
         ),
         Summarise(),
     ]
