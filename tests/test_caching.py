@@ -8,6 +8,7 @@ usage a real server would report for what the session sent.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -446,9 +447,12 @@ def test_cache_aware_clearing_waits_while_the_cache_write_costs_more(strategy: t
     # ...when the history is over the limit (a full compaction would break everything)...
     over = context(messages, cached(messages), context_limit=5_000)
     assert over.over_limit and aware.compact(messages, over) is not None
-    # ...and without a cached prefix (caching off) it behaves as the seed.
+    # ...and without a cached prefix (caching off), or for a model that costs nothing, it
+    # behaves as the seed.
     plain = aware.compact(messages, context(messages, None))
     assert plain is not None and list(plain) == list(seed)
+    free = replace(cached(messages), price=DEFAULT_PRICES.lookup("offline"))
+    assert list(aware.compact(messages, context(messages, free)) or []) == list(seed)
 
 
 def test_results_due_pile_up_until_clearing_them_together_pays():

@@ -87,7 +87,7 @@ class ClearToolUses:
         if self.cache_aware and not ctx.over_limit:
             first = min(index for index, _, _ in replacements)
             saving = ctx.clearing_saving(first, freed, self.calls_ahead)
-            if saving is not None and saving <= 0:
+            if saving is not None and saving < 0:
                 return None  # the cache write it causes costs more than it saves: wait
         ctx.memo["done"] = end
         return rewrite_blocks(messages, replacements)

@@ -111,7 +111,7 @@ class MicroCompact:
             return True
         first = min(index for index, _, _ in chosen)
         saving = ctx.clearing_saving(first, freed_chars, self.calls_ahead)
-        return saving is None or saving > 0
+        return saving is None or saving >= 0  # a tie (a free model): clear, as the seed
 
 
 def _saving(value: object, placeholder_chars: int) -> int:
