@@ -23,6 +23,7 @@ from evo_magic.interrupts import interrupts_deferred
 from evo_magic.measure import (
     ContextSize,
     TokenAnchor,
+    TokenRate,
     anchored_tokens,
     estimate_tokens,
     list_chars,
@@ -106,6 +107,7 @@ class History:
         self._fresh_ids = 0
         self._anchor: TokenAnchor | None = None
         self._overhead_tokens: int | None = None
+        self._rate = TokenRate()
         self.pending_request: str | None = None
         """The user's request while the model has not finished answering it."""
         self.turn = 0
@@ -139,7 +141,7 @@ class History:
                 len(self._messages), chars, anchored_tokens(chars, self._anchor), exact
             )
         if self._overhead_tokens is not None:
-            tokens = self._overhead_tokens + estimate_tokens(chars)
+            tokens = self._overhead_tokens + self.tokens_of_chars(chars)
         else:
             tokens = estimate_tokens(chars + self.overhead_chars)
         return ContextSize(len(self._messages), chars, tokens)
@@ -153,7 +155,16 @@ class History:
         overhead = self._prompt_overhead_tokens() if replaced else self._overhead_tokens
         if overhead is None:
             return ContextSize(len(messages), chars, estimate_tokens(chars + self.overhead_chars))
-        return ContextSize(len(messages), chars, overhead + estimate_tokens(chars))
+        return ContextSize(len(messages), chars, overhead + self.tokens_of_chars(chars))
+
+    @property
+    def tokens_per_char(self) -> float:
+        """Tokens per character of message JSON, fitted on the session's exact counts."""
+        return self._rate.rate
+
+    def tokens_of_chars(self, chars: int) -> int:
+        """`chars` characters of message JSON in tokens, at the fitted rate."""
+        return round(chars * self._rate.rate)
 
     def message_chars(self, index: int) -> int:
         """Characters of the JSON of message `index` (kept, not measured again)."""
@@ -257,7 +268,8 @@ class History:
 
     def anchor(self, chars: int, tokens: int) -> None:
         """The API counted `tokens` for the whole prompt when the messages measured `chars`."""
-        self._anchor = TokenAnchor(chars, tokens)
+        self._rate.add(chars, tokens)
+        self._anchor = TokenAnchor(chars, tokens, self._rate.rate)
 
     def rewrite(self, changes: Mapping[int, Message]) -> None:
         """Replace some messages in place (same count, same order): an every-call strategy's
@@ -313,7 +325,7 @@ class History:
         """Tokens of what is not messages (system, tools), from the last exact count."""
         if self._anchor is None:
             return self._overhead_tokens
-        return max(self._anchor.tokens - estimate_tokens(self._anchor.chars), 0)
+        return self._anchor.overhead_tokens
 
     def _clear(self) -> None:
         self._messages = []

@@ -250,8 +250,7 @@ def _account(parts: LoopParts, reply: ModelReply, request: ModelRequest) -> floa
     ledger = parts.ledger
     if parts.prefix is not None:
         price = ledger.prices.lookup(reply.model)
-        sent, chars = len(request.messages), request.measured_chars()
-        parts.prefix.after_call(reply.usage, sent, chars, parts.cache, price)
+        parts.prefix.after_call(reply.usage, len(request.messages), parts.cache, price)
     return ledger.charge(reply.usage, reply.model)
 
 

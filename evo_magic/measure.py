@@ -65,15 +65,63 @@ def signed_estimate(chars: int) -> int:
 
 @dataclass(frozen=True)
 class TokenAnchor:
-    """The exact count the API gave for the last request: its messages' size and its tokens."""
+    """The exact count the API gave for the last request: its messages' size and its tokens,
+    and the tokens per character of message JSON fitted so far (`TokenRate`)."""
 
     chars: int
     tokens: int
+    rate: float = 1 / CHARS_PER_TOKEN
+
+    @property
+    def overhead_tokens(self) -> int:
+        """Tokens of what is not messages (system prompt, tools) in that request."""
+        return max(self.tokens - round(self.chars * self.rate), 0)
 
 
 def anchored_tokens(chars: int, anchor: TokenAnchor) -> int:
     """Tokens of a prompt whose messages measure `chars`, from the last exact count."""
-    return max(anchor.tokens + signed_estimate(chars - anchor.chars), 0)
+    return max(anchor.tokens + round((chars - anchor.chars) * anchor.rate), 0)
+
+
+@dataclass
+class TokenRate:
+    """Tokens per character of message JSON, fitted on a session's exact counts.
+
+    Each model call gives the prompt's tokens for messages of known characters; the system
+    prompt and tools add the same tokens to every call, so a least-squares line through the
+    counts has the messages' rate as its slope (the whole prompt's tokens over the messages'
+    characters would count the fixed part as messages: twice the rate in a small session).
+    Until the counts span `MIN_SPREAD` characters, or when the fit is implausible, the rate
+    is the usual four characters a token.
+    """
+
+    MIN_SPREAD = 2_000
+    n: int = 0
+    mean_chars: float = 0.0
+    mean_tokens: float = 0.0
+    _sxx: float = 0.0
+    _sxy: float = 0.0
+    _low: int | None = None
+    _high: int | None = None
+
+    def add(self, chars: int, tokens: int) -> None:
+        """One exact count: a prompt whose messages measured `chars` was `tokens` tokens."""
+        self.n += 1
+        dx = chars - self.mean_chars
+        self.mean_chars += dx / self.n
+        self.mean_tokens += (tokens - self.mean_tokens) / self.n
+        self._sxx += dx * (chars - self.mean_chars)
+        self._sxy += dx * (tokens - self.mean_tokens)
+        self._low = chars if self._low is None else min(self._low, chars)
+        self._high = chars if self._high is None else max(self._high, chars)
+
+    @property
+    def rate(self) -> float:
+        """The fitted tokens per character (1/4 until there is a basis)."""
+        if self._low is None or self._high is None or self._high - self._low < self.MIN_SPREAD:
+            return 1 / CHARS_PER_TOKEN
+        slope = self._sxy / self._sxx
+        return slope if 0.05 <= slope <= 1.0 else 1 / CHARS_PER_TOKEN
 
 
 def measure(

@@ -362,9 +362,6 @@ class CachedPrefix:
     """The lifetime its breakpoints were written with."""
     price: Price | None
     """The rates of the model that made the call (None: no price known)."""
-    tokens_per_char: float = 0.25
-    """That call's tokens per character of its prompt (messages, system prompt and tool
-    schemas as JSON): how message sizes convert to cached tokens."""
 
     @property
     def warm(self) -> bool:
@@ -392,20 +389,15 @@ class PrefixTracker:
         self._ttl = "5m"
         self._price: Price | None = None
         self._edited_from: int | None = None
-        self._tokens_per_char = 0.25
 
     def after_call(
         self,
         usage: Usage,
         messages_sent: int,
-        prompt_chars: int,
         settings: CacheSettings | None,
         price: Price | None,
     ) -> None:
-        """A call that sent ``messages_sent`` messages in a prompt of ``prompt_chars``
-        characters, with ``settings``, returned ``usage``."""
-        if prompt_chars > 0 and usage.context_tokens > 0:
-            self._tokens_per_char = usage.context_tokens / prompt_chars
+        """A call that sent ``messages_sent`` messages, with ``settings``, returned ``usage``."""
         cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
         enabled = settings is not None and settings.enabled and cached > 0
         self._tokens = cached if enabled else 0
@@ -441,7 +433,7 @@ class PrefixTracker:
             return None
         age = max(self.clock() - self._time, 0.0)
         return CachedPrefix(
-            self._tokens, self._end, age, self._ttl, self._price, self._tokens_per_char
+            self._tokens, self._end, age, self._ttl, self._price
         )
 
 

@@ -27,7 +27,8 @@ from evo_magic.events import (
     ModelResponded,
     Notice,
 )
-from evo_magic.models import AnthropicModel
+from evo_magic.measure import to_json
+from evo_magic.models import AnthropicModel, FunctionModel, ModelRequest
 from evo_magic.prompt_cache import CachedPrefix, CacheSettings, PrefixTracker, place_breakpoints
 from evo_magic.session import Session
 from evo_magic.strategies import ClearToolUses, MicroCompact
@@ -287,6 +288,28 @@ def test_default_micro_compaction_waits_for_a_clearing_that_pays_and_without_cac
     assert uncached_sent == eager_sent and len(uncached) == len(eager)
 
 
+def test_a_clearing_reports_the_tokens_it_takes_out_of_the_prompt(workspace: Path):
+    """`cleared_tokens` (and the size after it) follow the model's own tokenizer: the rate of
+    the messages is fitted on the session's exact counts, the tools and system prompt apart.
+    This model counts three characters a token, plus 2,000 for what is not messages."""
+    write_docs(workspace, 8)
+    script = iter(reading(8))
+
+    def model(request: ModelRequest) -> dict[str, Any]:
+        answer = next(script)  # a fake's Reply: its blocks and stop reason
+        tokens = 2_000 + len(to_json(list(request.messages))) // 3
+        usage = {"input_tokens": tokens, "output_tokens": 20}
+        return {"content": answer.content, "stop_reason": answer.stop_reason, "usage": usage}
+
+    eager = MicroCompact(keep_recent=2, cache_aware=False)
+    events = run(Session(workspace, model=FunctionModel(model), strategies=[eager]))
+    clearings = of(MicroCompacted, events)
+    assert len(clearings) >= 4
+    for clearing in clearings[1:]:  # from the second, the session has counts to fit on
+        assert clearing.cleared_tokens == pytest.approx(clearing.chars_freed / 3, rel=0.02)
+        assert clearing.before.tokens - clearing.after.tokens == clearing.cleared_tokens
+
+
 def test_after_a_clearing_the_next_request_marks_the_edited_message(
     fake: FakeAnthropic, claude, workspace: Path
 ):
@@ -419,9 +442,7 @@ def chars(value: Any) -> int:
 
 def cached(messages: list[dict[str, Any]], *, age: float = 10.0, tokens: int = 0) -> CachedPrefix:
     """The cache after a call that sent ``messages``: all of them cached, a minute old at most."""
-    return CachedPrefix(
-        tokens or chars(messages) // 4 + 900, len(messages), age, "5m", SONNET, 0.25
-    )
+    return CachedPrefix(tokens or chars(messages) // 4 + 900, len(messages), age, "5m", SONNET)
 
 
 def context(messages: list[dict[str, Any]], prefix: CachedPrefix | None, **limits: Any) -> Context:
@@ -514,26 +535,26 @@ def test_the_tracker_follows_calls_edits_and_replacements():
     tracker = PrefixTracker(clock=lambda: now[0])
     assert tracker.prefix() is None
     usage = Usage(input_tokens=10, cache_read_input_tokens=3_000, cache_creation_input_tokens=1_000)
-    tracker.after_call(usage, 9, 16_040, CacheSettings(), SONNET)
+    tracker.after_call(usage, 9, CacheSettings(), SONNET)
     now[0] += 30
     prefix = tracker.prefix()
     assert prefix is not None
     assert (prefix.tokens, prefix.end, prefix.age, prefix.price) == (4_000, 9, 30.0, SONNET)
-    assert prefix.tokens_per_char == pytest.approx(4_010 / 16_040) and prefix.warm
+    assert prefix.warm
     tracker.edited(6, 1_500)
     assert (tracker.prefix().tokens, tracker.prefix().end, tracker.edited_from) == (2_500, 6, 6)
     tracker.edited(8, 100)  # past the prefix now: nothing more is invalidated
     assert (tracker.prefix().tokens, tracker.edited_from) == (2_500, 6)
-    tracker.after_call(usage, 11, 20_000, CacheSettings(), SONNET)
+    tracker.after_call(usage, 11, CacheSettings(), SONNET)
     assert tracker.edited_from is None and tracker.prefix().end == 11
     tracker.replaced()
     assert tracker.prefix() is None
-    tracker.after_call(usage, 11, 20_000, CacheSettings(enabled=False), SONNET)
+    tracker.after_call(usage, 11, CacheSettings(enabled=False), SONNET)
     assert tracker.prefix() is None  # caching off: nothing of the history is cached
-    tracker.after_call(Usage(input_tokens=400), 3, 1_600, CacheSettings(), SONNET)
+    tracker.after_call(Usage(input_tokens=400), 3, CacheSettings(), SONNET)
     assert tracker.prefix() is None  # below the minimum cacheable length: nothing cached
     now[0] += 1_000
-    tracker.after_call(usage, 5, 16_040, CacheSettings(ttl="1h"), SONNET)
+    tracker.after_call(usage, 5, CacheSettings(ttl="1h"), SONNET)
     now[0] += 600
     assert tracker.prefix().warm  # ten minutes into a one-hour entry
 

@@ -556,7 +556,7 @@ class _Run:
         model = self.model or recorded.get("model") or ""
         priced = call_cost({**usage, "output_tokens": output}, model, self.settings.prices)
         price = self.settings.prices.lookup(model) if model else None
-        self.tracker.after_call(Usage.from_api(usage), len(view), chars, self.settings.cache, price)
+        self.tracker.after_call(Usage.from_api(usage), len(view), self.settings.cache, price)
         self.rows.append(
             {
                 "strategy": self.label,

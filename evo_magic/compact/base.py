@@ -109,7 +109,8 @@ class Context:
     """A place for a strategy to keep notes about this history between its runs (emptied
     when the history is replaced or reset)."""
     tokens_per_char: float = 0.25
-    """Tokens per character of message JSON, calibrated on the session's last exact count."""
+    """Tokens per character of message JSON, fitted on the session's exact counts (the
+    system prompt and tools apart)."""
     cached_prefix: CachedPrefix | None = None
     """Where the prompt cache stands: the tokens and messages the last model call left cached,
     its age, TTL and the model's price. None when no message of the history is cached
@@ -221,7 +222,7 @@ class Context:
     def cache_invalidated_tokens(self, index: int) -> int:
         """Tokens of cached prompt that an edit of message `index` invalidates: those of the
         messages from `index` to the end of the cached prefix (estimated from their characters
-        at the last call's tokens per character, at most what is cached). 0 when the message is
+        at the fitted tokens per character, at most what is cached). 0 when the message is
         past the prefix, nothing is cached, or the cache has gone cold (its TTL passed: nothing
         is left to lose)."""
         prefix = self.cached_prefix
@@ -229,7 +230,7 @@ class Context:
             return 0
         chars_of = self._message_chars or self._measured_chars
         chars = sum(chars_of(i) for i in range(max(index, 0), prefix.end))
-        return min(round(chars * prefix.tokens_per_char), prefix.tokens)
+        return min(round(chars * self.tokens_per_char), prefix.tokens)
 
     def clearing_saving(self, index: int, freed_chars: int, calls_ahead: int) -> float | None:
         """USD saved over `calls_ahead` calls by an edit from message `index` on that frees
@@ -240,7 +241,7 @@ class Context:
         prefix = self.cached_prefix
         if prefix is None or prefix.price is None:
             return None
-        freed = round(max(freed_chars, 0) * prefix.tokens_per_char)
+        freed = round(max(freed_chars, 0) * self.tokens_per_char)
         invalidated = max(self.cache_invalidated_tokens(index), freed)
         return clearing_saving(
             freed_tokens=freed,

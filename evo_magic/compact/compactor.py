@@ -344,7 +344,7 @@ class Compactor:
             recent_files=tuple(self.state.recent_files),
             pending_request=history.pending_request,
             memo=memo,
-            tokens_per_char=_tokens_per_char(size),
+            tokens_per_char=history.tokens_per_char,
             cached_prefix=self.cache.prefix() if self.cache is not None else None,
             _summarise=summarise,
             _tool_name=history.tool_name,
@@ -394,7 +394,7 @@ class Compactor:
             after=after,
             strategy=strategy.name,
             edits_json=to_json(edits),
-            cleared_tokens=round(freed * _tokens_per_char(before)),
+            cleared_tokens=self.history.tokens_of_chars(freed),
             cache_invalidated_tokens=invalidated,
         )
         self._failures.pop(id(strategy), None)
@@ -621,10 +621,6 @@ def _reason(strategy: Strategy, exc: Exception) -> str:
     known = type(exc).__name__ in ("ModelError", "SummaryError")
     detail = str(exc) if known else f"{type(exc).__name__}: {exc}"
     return f"{strategy.name}: {detail}" if known else f"{strategy.name} raised {detail}"
-
-
-def _tokens_per_char(size: ContextSize) -> float:
-    return size.tokens / size.chars if size.tokens_exact and size.chars else 0.25
 
 
 def _in_place_changes(
