@@ -432,9 +432,7 @@ class PrefixTracker:
         if self._end <= 0 or self._tokens <= 0:
             return None
         age = max(self.clock() - self._time, 0.0)
-        return CachedPrefix(
-            self._tokens, self._end, age, self._ttl, self._price
-        )
+        return CachedPrefix(self._tokens, self._end, age, self._ttl, self._price)
 
 
 # --------------------------------------------------------------------------- the cache model
