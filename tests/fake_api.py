@@ -278,7 +278,9 @@ def _validate_body(body: Any, *, require_max_tokens: bool) -> str | None:
         lambda: _check_max_tokens(body) if require_max_tokens else None,
         lambda: _check_system(body),
         lambda: _check_tools(body),
+        lambda: _check_tool_choice(body),
         lambda: _check_messages_field(body),
+        lambda: _check_tools_defined(body),
         lambda: _check_top_level_cache_control(body),
         lambda: _check_breakpoints(body),
     ]
@@ -342,6 +344,48 @@ def _check_tools(body: dict) -> str | None:
         if tool["name"] in names:
             return "tools: Tool names must be unique."
         names.add(tool["name"])
+    return None
+
+
+def _check_tool_choice(body: dict) -> str | None:
+    if "tool_choice" not in body:
+        return None
+    choice = body["tool_choice"]
+    kinds = ("auto", "any", "tool", "none")
+    if not isinstance(choice, dict) or choice.get("type") not in kinds:
+        return "tool_choice: Input tag does not match any of the expected tags: " + ", ".join(
+            repr(kind) for kind in kinds
+        )
+    extra = set(choice) - {"type", "name", "disable_parallel_tool_use"}
+    if choice["type"] == "none":
+        extra |= set(choice) & {"name", "disable_parallel_tool_use"}
+    if choice["type"] != "tool":
+        extra |= set(choice) & {"name"}
+    if extra:
+        return f"tool_choice.{sorted(extra)[0]}: Extra inputs are not permitted"
+    if "disable_parallel_tool_use" in choice and not isinstance(
+        choice["disable_parallel_tool_use"], bool
+    ):
+        return "tool_choice.disable_parallel_tool_use: Input should be a valid boolean"
+    if choice["type"] == "tool":
+        names = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+        if not isinstance(choice.get("name"), str):
+            return "tool_choice.name: Field required"
+        if choice["name"] not in names:
+            return f"Tool '{choice['name']}' not found in provided tools"
+    return None
+
+
+def _check_tools_defined(body: dict) -> str | None:
+    """Tool calls and results in the conversation need the tools defined (the API's rule)."""
+    if body.get("tools"):
+        return None
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content
+        ):
+            return "Requests which include `tool_use` or `tool_result` blocks must define tools."
     return None
 
 

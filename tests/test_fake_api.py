@@ -509,6 +509,23 @@ def marked(block: dict, ttl: str | None = None) -> dict:
 
 
 REJECTED: dict[str, tuple[dict, str]] = {
+    "tool calls without tools defined": (
+        body_with([user(text("go")), assistant(use("toolu_a")), user(result("toolu_a"))]),
+        "Requests which include `tool_use` or `tool_result` blocks must define tools.",
+    ),
+    "tool_choice of an unknown type": (
+        body_with(tools=[TOOL], tool_choice={"type": "never"}),
+        "tool_choice: Input tag does not match",
+    ),
+    "tool_choice a string": (body_with(tools=[TOOL], tool_choice="none"), "Input tag"),
+    "tool_choice none with a name": (
+        body_with(tools=[TOOL], tool_choice={"type": "none", "name": "run"}),
+        "tool_choice.name: Extra inputs are not permitted",
+    ),
+    "tool_choice of a tool not provided": (
+        body_with(tools=[TOOL], tool_choice={"type": "tool", "name": "fly"}),
+        "Tool 'fly' not found in provided tools",
+    ),
     "model missing": (body_with(drop=("model",)), "model: Field required"),
     "max_tokens missing": (body_with(drop=("max_tokens",)), "max_tokens: Field required"),
     "max_tokens zero": (body_with(max_tokens=0), "greater than or equal to 1"),
@@ -756,6 +773,14 @@ PARALLEL_CONVERSATION = [
 
 ACCEPTED: dict[str, dict] = {
     "plain string content": body_with(),
+    "tool_choice none over a conversation with tool calls": body_with(
+        [user(text("go")), assistant(use("toolu_a")), user(result("toolu_a"), text("Sum up."))],
+        tools=[TOOL],
+        tool_choice={"type": "none"},
+    ),
+    "tool_choice of a named tool": body_with(
+        tools=[TOOL], tool_choice={"type": "tool", "name": "run", "disable_parallel_tool_use": True}
+    ),
     "parallel tool calls over many turns": body_with(
         PARALLEL_CONVERSATION,
         system=[
@@ -833,11 +858,11 @@ def test_sdk_response_content_can_be_sent_back(
         reply(text("Let me check."), tool_use("run", {"code": "1"}), tool_use("run", {"code": "2"}))
     )
     messages: list[Any] = [HI]
-    first = create(client, messages)
+    first = create(client, messages, tools=[TOOL])
     messages.append({"role": "assistant", "content": first.content})
     results = [result(block.id, "done") for block in first.content if block.type == "tool_use"]
     messages.append({"role": "user", "content": results})
-    create(client, messages)
+    create(client, messages, tools=[TOOL])
     fake.assert_no_rejections()
     assert len(fake.accepted) == 2
 
@@ -992,11 +1017,12 @@ def test_an_edit_breaks_the_cache_from_that_point_on(
     system = [marked(text(LONG))]
     old_output, new_output = "line\n" * 400, "[cleared]"
     turn = [user(text("go")), assistant(use("toolu_a"))]
-    send(client, fake, system=system, messages=[*turn, user(marked(result("toolu_a", old_output)))])
+    first = [*turn, user(marked(result("toolu_a", old_output)))]
+    send(client, fake, system=system, tools=[TOOL], messages=first)
     edited = [*turn, user(marked(result("toolu_a", new_output)))]
-    message = send(client, fake, system=system, messages=edited)
+    message = send(client, fake, system=system, tools=[TOOL], messages=edited)
     read, written_5m, _, _ = cache_fields(message)
-    assert read == block_tokens(text(LONG))
+    assert read == block_tokens(TOOL, text(LONG))
     assert written_5m == (
         message_tokens("user", text("go"))
         + message_tokens("assistant", use("toolu_a"))

@@ -268,6 +268,8 @@ TOOL_SETS = st.sampled_from(
 def test_every_placement_is_a_request_the_api_accepts(
     messages: list[dict], system: Any, tools: list[dict], cache: CacheSettings, model: str
 ) -> None:
+    if not tools and any(b["type"] in ("tool_use", "tool_result") for b in blocks_of(messages)):
+        tools = TOOLS  # the API requires the tools of the calls in the conversation
     before = copy.deepcopy((messages, system, tools))
     placed = place_breakpoints(messages, system=system, tools=tools, settings=cache, model=model)
     assert validate_request({"model": model, "max_tokens": 8, **placed.params}) is None
@@ -286,8 +288,13 @@ def call(client: anthropic.Anthropic, params: dict) -> Message:
 
 
 def fixed_prefix_tokens(system: str) -> int:
-    """The fake's documented count of a string system prompt: its text block's JSON over 4."""
-    return len(json.dumps(text(system))) // 4
+    """The fake's documented count of the tools and a string system prompt: each tool's JSON,
+    and the system prompt's text block's, over 4."""
+    return sum(len(json.dumps(t)) // 4 for t in TOOLS) + len(json.dumps(text(system))) // 4
+
+
+def blocks_of(messages: list[dict]) -> list[dict]:
+    return [b for m in messages if isinstance(m["content"], list) for b in m["content"]]
 
 
 def test_a_steady_agent_loop_reads_everything_the_previous_call_wrote() -> None:
@@ -331,14 +338,18 @@ def test_one_breakpoint_at_the_end_would_miss_after_a_wide_turn() -> None:
         last = messages[-1]
         marked = {**last["content"][-1], "cache_control": {"type": "ephemeral"}}
         content = [*last["content"][:-1], marked]
-        return {"system": SYSTEM, "messages": [*messages[:-1], {**last, "content": content}]}
+        return {
+            "system": SYSTEM,
+            "tools": TOOLS,
+            "messages": [*messages[:-1], {**last, "content": content}],
+        }
 
     with FakeAnthropic(min_cacheable_tokens=0) as fake, fake.client() as client:
         call(client, end_only(before))
         missed = call(client, end_only(after)).usage
         fake.cache.clear()
-        call(client, place_breakpoints(before, system=SYSTEM).params)
-        placed = call(client, place_breakpoints(after, system=SYSTEM).params).usage
+        call(client, place_breakpoints(before, system=SYSTEM, tools=TOOLS).params)
+        placed = call(client, place_breakpoints(after, system=SYSTEM, tools=TOOLS).params).usage
     assert missed.cache_read_input_tokens == 0
     assert placed.cache_read_input_tokens > fixed_prefix_tokens(SYSTEM)
 
@@ -346,10 +357,10 @@ def test_one_breakpoint_at_the_end_would_miss_after_a_wide_turn() -> None:
 def test_an_edit_to_an_old_message_shows_as_a_cache_write_from_there() -> None:
     history = agent_history(10)
     with FakeAnthropic(min_cacheable_tokens=0) as fake, fake.client() as client:
-        first = call(client, place_breakpoints(history, system=SYSTEM).params).usage
+        first = call(client, place_breakpoints(history, system=SYSTEM, tools=TOOLS).params).usage
         edited = copy.deepcopy(history)
         edited[4]["content"][0]["content"] = "[Earlier tool result compacted.]"
-        second = call(client, place_breakpoints(edited, system=SYSTEM).params).usage
+        second = call(client, place_breakpoints(edited, system=SYSTEM, tools=TOOLS).params).usage
     assert second.cache_read_input_tokens == fixed_prefix_tokens(SYSTEM)
     assert second.cache_creation_input_tokens > 0.9 * (
         first.cache_creation_input_tokens - fixed_prefix_tokens(SYSTEM)
