@@ -422,7 +422,10 @@ def test_still_over_the_limit_after_compacting_does_not_loop(workspace: Path):
 
 def test_sizes_are_reported_before_and_after_each_layer(workspace: Path):
     with FakeAnthropic(scripted()) as server:
-        session = session_on(server, workspace)
+        # Eager micro-compaction: a clearing before most calls (cache-aware waits for one
+        # that pays), each reporting its sizes.
+        policy = CompactPolicy(context_limit=LIMIT, cache_aware=False)
+        session = session_on(server, workspace, policy=policy)
         events: list[object] = []
         session.subscribe(events.append)
         session.ask("Survey the project.")

@@ -91,7 +91,8 @@ def recorded(workspace: Path) -> dict[str, Any]:
     cleared_in_memory: dict[str, str] = {}
     events: list[Event] = []
     with FakeAnthropic(offline_responder()) as server:
-        policy = CompactPolicy(context_limit=6_000, keep_recent=1)
+        # Eager micro-compaction: clearings to record (cache-aware waits for one that pays).
+        policy = CompactPolicy(context_limit=6_000, keep_recent=1, cache_aware=False)
         session = Session(workspace, model=model_on(server), policy=policy)
 
         def observe(event: Event) -> None:

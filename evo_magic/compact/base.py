@@ -111,6 +111,10 @@ class Context:
     tokens_per_char: float = 0.25
     """Tokens per character of message JSON, fitted on the session's exact counts (the
     system prompt and tools apart)."""
+    compaction_due: bool = False
+    """True when, at this size, the over-limit strategies will run after the every-call ones
+    and are expected to replace the history: over the limit, automatic compaction not paused,
+    and the last one did not fail."""
     cached_prefix: CachedPrefix | None = None
     """Where the prompt cache stands: the tokens and messages the last model call left cached,
     its age, TTL and the model's price. None when no message of the history is cached
@@ -208,6 +212,16 @@ class Context:
         over_chars = self.context_limit is not None and self.size.chars > self.context_limit
         over_tokens = self.token_limit is not None and self.size.tokens > self.token_limit
         return over_chars or over_tokens
+
+    def under_limit_after(self, freed_chars: int) -> bool:
+        """True when freeing `freed_chars` characters of message JSON would bring the history
+        within the limits (characters, and tokens when set): the over-limit strategies would
+        then not run."""
+        chars = self.size.chars - max(freed_chars, 0)
+        tokens = self.size.tokens - self.tokens_of_chars(max(freed_chars, 0))
+        over_chars = self.context_limit is not None and chars > self.context_limit
+        over_tokens = self.token_limit is not None and tokens > self.token_limit
+        return not (over_chars or over_tokens)
 
     @property
     def cached_prefix_tokens(self) -> int:

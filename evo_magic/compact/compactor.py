@@ -114,6 +114,13 @@ class Compactor:
     def paused(self) -> bool:
         return self.state.consecutive_failures >= self.policy.max_failures
 
+    def _compaction_due(self, size: ContextSize) -> bool:
+        """True when the over-limit strategies run at this size: over the limit, automatic
+        compaction not paused, and not backing off after a failure (waiting for growth)."""
+        if not self.over_limit(size) or self.paused or not self._of("over_limit"):
+            return False
+        return size.chars >= self.state.retry_after_chars
+
     def reset(self) -> None:
         """Forget the compaction state and every strategy's notes (the history was emptied)."""
         self.state = CompactState()
@@ -130,10 +137,8 @@ class Compactor:
             if self._failures.get(id(strategy), 0) < self.policy.max_failures:
                 self._run(strategy, "every_call", None)
         size = self.history.size()
-        if not self.over_limit(size) or self.paused:
+        if not self._compaction_due(size):
             return
-        if size.chars < self.state.retry_after_chars:
-            return  # backing off after a failure: wait until the context has grown
         for strategy in self._of("over_limit"):
             self._run(strategy, "auto", None)
             if not self.over_limit(self.history.size()):
@@ -345,6 +350,7 @@ class Compactor:
             pending_request=history.pending_request,
             memo=memo,
             tokens_per_char=history.tokens_per_char,
+            compaction_due=self._compaction_due(size) and not self.state.consecutive_failures,
             cached_prefix=self.cache.prefix() if self.cache is not None else None,
             _summarise=summarise,
             _tool_name=history.tool_name,

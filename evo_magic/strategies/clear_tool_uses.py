@@ -13,9 +13,10 @@ it invalidated (`cache_invalidated_tokens`).
 
 Cache-aware mode (`cache_aware=True`, evo_magic's addition): a clearing also waits until it
 pays for the cache write it causes: the freed tokens, read `calls_ahead` more times, must cost
-more than writing the rest of the conversation again (`Context.clearing_saving`), unless the
-history is over the session's limit. This replaces a fixed `clear_at_least` by one derived from
-the prices and the cached prefix.
+more than writing the rest of the conversation again (`Context.clearing_saving`); over the
+session's limit it clears when that brings the history under it, and otherwise leaves the
+history to the full compaction that follows. This replaces a fixed `clear_at_least` by one
+derived from the prices and the cached prefix.
 """
 
 from __future__ import annotations
@@ -84,7 +85,10 @@ class ClearToolUses:
                 replacements.append((ref.index - 1, position, {**use, "input": {}}))
         if freed <= 0 or ctx.tokens_of_chars(freed) < self.clear_at_least:
             return None  # nothing worth breaking the cache for yet
-        if self.cache_aware and not ctx.over_limit:
+        if self.cache_aware and ctx.cached_prefix is not None and ctx.over_limit:
+            if ctx.compaction_due and not ctx.under_limit_after(freed):
+                return None  # the full compaction that follows replaces the history anyway
+        elif self.cache_aware:
             first = min(index for index, _, _ in replacements)
             saving = ctx.clearing_saving(first, freed, self.calls_ahead)
             if saving is not None and saving < 0:

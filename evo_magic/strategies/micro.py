@@ -10,8 +10,10 @@ cache from that message on, so the next call writes the rest of the conversation
 then clears only when the tokens it frees, read `calls_ahead` more times, cost more than that
 write (`Context.clearing_saving`); otherwise it waits, and the results due pile up until
 clearing them together pays, the cache goes cold (then clearing is free), or the history is
-over the limit (a full compaction, which breaks the whole cache, must not happen because a
-clearing waited). With caching off, or for a model without a price, there is nothing to weigh
+over the limit and clearing brings it under (a full compaction, which breaks the whole cache,
+must not happen because a clearing waited; when clearing cannot avert it, it is left to the
+compaction, whose summary then reads the whole history, from the cache when it is asked in
+context). With caching off, or for a model without a price, there is nothing to weigh
 and it clears as the seed does; `cache_aware=False` is the seed's eager clearing whatever the
 cache (with caching on it costs 28% more in the caching benchmark, see the README).
 """
@@ -106,9 +108,13 @@ class MicroCompact:
 
     def _pays(self, ctx: Context, chosen: list[tuple[int, int, dict]], freed_chars: int) -> bool:
         """True when clearing `chosen` saves money, or there is no cache to weigh. Over the
-        limit it always does: a full compaction would break the whole cache (and lose detail)."""
+        limit it does when it brings the history under the limit (a full compaction would
+        break the whole cache and lose detail), and not when a compaction follows anyway: that
+        replaces the history, and its summary reads it whole. When none follows (automatic
+        compaction paused or backing off), clearing is what keeps the context bounded."""
         if ctx.over_limit:
-            return True
+            averts = ctx.under_limit_after(freed_chars)
+            return ctx.cached_prefix is None or averts or not ctx.compaction_due
         first = min(index for index, _, _ in chosen)
         saving = ctx.clearing_saving(first, freed_chars, self.calls_ahead)
         return saving is None or saving >= 0  # a tie (a free model): clear, as the seed
