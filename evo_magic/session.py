@@ -34,7 +34,7 @@ from evo_magic.models import Model, resolve_model
 from evo_magic.prompt_cache import CacheSettings, PrefixTracker
 from evo_magic.secrets import add_secret, known_secrets, redact
 from evo_magic.strategies import default_pipeline
-from evo_magic.summariser import Summariser, Summary
+from evo_magic.summariser import AgentPrompt, Summariser, Summary
 from evo_magic.tools import Tool, ToolContext, default_tools
 from evo_magic.tools.sandbox import DEFAULT_SANDBOX, SandboxMode, check_mode
 from evo_magic.transcript import Transcript
@@ -446,7 +446,9 @@ class Session:
         )
 
     def _summarise(self, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
-        summary = self.summariser.summarise(messages, focus, self.model)
+        tools = [tool.definition() for tool in self.tools]
+        prompt = AgentPrompt(self.system, tools, self._cache)
+        summary = self.summariser.summarise(messages, focus, self.model, prompt)
         cost = self.ledger.charge(summary.usage, summary.model, summary=True)
         if cost is None and (note := self.ledger.unpriced_notice(summary.model)):
             self.emit(Notice("unpriced_model", note))

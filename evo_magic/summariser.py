@@ -4,6 +4,13 @@ The summariser sees the conversation's beginning AND its newest turns when it is
 `input_limit`; the focus reaches it word for word; a reply that is empty, not text, or cut off
 at `max_tokens` is an error, never a summary. It may be another model than the session's own,
 with another prompt (`Session(summariser=Summariser(model=..., instructions=...))`).
+
+`Summariser(in_context=True)` asks in the conversation itself instead, as Claude Code does: the
+agent's own system prompt, tools and messages, then the instructions in a user turn, with tools
+turned off (`tool_choice: none`). That request repeats the prompt the agent's last call cached,
+so the conversation is read from the cache (a tenth of the input price) instead of being sent
+again as text; it needs the session's own model, a conversation that can be continued (no call
+left unanswered) and one within `input_limit`, and falls back to the text request otherwise.
 """
 
 from __future__ import annotations
@@ -12,8 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evo_magic.measure import to_json
+from evo_magic.measure import message_chars, to_json
 from evo_magic.models.base import Model, ModelReply, ModelRequest
+from evo_magic.prompt_cache import CacheSettings
 from evo_magic.usage import Usage
 
 SUMMARY_INSTRUCTIONS = """\
@@ -27,6 +35,10 @@ much smaller context. Summarise the conversation below. Preserve:
 Be compact but concrete: names, paths, numbers, commands, error messages. \
 Answer with the summary only."""
 FOCUS_INSTRUCTION = "\n\nThe user asked that the summary preserve, above all: {focus}"
+IN_CONTEXT_NOTE = (
+    "The conversation to summarise is everything above this message. Do not continue the "
+    "work and do not call tools.\n\n"
+)
 OMITTED = "\n[... {n} characters from the middle of the conversation omitted ...]\n"
 HEAD_SHARE = 0.25
 
@@ -47,6 +59,16 @@ class Summary:
 
 
 @dataclass(frozen=True)
+class AgentPrompt:
+    """What the agent's requests send besides the messages: an in-context summary request
+    repeats it, so that it matches the prefix the agent's last call cached."""
+
+    system: str
+    tools: list[dict[str, Any]]
+    cache: CacheSettings | None = None
+
+
+@dataclass(frozen=True)
 class Summariser:
     """How summaries are made. `model=None` uses the session's own model."""
 
@@ -55,27 +77,81 @@ class Summariser:
     input_limit: int = 80_000
     """At most this many characters of conversation are sent (head and tail kept)."""
     max_tokens: int = 2_000
+    in_context: bool = False
+    """Ask in the conversation itself, reading it from the prompt cache (see the module)."""
 
-    def request(self, messages: Sequence[dict[str, Any]], focus: str | None) -> ModelRequest:
-        """One request, no tools, asking for a summary of `messages`."""
-        prompt = self.instructions
+    def request(
+        self,
+        messages: Sequence[dict[str, Any]],
+        focus: str | None,
+        prompt: AgentPrompt | None = None,
+    ) -> ModelRequest:
+        """One request asking for a summary of `messages`: in the conversation itself when
+        `in_context` and the agent's `prompt` allow it, else the conversation as text, no
+        tools."""
+        instructions = self.instructions
         if focus:
-            prompt += FOCUS_INSTRUCTION.format(focus=focus)
-        prompt += "\n\n<conversation>\n"
-        prompt += conversation_text(messages, self.input_limit)
-        prompt += "\n</conversation>"
+            instructions += FOCUS_INSTRUCTION.format(focus=focus)
+        if self.in_context and prompt is not None and self._continuable(messages):
+            # The default instructions say where the conversation is; here it is above them.
+            here = instructions.replace("the conversation below", "the conversation above")
+            return ModelRequest(
+                messages=_with_user_text(messages, IN_CONTEXT_NOTE + here),
+                max_tokens=self.max_tokens,
+                system=prompt.system,
+                tools=prompt.tools,
+                cache=prompt.cache,
+                tool_choice={"type": "none"},
+            )
+        text = instructions + "\n\n<conversation>\n"
+        text += conversation_text(messages, self.input_limit)
+        text += "\n</conversation>"
         return ModelRequest(
-            messages=[{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+            messages=[{"role": "user", "content": [{"type": "text", "text": text}]}],
             max_tokens=self.max_tokens,
         )
 
     def summarise(
-        self, messages: Sequence[dict[str, Any]], focus: str | None, default_model: Model
+        self,
+        messages: Sequence[dict[str, Any]],
+        focus: str | None,
+        default_model: Model,
+        prompt: AgentPrompt | None = None,
     ) -> Summary:
-        """Call the model; raises SummaryError (or ModelError) when there is no usable summary."""
+        """Call the model; raises SummaryError (or ModelError) when there is no usable summary.
+        `prompt` is the agent's own (for an in-context request with the agent's model)."""
         model = self.model or default_model
-        reply = model.respond(self.request(messages, focus))
+        if model is not default_model:
+            prompt = None  # another model's cache does not hold the agent's conversation
+        reply = model.respond(self.request(messages, focus, prompt))
         return Summary(summary_from_reply(reply, self.max_tokens), reply.usage, reply.model)
+
+    def _continuable(self, messages: Sequence[dict[str, Any]]) -> bool:
+        """True when `messages` can be continued by a user turn as they are: they start with
+        the user, leave no tool call unanswered, and fit within `input_limit`."""
+        if not messages or messages[0].get("role") != "user":
+            return False
+        last = messages[-1]
+        if last.get("role") == "assistant" and any(
+            isinstance(b, dict) and b.get("type") == "tool_use" for b in _blocks(last)
+        ):
+            return False
+        return message_chars(messages) <= self.input_limit
+
+
+def _blocks(message: dict[str, Any]) -> list[Any]:
+    content = message.get("content")
+    return content if isinstance(content, list) else [{"type": "text", "text": content}]
+
+
+def _with_user_text(messages: Sequence[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """`messages` followed by `text` from the user: a text block after the last user message's
+    own blocks (its tool results stay first, as the API requires), or a new user message."""
+    block = {"type": "text", "text": text}
+    last = messages[-1]
+    if last.get("role") == "user":
+        return [*messages[:-1], {**last, "content": [*_blocks(last), block]}]
+    return [*messages, {"role": "user", "content": [block]}]
 
 
 def conversation_text(messages: Sequence[dict[str, Any]], limit: int) -> str:

@@ -32,6 +32,7 @@ from evo_magic.models import AnthropicModel, FunctionModel, ModelRequest
 from evo_magic.prompt_cache import CachedPrefix, CacheSettings, PrefixTracker, place_breakpoints
 from evo_magic.session import Session
 from evo_magic.strategies import ClearToolUses, MicroCompact
+from evo_magic.summariser import AgentPrompt, Summariser
 from evo_magic.usage import Usage
 
 MODEL = "claude-sonnet-5-5"
@@ -468,6 +469,12 @@ def test_cache_aware_clearing_waits_while_the_cache_write_costs_more(strategy: t
     # ...when the history is over the limit (a full compaction would break everything)...
     over = context(messages, cached(messages), context_limit=5_000)
     assert over.over_limit and aware.compact(messages, over) is not None
+    # ...but not when it cannot bring the history under the limit and a full compaction,
+    # which replaces the history anyway, follows (its summary then reads the history whole)...
+    far_over = context(messages, cached(messages), context_limit=2_000)
+    assert chars(list(seed)) > 2_000  # what clearing leaves is still over that limit
+    assert aware.compact(messages, replace(far_over, compaction_due=True)) is None
+    assert aware.compact(messages, far_over) is not None  # none follows (paused, backing off)
     # ...and without a cached prefix (caching off), or for a model that costs nothing, it
     # behaves as the seed.
     plain = aware.compact(messages, context(messages, None))
@@ -603,3 +610,87 @@ def test_the_offline_stand_in_costs_nothing_and_says_nothing(workspace: Path):
     )
     assert not [e for e in of(Notice, events) if e.code == "unpriced_model"]
     assert session.cost_usd == 0.0
+
+
+# -- summaries in the conversation ----------------------------------------------------------
+
+
+def summary_or_script(script: list[Any]) -> Any:
+    """A responder: a summary for a summarisation request (no tools, or tools turned off),
+    else the script's next reply."""
+    steps = iter(script)
+
+    def respond(body: dict) -> Any:
+        if not body.get("tools") or body.get("tool_choice", {}).get("type") == "none":
+            return reply(text("Summary: six documents about the batch limit, read in order."))
+        return next(steps)
+
+    return respond
+
+
+def test_an_in_context_summary_reads_the_conversation_from_the_cache(workspace: Path):
+    """`Summariser(in_context=True)` asks in the conversation itself, with the agent's system
+    prompt and tools (turned off): the fake accepts it, reads the conversation from the cache,
+    and the compaction's summary costs a fraction of the summary of the conversation as text."""
+    write_docs(workspace, 6)
+
+    def compacting(summariser: Summariser) -> tuple[CompactionFinished, list[dict]]:
+        with FakeAnthropic(summary_or_script(reading(6))) as server:
+            model = AnthropicModel(MODEL, client=server.client())
+            policy = CompactPolicy(context_limit=9_000)
+            with Session(workspace, model=model, policy=policy, summariser=summariser) as s:
+                events = run(s)
+            server.assert_no_rejections()
+            bodies = list(server.accepted)
+        (finished,) = [e for e in of(CompactionFinished, events) if e.success][:1]
+        return finished, bodies
+
+    as_text, text_bodies = compacting(Summariser())
+    in_context, bodies = compacting(Summariser(in_context=True))
+    asked = next(b for b in bodies if b.get("tool_choice") == {"type": "none"})
+    agent = [b for b in bodies if "tool_choice" not in b]
+    assert asked["tools"] == agent[0]["tools"] and asked["system"] == agent[0]["system"]
+    instruction = asked["messages"][-1]["content"][-1]["text"]
+    assert instruction.startswith("The conversation to summarise is everything above")
+    usage = in_context.summary_usage
+    assert usage.cache_read_input_tokens > 0.6 * usage.context_tokens
+    assert not [b for b in text_bodies if "tool_choice" in b]  # as text: no tools at all
+    assert as_text.summary_usage.cache_read_input_tokens == 0
+    assert in_context.summary_cost_usd < 0.5 * as_text.summary_cost_usd
+
+
+def test_a_summary_falls_back_to_the_conversation_as_text_when_it_cannot_continue_it():
+    prompt = AgentPrompt(
+        "You are an agent.", [{"name": "bash", "input_schema": {"type": "object"}}]
+    )
+    summariser = Summariser(in_context=True, input_limit=5_000)
+    history = agent_history(["x" * 500] * 3)
+    continued = summariser.request(history, "the docs", prompt)
+    assert continued.tool_choice == {"type": "none"} and continued.tools == prompt.tools
+    assert continued.messages[:-1] == history[:-1]
+    assert continued.messages[-1]["content"][:-1] == history[-1]["content"]  # results first
+    assert "the docs" in continued.messages[-1]["content"][-1]["text"]
+    # A call left unanswered cannot be followed by a user turn; a long one is cut as text.
+    unanswered = history[:-1]
+    long = agent_history(["x" * 2_000] * 3)
+    for messages in (unanswered, long):
+        request = summariser.request(messages, None, prompt)
+        assert not request.tools and "<conversation>" in request.messages[0]["content"][0]["text"]
+    assert not Summariser().request(history, None, prompt).tools  # the default: as text
+
+
+def test_the_offline_stand_in_summarises_in_context(tmp_path: Path):
+    """The scripted offline model answers an in-context summary request (tools defined, none
+    allowed) with a summary of the conversation, not with another agent step."""
+    from evo_magic.demo import make_demo_workspace
+    from evo_magic.models import OfflineModel
+
+    workspace = make_demo_workspace(tmp_path / "work")
+    summariser = Summariser(in_context=True)
+    with Session(workspace, model=OfflineModel(), summariser=summariser) as session:
+        session.ask("Survey this project and note the TODOs.")
+        finished = session.compact("the TODOs")
+    assert finished.success, finished.error
+    summary = session.state.last_summary or ""
+    assert "Survey this project" in summary and "the TODOs" in summary
+    assert "The conversation to summarise" not in summary

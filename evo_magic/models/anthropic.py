@@ -103,8 +103,9 @@ class AnthropicModel:
 
 
 def request_params(request: ModelRequest, model: str) -> dict[str, Any]:
-    """``messages``, and ``system`` and ``tools`` when given, with the request's cache
-    breakpoints placed for ``model`` (none when ``request.cache`` is None or disabled)."""
+    """``messages``, and ``system``, ``tools`` and ``tool_choice`` when given, with the
+    request's cache breakpoints placed for ``model`` (none when ``request.cache`` is None or
+    disabled)."""
     placed = place_breakpoints(
         request.messages,
         system=request.system,
@@ -113,6 +114,8 @@ def request_params(request: ModelRequest, model: str) -> dict[str, Any]:
         model=model,
         edited_from=request.edited_from,
     )
+    if request.tool_choice is not None:
+        return {**placed.params, "tool_choice": request.tool_choice}
     return placed.params
 
 

@@ -30,6 +30,9 @@ class ModelRequest:
     edited_from: int | None = None
     """The first message changed in place since the previous request, for breakpoint
     placement (see `evo_magic.prompt_cache.place_breakpoints`)."""
+    tool_choice: dict[str, Any] | None = None
+    """The API's `tool_choice` (e.g. `{"type": "none"}`: tools defined, none may be called);
+    None: the API's default."""
 
     def measured_chars(self) -> int:
         """Characters of the prompt: `prompt_chars` when given, else measured now."""

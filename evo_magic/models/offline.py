@@ -50,8 +50,12 @@ class OfflineModel:
 
     def respond(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelReply:
         self._calls += 1
-        if request.tools:
+        tools_allowed = (request.tool_choice or {}).get("type") != "none"
+        if request.tools and tools_allowed:
             content = self._agent_step(request.messages)
+        elif request.tools:  # asked in the conversation: the last text is the instructions
+            conversation, instructions = _split_instructions(request.messages)
+            content = [_text(summarise(conversation, instructions))]
         else:
             content = [_text(summarise(request.messages))]
         content = _unique_ids(content, request.messages, self._calls)
@@ -231,17 +235,32 @@ def _final_answer(task: str, later: list[dict[str, Any]], files: list[str]) -> s
 # -- summaries -----------------------------------------------------------------------------------
 
 
-def summarise(messages: list[dict[str, Any]]) -> str:
-    """A summary built from the conversation text of a summarisation request."""
-    prompt = "\n".join(t for m in messages for t in _texts(m))
-    conversation = prompt.split("<conversation>", 1)[-1]
+def _split_instructions(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """The conversation of an in-context summary request, and the instructions that end it."""
+    last = messages[-1]
+    blocks = last["content"] if isinstance(last["content"], list) else []
+    if not blocks or blocks[-1].get("type") != "text":
+        return messages, ""
+    rest = [*messages[:-1], {**last, "content": blocks[:-1]}] if blocks[:-1] else messages[:-1]
+    return rest, blocks[-1]["text"]
+
+
+def summarise(messages: list[dict[str, Any]], instructions: str = "") -> str:
+    """A summary built from the conversation text of a summarisation request (or from the
+    conversation itself, followed by `instructions`, when it was asked in context)."""
+    prompt = "\n".join([*(t for m in messages for t in _texts(m)), instructions])
     focus = re.search(r"preserve, above all: (.*)", prompt)
-    records = []
-    for line in conversation.splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue  # a line cut by the head/tail limit
+    if "<conversation>" in prompt:  # the conversation as text, one message a line
+        conversation = prompt.split("<conversation>", 1)[-1]
+        records = []
+        for line in conversation.splitlines():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut by the head/tail limit
+    else:  # asked in the conversation itself: the messages are the conversation
+        records = list(messages)
+        conversation = "\n".join(to_json(m) for m in records)
     user_texts = [t for r in records if r.get("role") == "user" for t in _texts(r) if t.strip()]
     goal = user_texts[0] if user_texts else "(not visible)"
     if goal.startswith(COMPACTED_HEADER):
