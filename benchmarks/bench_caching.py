@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the loopback fake lives with the test
 
 from fake_api import FakeAnthropic, Reply, text, tool_use, unmarked  # noqa: E402
 
+from evo_magic.compact.policy import CompactPolicy  # noqa: E402
 from evo_magic.cost import call_cost  # noqa: E402
 from evo_magic.events import CompactionFinished, MicroCompacted, ModelResponded  # noqa: E402
 from evo_magic.models import AnthropicModel  # noqa: E402
@@ -56,6 +57,8 @@ MODEL = "claude-sonnet-5-5"
 CALLS = 40
 SECONDS_PER_CALL = 20.0
 RATIO_TARGET = 35.0  # % of the cost with caching off
+SUMMARY_LIMIT = 15_000
+"""Characters: the limit of the runs that compare summaries (full compactions happen)."""
 TASK = (
     "Review the modules of this inventory service one by one: read each module and its "
     "settings, write a short note per module under notes/, and tell me at the end what each "
@@ -78,6 +81,7 @@ class Run:
     mean_context_tokens: float
     full_compactions: int
     sent: list[list[dict[str, Any]]]
+    summaries_usd: float
 
     @property
     def read_share(self) -> float:
@@ -148,7 +152,7 @@ def responder(fake: FakeAnthropic) -> Any:
     def respond(body: dict) -> Reply:
         nonlocal calls
         fake.clock.advance(SECONDS_PER_CALL)
-        if not body.get("tools"):
+        if not body.get("tools") or body.get("tool_choice") == {"type": "none"}:
             return Reply([text("Summary: the modules read so far filter items by batch.")])
         calls += 1
         if calls >= CALLS:
@@ -158,12 +162,13 @@ def responder(fake: FakeAnthropic) -> Any:
     return respond
 
 
-def run(label: str, cache: CacheSettings, **micro: Any) -> Run:
-    """The scripted session, with the default pipeline's micro-compaction given ``micro``."""
+def run(label: str, cache: CacheSettings, policy: CompactPolicy | None = None, **micro: Any) -> Run:
+    """The scripted session under ``policy``, with the default pipeline's micro-compaction
+    given ``micro``."""
     with tempfile.TemporaryDirectory() as tmp, FakeAnthropic() as fake:
         fake.responder = responder(fake)
         workspace = make_project(Path(tmp))
-        strategies = default_pipeline()
+        strategies = default_pipeline(policy)
         assert isinstance(strategies[1], MicroCompact)
         strategies[1] = replace(strategies[1], **micro)
         model = AnthropicModel(MODEL, client=fake.client())
@@ -172,6 +177,7 @@ def run(label: str, cache: CacheSettings, **micro: Any) -> Run:
             workspace,
             model=model,
             cache=cache,
+            policy=policy,
             strategies=strategies,
             max_turns=CALLS,
             transcripts_root=Path(tmp) / "transcripts",
@@ -196,6 +202,7 @@ def run(label: str, cache: CacheSettings, **micro: Any) -> Run:
         sum(e.usage.context_tokens for e in calls) / len(calls),
         sum(isinstance(e, CompactionFinished) and e.success for e in events),
         sent,
+        sum(e.summary_cost_usd or 0.0 for e in events if isinstance(e, CompactionFinished)),
     )
 
 
@@ -218,6 +225,18 @@ def runs() -> tuple[Run, Run, Run]:
     # Caching changes how requests are billed, not what they say.
     assert off.sent == eager.sent, "caching on and off sent different requests"
     return off, on, eager
+
+
+def summary_runs() -> tuple[Run, Run]:
+    """The session under a limit low enough for full compactions, its summaries asked with
+    the conversation as text (the seed's) and in the conversation itself."""
+    limit = CompactPolicy(context_limit=SUMMARY_LIMIT)
+    as_text = run("summaries as text", CacheSettings(), limit)
+    in_context = run(
+        "summaries in context", CacheSettings(), limit.with_changes(summary_in_context=True)
+    )
+    assert as_text.full_compactions == in_context.full_compactions > 0
+    return as_text, in_context
 
 
 def _row(figure: str, median: float, unit: str, target: str = "-", met: bool = True) -> dict:
@@ -251,10 +270,11 @@ def describe(r: Run) -> str:
     return (
         f"{r.label:<27} ${r.cost_usd:.4f} ({parts}); read {r.read_share:.1f}%; "
         f"{r.clearings} clearings invalidating {r.invalidated_tokens:,} cached tokens; "
-        f"{r.full_compactions} full compactions; mean context {r.mean_context_tokens:,.0f} tokens"
+        f"{r.full_compactions} full compactions (summaries ${r.summaries_usd:.4f}); "
+        f"mean context {r.mean_context_tokens:,.0f} tokens"
     )
 
 
 if __name__ == "__main__":
-    for r in runs():
+    for r in (*runs(), *summary_runs()):
         print(describe(r))

@@ -248,6 +248,7 @@ class Session:
         return Summariser(
             input_limit=self._policy.summary_input_limit,
             max_tokens=self._policy.summary_max_tokens,
+            in_context=self._policy.summary_in_context,
         )
 
     @summariser.setter

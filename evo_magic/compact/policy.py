@@ -54,6 +54,11 @@ class CompactPolicy:
         80_000, "Characters of conversation the summariser sees (head and tail kept)."
     )
     summary_max_tokens: int = _setting(2_000, "max_tokens of the summary request.")
+    summary_in_context: bool = _setting(
+        False,
+        "Ask for summaries in the conversation itself (the agent's prompt, tools off), reading "
+        "it from the prompt cache; False: the conversation as text, as the seed does.",
+    )
     max_recent_files: int = _setting(5, "Recent files listed after a compaction.")
     large_output_limit: int = _setting(30_000, "Tool outputs longer than this go to a file.")
     preview_chars: int = _setting(2_000, "Characters of such an output kept in the context.")

@@ -200,6 +200,7 @@ class AgentMagics(Magics):
     cache_aware = _policy_trait(Bool, "cache_aware")
     summary_input_limit = _policy_trait(Int, "summary_input_limit", min=1)
     summary_max_tokens = _policy_trait(Int, "summary_max_tokens", min=1)
+    summary_in_context = _policy_trait(Bool, "summary_in_context")
     max_recent_files = _policy_trait(Int, "max_recent_files", min=0)
     large_output_limit = _policy_trait(Int, "large_output_limit", min=1)
     preview_chars = _policy_trait(Int, "preview_chars", min=0)
