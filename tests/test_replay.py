@@ -89,6 +89,7 @@ def test_the_contract_on_an_evo_magic_transcript_root(evo_root: Path):
     recorded_calls = len(load_transcripts(evo_root).calls)
     assert (totals["calls"] == recorded_calls).all()  # the agent's actions are held fixed
     assert totals.loc["none", "compactions"] == 0 and totals.loc["none", "tokens_cleared"] == 0
+    assert totals.loc["none", "summary_cost_usd"] == 0 < totals.loc["seed", "summary_cost_usd"]
     assert totals.loc["recorded", "compactions"] >= 3
     assert totals.loc["none", "peak_context_tokens"] > totals.loc["seed", "peak_context_tokens"]
     # Output tokens are the recorded ones whatever the strategy.
@@ -118,6 +119,15 @@ def test_replaying_a_session_under_its_own_strategies_reproduces_every_request(e
         assert replayed == recorded, label
     # Where it compacted as the session did, it used the session's own summaries.
     assert r.summaries.set_index("strategy").loc["own", "stand-in"] == 0
+    # Their calls are priced as the session paid for them (estimated from what they read and
+    # wrote), and the totals include them.
+    paid = t.compactions["summary_cost_usd"].sum()
+    totals = r.totals.set_index("strategy")
+    for label in ("own", "recorded"):
+        assert totals.loc[label, "summary_cost_usd"] == pytest.approx(paid, rel=0.05), label
+        calls = r.calls[r.calls["strategy"] == label]
+        whole = calls["cost_usd"].sum() + calls["summary_cost_usd"].sum()
+        assert totals.loc[label, "cost_usd"] == pytest.approx(whole)
 
 
 def test_a_session_recorded_before_cache_aware_clearing_replays_as_it_ran(tmp_path: Path):

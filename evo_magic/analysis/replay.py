@@ -27,7 +27,9 @@ per character (a least-squares fit of recorded tokens on rebuilt characters).
 Summaries: where a strategy summarises exactly what the recorded session summarised, the
 recorded summary is used; otherwise a stand-in of `summary_tokens` (default: the median size of
 the recorded summaries, else 2,000 tokens), or, with `summariser=`, a real summary cached on
-disk by its input's hash so that a sweep never pays twice.
+disk by its input's hash so that a sweep never pays twice. Each summary is priced as a call
+of its own (recorded compactions too): a real one at its usage, the others at the text
+request they stand for (`summary_cost_usd`; the totals' `cost_usd` includes it).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import hashlib
 import json
 import statistics
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -333,25 +335,40 @@ class _Summaries:
         stand_in_tokens: int,
         summariser: Model | Summariser | None,
         cache_dir: Path | None,
+        policy: CompactPolicy,
+        tokens_of: Callable[[int], int],
     ):
         self.recorded = recorded
         self.stand_in_tokens = stand_in_tokens
         self.summariser = summariser
         self.cache_dir = cache_dir
+        self.request = Summariser(
+            input_limit=policy.summary_input_limit, max_tokens=policy.summary_max_tokens
+        ).request
+        self.tokens_of = tokens_of
         self.used: list[str] = []
 
     def __call__(self, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
         key = _digest(list(messages))
         if key in self.recorded:
             self.used.append("recorded")
-            return Summary(self.recorded[key], Usage(), "recorded")
+            text = self.recorded[key]
+            return Summary(text, self.estimate_usage(messages, focus, text), "recorded")
         if self.summariser is not None:
             self.used.append("model")
             return self._real(key, messages, focus)
         self.used.append("stand-in")
         text = STAND_IN.format(tokens=self.stand_in_tokens)
-        padding = "x" * max(int(self.stand_in_tokens * CHARS_PER_TOKEN) - len(text), 0)
-        return Summary(text + padding, Usage(), "stand-in")
+        text += "x" * max(int(self.stand_in_tokens * CHARS_PER_TOKEN) - len(text), 0)
+        return Summary(text, self.estimate_usage(messages, focus, text), "stand-in")
+
+    def estimate_usage(
+        self, messages: Sequence[dict[str, Any]], focus: str | None, text: str
+    ) -> Usage:
+        """What the summary request costs in tokens: the session's text request (instructions
+        and the conversation, cut to the input limit) in, the summary out."""
+        sent = self.request(messages, focus).measured_chars()
+        return Usage(input_tokens=self.tokens_of(sent), output_tokens=self.tokens_of(len(text)))
 
     def _real(self, key: str, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
         path = self.cache_dir / f"{key}-{_digest([focus])}.json" if self.cache_dir else None
@@ -414,7 +431,10 @@ class _Run:
             settings.stand_in_tokens,
             settings.summariser,
             settings.cache_dir,
+            settings.policy,
+            self._tokens_of,
         )
+        self.summary_cost: float | None = 0.0
         own = recording.strategies if self.recorded_mode else strategies
         if self.recorded_mode:
             own = [s for s in (own or []) if s.when == "every_call"]
@@ -443,9 +463,26 @@ class _Run:
     def _observe(self, event: Event) -> None:
         if isinstance(event, MicroCompacted):
             self.cleared_tokens += event.cleared_tokens
-        elif isinstance(event, CompactionFinished) and event.success:
-            self.compactions += 1
-            self.cleared_tokens += max(event.before.tokens - event.after.tokens, 0)
+        elif isinstance(event, CompactionFinished):
+            if event.success:
+                self.compactions += 1
+                self.cleared_tokens += max(event.before.tokens - event.after.tokens, 0)
+            if event.summary_usage.output_tokens or event.summary_usage.input_tokens:
+                self._charge_summary(event.summary_usage)
+
+    def _charge_summary(self, usage: Usage) -> None:
+        """Add a summarisation call to the cost of the next call's row (NA without a price)."""
+        priced = call_cost(usage, self.model, self.settings.prices)
+        if priced is None or self.summary_cost is None:
+            self.summary_cost = None
+        else:
+            self.summary_cost += priced.total
+
+    def _tokens_of(self, chars: int) -> int:
+        """Characters of a request in tokens, at the conversation's calibrated rate."""
+        if self.calibration is None:
+            return round(chars / CHARS_PER_TOKEN)
+        return round(chars * self.calibration.tokens_per_char)
 
     def run(self) -> list[dict[str, Any]]:
         replacing: list[dict[str, Any]] = []
@@ -460,7 +497,7 @@ class _Run:
                     )
                 continue
             if isinstance(item, Call):
-                replacing = self._flush(replacing)
+                replacing = self._flush(replacing, summary)
                 self._call(item)
                 continue
             opening = self.recording.opening.get((item.segment, item.epoch))
@@ -477,19 +514,21 @@ class _Run:
                     replacing.append({"role": message["role"], "content": parts})
                     rest = [b for b in message["content"] if b.get("text") != summary]
                     kept = {"role": message["role"], "content": rest} if rest else None
-            replacing = self._flush(replacing)
+            replacing = self._flush(replacing, summary)
             if kept is not None:
                 self._append(kept, item.kind)
         return self.rows
 
-    def _flush(self, replacing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _flush(self, replacing: list[dict[str, Any]], summary: str | None) -> list[dict[str, Any]]:
         """Apply a recorded replacement when replaying what was recorded (else drop it)."""
         if replacing and self.recorded_mode:
-            self._replace(replacing)
+            self._replace(replacing, summary)
         return []
 
-    def _replace(self, messages: list[dict[str, Any]]) -> None:
+    def _replace(self, messages: list[dict[str, Any]], summary: str | None) -> None:
         before = self.history.size()
+        if summary:  # the recorded compaction paid for a summary of the history it replaced
+            self._charge_summary(self.summaries.estimate_usage(self.history.view(), None, summary))
         self.history.replace(messages)
         self.compactions += 1
         self.cleared_tokens += max(before.tokens - self.history.size().tokens, 0)
@@ -573,6 +612,7 @@ class _Run:
                 "cache_write_tokens": usage["cache_creation_input_tokens"],
                 "output_tokens": output,
                 "cost_usd": None if priced is None else priced.total,
+                "summary_cost_usd": self.summary_cost,
                 "cleared_tokens": self.cleared_tokens,
                 "compactions_so_far": self.compactions,
                 "recorded_tokens": tokens_recorded,
@@ -582,6 +622,7 @@ class _Run:
             }
         )
         self.cleared_tokens = 0
+        self.summary_cost = 0.0
 
     def _cache_usage(self, tokens: int) -> dict[str, Any]:
         """The usage of a call of `tokens` prompt tokens under the prompt cache, with the
@@ -749,6 +790,7 @@ CALL_COLUMNS = [
     "cache_write_tokens",
     "output_tokens",
     "cost_usd",
+    "summary_cost_usd",
     "cleared_tokens",
     "compactions_so_far",
     "recorded_tokens",
@@ -782,7 +824,8 @@ def _totals(calls: pd.DataFrame, order: list[str]) -> pd.DataFrame:
     for label in order:
         mine = calls[calls["strategy"] == label]
         last = mine.groupby(["session_id", "agent_id"], dropna=False)["compactions_so_far"].max()
-        cost = mine["cost_usd"]
+        cost, summaries = mine["cost_usd"], mine["summary_cost_usd"]
+        priced = len(cost) and cost.notna().all() and summaries.notna().all()
         rows.append(
             {
                 "strategy": label,
@@ -791,7 +834,8 @@ def _totals(calls: pd.DataFrame, order: list[str]) -> pd.DataFrame:
                 "cache_read_tokens": int(mine["cache_read_tokens"].sum()),
                 "cache_write_tokens": int(mine["cache_write_tokens"].sum()),
                 "output_tokens": int(mine["output_tokens"].sum()),
-                "cost_usd": float(cost.sum()) if cost.notna().all() and len(cost) else None,
+                "cost_usd": float(cost.sum() + summaries.sum()) if priced else None,
+                "summary_cost_usd": float(summaries.sum()) if priced else None,
                 "peak_context_tokens": int(mine["context_tokens"].max()) if len(mine) else 0,
                 "compactions": int(last.sum()) if len(last) else 0,
                 "tokens_cleared": int(mine["cleared_tokens"].sum()),
