@@ -262,6 +262,13 @@ def main() -> list[dict]:
     rows.append(
         _row("  default vs eager clearing, caching on", 100 * on.cost_usd / eager.cost_usd, "%")
     )
+    as_text, in_context = summary_runs()
+    for r in (as_text, in_context):
+        per = r.summaries_usd / r.full_compactions * 1e3
+        rows.append(_row(f"{r.label}: cost of a compaction's summary", per, "mUSD"))
+        rows.append(_row(f"  {r.label}: total cost of the session", r.cost_usd, "USD"))
+    share = 100 * in_context.summaries_usd / as_text.summaries_usd
+    rows.append(_row("summaries in context vs as text", share, "%"))
     return rows
 
 
