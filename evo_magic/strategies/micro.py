@@ -112,9 +112,10 @@ class MicroCompact:
         break the whole cache and lose detail), and not when a compaction follows anyway: that
         replaces the history, and its summary reads it whole. When none follows (automatic
         compaction paused or backing off), clearing is what keeps the context bounded."""
+        if ctx.cached_prefix is None:
+            return True  # nothing cached: nothing to weigh, the seed's behaviour
         if ctx.over_limit:
-            averts = ctx.under_limit_after(freed_chars)
-            return ctx.cached_prefix is None or averts or not ctx.compaction_due
+            return ctx.under_limit_after(freed_chars) or not ctx.compaction_due
         first = min(index for index, _, _ in chosen)
         saving = ctx.clearing_saving(first, freed_chars, self.calls_ahead)
         return saving is None or saving >= 0  # a tie (a free model): clear, as the seed
