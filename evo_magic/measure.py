@@ -12,7 +12,7 @@ here measure from scratch and are the reference it is tested against.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +122,19 @@ class TokenRate:
             return 1 / CHARS_PER_TOKEN
         slope = self._sxy / self._sxx
         return slope if 0.05 <= slope <= 1.0 else 1 / CHARS_PER_TOKEN
+
+    @property
+    def overhead(self) -> float:
+        """The fitted tokens of what is not messages (the line's value at no characters)."""
+        return max(self.mean_tokens - self.rate * self.mean_chars, 0.0)
+
+    @classmethod
+    def of(cls, points: Iterable[tuple[int, int]]) -> TokenRate:
+        """The fit of `(chars, tokens)` counts."""
+        fit = cls()
+        for chars, tokens in points:
+            fit.add(chars, tokens)
+        return fit
 
 
 def measure(

@@ -50,7 +50,7 @@ from evo_magic.compact.policy import CompactPolicy
 from evo_magic.cost import PriceTable, call_cost, price_table
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
 from evo_magic.history import History
-from evo_magic.measure import to_json
+from evo_magic.measure import TokenRate, to_json
 from evo_magic.models.base import Model
 from evo_magic.prompt_cache import (
     LOOKBACK_BLOCKS,
@@ -278,21 +278,6 @@ class _Calibration:
                 return recorded, True
             return max(round(recorded + self.tokens_per_char * (chars - ref[1])), 1), False
         return self.estimate(chars), False
-
-
-def _fit(points: list[tuple[int, int]]) -> tuple[float, float]:
-    """Least squares of tokens on characters: (tokens per char, overhead)."""
-    if len(points) >= 2:
-        xs, ys = zip(*points, strict=True)
-        mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-        var = sum((x - mean_x) ** 2 for x in xs)
-        if var > 0:
-            slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / var
-            if 0.05 < slope < 2:
-                return slope, mean_y - slope * mean_x
-    slope = 1 / CHARS_PER_TOKEN
-    overheads = [y - slope * x for x, y in points] or [0.0]
-    return slope, max(statistics.median(overheads), 0.0)
 
 
 class _PrefixChain:
@@ -763,7 +748,8 @@ def replay(
     for recording in conversations_:
         reference = _Run(recording, RECORDED, None, settings, None)
         reference.run()
-        slope, overhead = _fit(reference.points)
+        fit = TokenRate.of(reference.points)
+        slope, overhead = fit.rate, fit.overhead
         calibration = _Calibration(slope, overhead, reference.reference)
         for label, chosen in resolved.items():
             run = _Run(recording, label, chosen, settings, calibration)
