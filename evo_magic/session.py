@@ -447,8 +447,13 @@ class Session:
         )
 
     def _summarise(self, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
-        tools = [tool.definition() for tool in self.tools]
-        prompt = AgentPrompt(self.system, tools, self._cache)
+        prompt = None
+        view = self.history.view()
+        if len(messages) == len(view) and all(a is b for a, b in zip(messages, view, strict=True)):
+            # The whole history: the prompt the agent's last call cached. (Part of it, as
+            # SummariseOlder asks, ends where no cache entry is: asked as text.)
+            tools = [tool.definition() for tool in self.tools]
+            prompt = AgentPrompt(self.system, tools, self._cache)
         summary = self.summariser.summarise(messages, focus, self.model, prompt)
         cost = self.ledger.charge(summary.usage, summary.model, summary=True)
         if cost is None and (note := self.ledger.unpriced_notice(summary.model)):

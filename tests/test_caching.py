@@ -694,3 +694,22 @@ def test_the_offline_stand_in_summarises_in_context(tmp_path: Path):
     summary = session.state.last_summary or ""
     assert "Survey this project" in summary and "the TODOs" in summary
     assert "The conversation to summarise" not in summary
+
+
+def test_a_summary_of_part_of_the_history_is_asked_as_text(workspace: Path):
+    """SummariseOlder summarises the older messages only: a prefix that ends where no cache
+    entry is, so even with summaries in context it is asked as text (no tools)."""
+    from evo_magic.strategies import SummariseOlder
+
+    write_docs(workspace, 6)
+    with FakeAnthropic(summary_or_script(reading(6))) as server:
+        model = AnthropicModel(MODEL, client=server.client())
+        policy = CompactPolicy(context_limit=9_000, summary_in_context=True)
+        strategies = [SummariseOlder(keep=4)]
+        with Session(workspace, model=model, policy=policy, strategies=strategies) as s:
+            events = run(s)
+        server.assert_no_rejections()
+        summaries = [b for b in server.accepted if not b.get("tools")]
+        in_context = [b for b in server.accepted if "tool_choice" in b]
+    assert [e for e in of(CompactionFinished, events) if e.success]
+    assert summaries and not in_context
