@@ -17,7 +17,7 @@ from fake_api import FakeAnthropic, reply, text, tool_use, unmarked
 
 from evo_magic import render
 from evo_magic.compact.base import Context
-from evo_magic.compact.policy import CompactPolicy
+from evo_magic.compact.policy import PLACEHOLDER, CompactPolicy
 from evo_magic.cost import DEFAULT_PRICES, Ledger, Price, PriceTable, call_cost
 from evo_magic.events import (
     AskFinished,
@@ -447,7 +447,8 @@ def cached(messages: list[dict[str, Any]], *, age: float = 10.0, tokens: int = 0
 
 
 def context(messages: list[dict[str, Any]], prefix: CachedPrefix | None, **limits: Any) -> Context:
-    return Context.for_messages(messages, cached_prefix=prefix, **limits)
+    """The context of a pass before a model call (the every-call trigger)."""
+    return Context.for_messages(messages, cached_prefix=prefix, trigger="every_call", **limits)
 
 
 @pytest.mark.parametrize("strategy", [MicroCompact, ClearToolUses])
@@ -460,6 +461,9 @@ def test_cache_aware_clearing_waits_while_the_cache_write_costs_more(strategy: t
     assert seed is not None  # the seed's behaviour clears whatever is due
     aware = strategy(cache_aware=True, **options)
     assert aware.compact(messages, context(messages, cached(messages))) is None
+    # Asked for (%compact --strategy, the model's compact tool), it clears what is due.
+    asked = replace(context(messages, cached(messages)), trigger="user")
+    assert list(aware.compact(messages, asked) or []) == list(seed)
     # The same clearing pays with enough calls ahead to read the freed tokens in...
     far = strategy(cache_aware=True, calls_ahead=100, **options)
     assert far.compact(messages, context(messages, cached(messages))) is not None
@@ -713,3 +717,22 @@ def test_a_summary_of_part_of_the_history_is_asked_as_text(workspace: Path):
         in_context = [b for b in server.accepted if "tool_choice" in b]
     assert [e for e in of(CompactionFinished, events) if e.success]
     assert summaries and not in_context
+
+
+def test_micro_compaction_asked_for_by_name_clears_whatever_the_cache(workspace: Path):
+    write_docs(workspace, 8)
+    with FakeAnthropic(summary_or_script(reading(8))) as server:
+        model = AnthropicModel(MODEL, client=server.client())
+        with Session(workspace, model=model) as session:
+            events = run(session)
+            assert not of(MicroCompacted, events)  # the cache is warm: the default waits
+            finished = session.compact(strategy=MicroCompact())
+            placeholders = [
+                b
+                for m in session.messages
+                for b in m["content"]
+                if isinstance(b, dict) and b.get("content") == PLACEHOLDER
+            ]
+        server.assert_no_rejections()
+    assert finished.success and finished.after.chars < finished.before.chars
+    assert len(placeholders) >= 4

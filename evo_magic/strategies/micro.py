@@ -112,8 +112,8 @@ class MicroCompact:
         break the whole cache and lose detail), and not when a compaction follows anyway: that
         replaces the history, and its summary reads it whole. When none follows (automatic
         compaction paused or backing off), clearing is what keeps the context bounded."""
-        if ctx.cached_prefix is None:
-            return True  # nothing cached: nothing to weigh, the seed's behaviour
+        if ctx.cached_prefix is None or ctx.trigger in ("user", "model"):
+            return True  # nothing cached (the seed's behaviour), or asked for: clear
         if ctx.over_limit:
             return ctx.under_limit_after(freed_chars) or not ctx.compaction_due
         first = min(index for index, _, _ in chosen)
