@@ -58,11 +58,6 @@ def estimate_tokens(chars: int) -> int:
     return -(-chars // CHARS_PER_TOKEN)
 
 
-def signed_estimate(chars: int) -> int:
-    """`estimate_tokens` for a change in size, which may be negative."""
-    return estimate_tokens(chars) if chars >= 0 else -estimate_tokens(-chars)
-
-
 @dataclass(frozen=True)
 class TokenAnchor:
     """The exact count the API gave for the last request: its messages' size and its tokens,
