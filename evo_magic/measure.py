@@ -3,7 +3,8 @@
 Characters are the length of the compact JSON encoding of the messages (the seed's measure; the
 system prompt and tool schemas are not counted). Tokens count the whole prompt a call sends
 (system, tools and messages), as the API's usage does: exact from the last response for the
-messages that call sent, plus an estimate of about four characters a token for any change since.
+messages that call sent, plus an estimate for any change since, at the messages' tokens per
+character fitted on the session's counts (`TokenRate`; four characters a token until then).
 
 The history keeps each message's size as it changes (see `evo_magic.history`); the functions
 here measure from scratch and are the reference it is tested against.
