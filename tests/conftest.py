@@ -63,6 +63,7 @@ def offline_responder() -> object:
             max_tokens=body["max_tokens"],
             system=body.get("system", "") if isinstance(body.get("system"), str) else "",
             tools=body.get("tools", []),
+            tool_choice=body.get("tool_choice"),
         )
         reply = model.respond(request)
         return Reply(content=reply.content, stop_reason=reply.stop_reason or "end_turn")

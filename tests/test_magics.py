@@ -242,6 +242,21 @@ def test_config_changes_reach_the_next_call(ip, api):
     assert magics(ip).sessions["default"].policy.keep_recent == 1
 
 
+def test_summaries_in_context_and_eager_clearing_are_settings(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 3", "first")
+    ip.run_line_magic("config", "AgentMagics.summary_in_context = True")
+    ip.run_line_magic("config", "AgentMagics.cache_aware = False")
+    with capture_output():
+        ip.run_line_magic("compact", "focus=the plan")
+    asked = api.accepted[-1]
+    assert asked["tool_choice"] == {"type": "none"} and asked["tools"] == api.accepted[0]["tools"]
+    assert "the plan" in asked["messages"][-1]["content"][-1]["text"]
+    session = magics(ip).sessions["default"]
+    assert session.state.compact_count == 1 and "the plan" in (session.state.last_summary or "")
+    assert session.policy.summary_in_context and not session.policy.cache_aware
+
+
 def cache_markers(body: dict) -> list[dict]:
     """Every cache_control of a request (tools, system blocks, message blocks)."""
     blocks = [*body.get("tools", [])]
