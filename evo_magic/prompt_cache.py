@@ -179,6 +179,7 @@ def place_breakpoints(
     settings: CacheSettings | None = None,
     model: str | None = None,
     edited_from: int | None = None,
+    mark_newest: bool = True,
 ) -> PlacedRequest:
     """``system``, ``tools`` and ``messages`` marked for caching; the arguments are not mutated.
 
@@ -189,7 +190,9 @@ def place_breakpoints(
     - the last tool too, when there is a system prompt and the tools alone reach the model's
       minimum cacheable length (estimated), so a changed system prompt keeps the tools cached;
     - the newest message's last block that may carry a breakpoint: writes the whole
-      conversation for the next call;
+      conversation for the next call (not with ``mark_newest=False``: a request whose prompt
+      is never sent again, such as a summary, reads what earlier calls wrote and writes
+      nothing, its new tail billed as input instead of written at a premium);
     - the same in the message that ended the previous call (three messages back: the loop adds
       an assistant reply and a user message per call). It reads exactly what that call wrote,
       however many blocks the last turn added (the API's lookback only spans 20 blocks);
@@ -233,7 +236,7 @@ def place_breakpoints(
         spots.append(Spot("tools", len(new_tools) - 1, None, settings.prefix_ttl))
     new_messages = list(messages)
     control = _control(settings.ttl)
-    for spot in _conversation_spots(messages, settings.ttl, edited_from):
+    for spot in _conversation_spots(messages, settings.ttl, edited_from, mark_newest):
         new_messages[spot.index] = _marked_message(messages[spot.index], spot.block, control)
         spots.append(spot)
     spots.sort(key=_prompt_order)
@@ -281,10 +284,10 @@ def _tools_worth_a_breakpoint(tools: list[dict[str, Any]], model: str | None) ->
 
 
 def _conversation_spots(
-    messages: Sequence[dict[str, Any]], ttl: str, edited_from: int | None
+    messages: Sequence[dict[str, Any]], ttl: str, edited_from: int | None, mark_newest: bool
 ) -> list[Spot]:
-    """The newest message's breakpoint and, before it, the previous call's end (or the
-    message edited since, when that comes first)."""
+    """The newest message's breakpoint (unless not `mark_newest`) and, before it, the previous
+    call's end (or the message edited since, when that comes first)."""
     spots: list[Spot] = []
     newest = _last_markable(messages, len(messages) - 1)
     if newest is None:
@@ -295,7 +298,8 @@ def _conversation_spots(
     previous = _last_markable(messages, before)
     if previous is not None:
         spots.append(Spot("messages", previous[0], previous[1], ttl))
-    spots.append(Spot("messages", newest[0], newest[1], ttl))
+    if mark_newest:
+        spots.append(Spot("messages", newest[0], newest[1], ttl))
     return spots
 
 

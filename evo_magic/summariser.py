@@ -101,6 +101,7 @@ class Summariser:
                 system=prompt.system,
                 tools=prompt.tools,
                 cache=prompt.cache,
+                cache_newest=False,  # read what the agent's calls cached; write nothing
                 tool_choice={"type": "none"},
             )
         text = instructions + "\n\n<conversation>\n"

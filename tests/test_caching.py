@@ -656,6 +656,9 @@ def test_an_in_context_summary_reads_the_conversation_from_the_cache(workspace: 
     assert asked["tools"] == agent[0]["tools"] and asked["system"] == agent[0]["system"]
     instruction = asked["messages"][-1]["content"][-1]["text"]
     assert instruction.startswith("The conversation to summarise is everything above")
+    # It reads what the agent's calls cached and writes nothing: no marker on its newest turn.
+    assert not [b for b in asked["messages"][-1]["content"] if "cache_control" in b]
+    assert in_context.summary_usage.cache_creation_input_tokens == 0
     usage = in_context.summary_usage
     assert usage.cache_read_input_tokens > 0.6 * usage.context_tokens
     assert not [b for b in text_bodies if "tool_choice" in b]  # as text: no tools at all

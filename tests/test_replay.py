@@ -251,3 +251,18 @@ def test_replay_plots(evo_root: Path):
     left, right = figure.axes
     assert left.get_ylabel() == "context tokens (whole prompt)"
     assert len(left.get_lines()) == 2 and len(right.patches) == 2
+
+
+def test_summaries_asked_in_context_are_priced_from_the_modelled_cache(evo_root: Path):
+    """With the policy's summary_in_context, a summary of the whole history is priced as the
+    agent's prompt read from the modelled cache plus the instructions: cheaper than the text
+    request, and nothing else about the replay changes."""
+    t = load_transcripts(evo_root)
+    policy = CompactPolicy(context_limit=9_000)
+    as_text = replay(t, {"default": None}, policy=policy)
+    in_context = replay(t, {"default": None}, policy=policy.with_changes(summary_in_context=True))
+    a, b = as_text.totals.iloc[0], in_context.totals.iloc[0]
+    assert a.compactions == b.compactions > 0
+    assert list(as_text.calls["context_tokens"]) == list(in_context.calls["context_tokens"])
+    assert 0 < b.summary_cost_usd < 0.9 * a.summary_cost_usd  # the same output tokens in both
+    assert b.cost_usd - b.summary_cost_usd == pytest.approx(a.cost_usd - a.summary_cost_usd)

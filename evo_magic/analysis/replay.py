@@ -63,7 +63,7 @@ from evo_magic.prompt_cache import (
 )
 from evo_magic.strategies import MicroCompact, default_pipeline
 from evo_magic.strategies.registry import make_strategy
-from evo_magic.summariser import Summariser, Summary
+from evo_magic.summariser import IN_CONTEXT_NOTE, SUMMARY_INSTRUCTIONS, Summariser, Summary
 from evo_magic.usage import Usage
 
 if TYPE_CHECKING:
@@ -322,15 +322,18 @@ class _Summaries:
         cache_dir: Path | None,
         policy: CompactPolicy,
         tokens_of: Callable[[int], int],
+        in_context: Callable[[Sequence[dict[str, Any]], int, int], Usage | None],
     ):
         self.recorded = recorded
         self.stand_in_tokens = stand_in_tokens
         self.summariser = summariser
         self.cache_dir = cache_dir
+        self.policy = policy
         self.request = Summariser(
             input_limit=policy.summary_input_limit, max_tokens=policy.summary_max_tokens
         ).request
         self.tokens_of = tokens_of
+        self.in_context = in_context
         self.used: list[str] = []
 
     def __call__(self, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
@@ -350,10 +353,18 @@ class _Summaries:
     def estimate_usage(
         self, messages: Sequence[dict[str, Any]], focus: str | None, text: str
     ) -> Usage:
-        """What the summary request costs in tokens: the session's text request (instructions
-        and the conversation, cut to the input limit) in, the summary out."""
+        """What the summary request costs in tokens: asked in context (the policy's
+        `summary_in_context`, for the whole history), the agent's prompt read from the modelled
+        cache and the instructions; else the session's text request (instructions and the
+        conversation, cut to the input limit); the summary out."""
+        output = self.tokens_of(len(text))
+        if self.policy.summary_in_context:
+            instructions = self.tokens_of(len(IN_CONTEXT_NOTE + SUMMARY_INSTRUCTIONS))
+            usage = self.in_context(messages, instructions, output)
+            if usage is not None:
+                return usage
         sent = self.request(messages, focus).measured_chars()
-        return Usage(input_tokens=self.tokens_of(sent), output_tokens=self.tokens_of(len(text)))
+        return Usage(input_tokens=self.tokens_of(sent), output_tokens=output)
 
     def _real(self, key: str, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
         path = self.cache_dir / f"{key}-{_digest([focus])}.json" if self.cache_dir else None
@@ -418,6 +429,7 @@ class _Run:
             settings.cache_dir,
             settings.policy,
             self._tokens_of,
+            self._in_context_usage,
         )
         self.summary_cost: float | None = 0.0
         own = recording.strategies if self.recorded_mode else strategies
@@ -462,6 +474,23 @@ class _Run:
             self.summary_cost = None
         else:
             self.summary_cost += priced.total
+
+    def _in_context_usage(
+        self, messages: Sequence[dict[str, Any]], instructions: int, output: int
+    ) -> Usage | None:
+        """The usage of a summary asked in the conversation of `messages` when they are the
+        whole history (None otherwise: a part is asked as text): the agent's prompt as it
+        stands, with the breakpoints the live loop places, then `instructions` tokens."""
+        view = self.history.view()
+        if len(messages) != len(view) or any(
+            a is not b for a, b in zip(messages, view, strict=True)
+        ):
+            return None
+        tokens = self.history.size().tokens
+        usage = self._cache_usage(tokens, instructions) if len(view) else None
+        if usage is None:
+            return None
+        return Usage.from_api({**usage, "output_tokens": output})
 
     def _tokens_of(self, chars: int) -> int:
         """Characters of a request in tokens, at the conversation's calibrated rate."""
@@ -609,19 +638,24 @@ class _Run:
         self.cleared_tokens = 0
         self.summary_cost = 0.0
 
-    def _cache_usage(self, tokens: int) -> dict[str, Any]:
+    def _cache_usage(self, tokens: int, summary: int = 0) -> dict[str, Any]:
         """The usage of a call of `tokens` prompt tokens under the prompt cache, with the
         breakpoints the live loop places: the end of system and tools, the message that ended
-        the previous call, the first message edited since (if any), and the newest message."""
+        the previous call, the first message edited since (if any), and the newest message.
+        With `summary` tokens, a summary asked after the conversation: its instructions end
+        the prompt, it marks no newest message (it reads, writes nothing), and it is not a call
+        of the conversation (the next call still reads back to the previous one)."""
         settings = self.settings.cache
         if not settings.enabled:
             return {
-                "input_tokens": tokens,
+                "input_tokens": tokens + summary,
                 "cache_read_input_tokens": 0,
                 "cache_creation_input_tokens": 0,
             }
         scale = self.calibration.tokens_per_char if self.calibration else 1 / CHARS_PER_TOKEN
         chain = self.chain
+        if summary:
+            chain.update(self.history.view())
         overhead = max(tokens - round(scale * chain.chars[-1]), 0)
         ends = [overhead + round(scale * c) for c in chain.chars]
         boundaries = [(overhead, chain.start), *zip(ends, chain.digests, strict=True)]
@@ -635,9 +669,12 @@ class _Run:
         breakpoints = [Breakpoint(overhead, chain.start, settings.prefix_ttl)]
         for index in sorted(marks)[-3:]:
             window = tuple(reversed(boundaries[max(index + 2 - LOOKBACK_BLOCKS, 0) : index + 1]))
+            if summary and index == newest:
+                continue  # a summary marks no newest message: it writes nothing
             breakpoints.append(Breakpoint(ends[index], chain.digests[index], settings.ttl, window))
-        self.previous_boundary = newest
-        prompt = max(tokens, ends[newest])
+        if not summary:
+            self.previous_boundary = newest
+        prompt = max(tokens, ends[newest]) + summary
         usage = self.cache.call(CacheRequest(self.now, prompt, tuple(breakpoints)))
         return {
             "input_tokens": usage.input_tokens,

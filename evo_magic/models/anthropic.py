@@ -113,6 +113,7 @@ def request_params(request: ModelRequest, model: str) -> dict[str, Any]:
         settings=request.cache or NO_CACHE,
         model=model,
         edited_from=request.edited_from,
+        mark_newest=request.cache_newest,
     )
     if request.tool_choice is not None:
         return {**placed.params, "tool_choice": request.tool_choice}

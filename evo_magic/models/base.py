@@ -30,6 +30,9 @@ class ModelRequest:
     edited_from: int | None = None
     """The first message changed in place since the previous request, for breakpoint
     placement (see `evo_magic.prompt_cache.place_breakpoints`)."""
+    cache_newest: bool = True
+    """False: no cache breakpoint on the newest message (a request never sent again, such as
+    a summary in context: it reads the cache and writes nothing)."""
     tool_choice: dict[str, Any] | None = None
     """The API's `tool_choice` (e.g. `{"type": "none"}`: tools defined, none may be called);
     None: the API's default."""
