@@ -129,6 +129,13 @@ class History:
         """The messages without a copy, read-only."""
         return ReadOnlyList(self._messages)
 
+    def is_whole(self, messages: Sequence[Message]) -> bool:
+        """True when `messages` are this history's messages, the same dicts in the same order
+        (a strategy summarising the whole history, not a part of it)."""
+        return len(messages) == len(self._messages) and all(
+            a is b for a, b in zip(messages, self._messages, strict=True)
+        )
+
     def __len__(self) -> int:
         return len(self._messages)
 

@@ -32,6 +32,12 @@ class ContextSize:
     tokens_exact: bool = False
     """True when `tokens` is the model's own count for exactly these messages."""
 
+    def over(self, chars_limit: int | None, tokens_limit: int | None) -> bool:
+        """True when this size exceeds `chars_limit` characters or `tokens_limit` tokens (a
+        limit of None is off)."""
+        over_chars = chars_limit is not None and self.chars > chars_limit
+        return over_chars or (tokens_limit is not None and self.tokens > tokens_limit)
+
 
 # json.dumps builds a new encoder for every call with non-default options; this runs per record
 # and per message appended, so keep one.

@@ -448,8 +448,7 @@ class Session:
 
     def _summarise(self, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
         prompt = None
-        view = self.history.view()
-        if len(messages) == len(view) and all(a is b for a, b in zip(messages, view, strict=True)):
+        if self.history.is_whole(messages):
             # The whole history: the prompt the agent's last call cached. (Part of it, as
             # SummariseOlder asks, ends where no cache entry is: asked as text.)
             tools = [tool.definition() for tool in self.tools]

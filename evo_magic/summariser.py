@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evo_magic.history import blocks_of_type, content_blocks
 from evo_magic.measure import message_chars, to_json
 from evo_magic.models.base import Model, ModelReply, ModelRequest
 from evo_magic.prompt_cache import CacheSettings
@@ -133,16 +134,9 @@ class Summariser:
         if not messages or messages[0].get("role") != "user":
             return False
         last = messages[-1]
-        if last.get("role") == "assistant" and any(
-            isinstance(b, dict) and b.get("type") == "tool_use" for b in _blocks(last)
-        ):
+        if last.get("role") == "assistant" and blocks_of_type(last, "tool_use"):
             return False
         return message_chars(messages) <= self.input_limit
-
-
-def _blocks(message: dict[str, Any]) -> list[Any]:
-    content = message.get("content")
-    return content if isinstance(content, list) else [{"type": "text", "text": content}]
 
 
 def _with_user_text(messages: Sequence[dict[str, Any]], text: str) -> list[dict[str, Any]]:
@@ -151,7 +145,7 @@ def _with_user_text(messages: Sequence[dict[str, Any]], text: str) -> list[dict[
     block = {"type": "text", "text": text}
     last = messages[-1]
     if last.get("role") == "user":
-        return [*messages[:-1], {**last, "content": [*_blocks(last), block]}]
+        return [*messages[:-1], {**last, "content": [*content_blocks(last), block]}]
     return [*messages, {"role": "user", "content": [block]}]
 
 

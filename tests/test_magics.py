@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import offline_responder
+from example_strategy import KeepLastTurns
 from fake_api import FakeAnthropic, reply, text, tool_use, validate_messages
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -360,22 +362,7 @@ def test_model_error_is_shown_plainly_and_history_stays_valid(ip, monkeypatch):
         server.assert_no_rejections()
 
 
-KEEP_LAST_TURNS = """
-class KeepLastTurns:
-    name = "keep-last-turns"
-    when = "over_limit"
-
-    def __init__(self, n=2):
-        self.n = n
-
-    def compact(self, messages, ctx):
-        starts = ctx.user_turn_starts(messages)
-        if len(starts) <= self.n:
-            return None
-        cut = starts[-self.n]
-        summary = ctx.summarise(messages[:cut], ctx.focus)
-        return [ctx.compacted_message(summary), *messages[cut:]]
-"""
+KEEP_LAST_TURNS = inspect.getsource(KeepLastTurns)  # pasted into a cell as it is
 
 
 def test_a_strategy_pasted_into_the_notebook_runs_through_agent_cells(ip, api):

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import offline_responder
+from example_strategy import KeepLastTurns
 from fake_api import FakeAnthropic, validate_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,24 +33,6 @@ from evo_magic.strategies import (
     default_pipeline,
 )
 from evo_magic.strategies.registry import StrategySpecError, describe_registered, make_strategy
-
-
-class KeepLastTurns:
-    """Summarise all but the last n user turns; those stay verbatim."""
-
-    name = "keep-last-turns"
-    when = "over_limit"
-
-    def __init__(self, n=2):
-        self.n = n
-
-    def compact(self, messages, ctx):
-        starts = ctx.user_turn_starts(messages)
-        if len(starts) <= self.n:
-            return None
-        cut = starts[-self.n]
-        summary = ctx.summarise(messages[:cut], ctx.focus)
-        return [ctx.compacted_message(summary), *messages[cut:]]
 
 
 def records(session: Session, kind: str) -> list[dict[str, Any]]:

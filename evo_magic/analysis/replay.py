@@ -35,6 +35,7 @@ request they stand for (`summary_cost_usd`; the totals' `cost_usd` includes it).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import statistics
 import warnings
@@ -197,10 +198,10 @@ def _session_settings(
     if not len(starts):
         return None, None
     row = starts.iloc[0]
-    try:
-        line = Path(row["file"]).read_text(encoding="utf-8").splitlines()[int(row["line"]) - 1]
-        record = json.loads(line)
-    except (OSError, IndexError, ValueError):
+    try:  # that one line, not the whole session file
+        with open(row["file"], encoding="utf-8") as lines:
+            record = json.loads(next(itertools.islice(lines, int(row["line"]) - 1, None)))
+    except (OSError, StopIteration, ValueError):
         return None, None
     policy = _policy(record.get("policy"))
     described = record.get("strategies")
@@ -481,15 +482,9 @@ class _Run:
         """The usage of a summary asked in the conversation of `messages` when they are the
         whole history (None otherwise: a part is asked as text): the agent's prompt as it
         stands, with the breakpoints the live loop places, then `instructions` tokens."""
-        view = self.history.view()
-        if len(messages) != len(view) or any(
-            a is not b for a, b in zip(messages, view, strict=True)
-        ):
+        if not len(self.history) or not self.history.is_whole(messages):
             return None
-        tokens = self.history.size().tokens
-        usage = self._cache_usage(tokens, instructions) if len(view) else None
-        if usage is None:
-            return None
+        usage = self._cache_usage(self.history.size().tokens, instructions)
         return Usage.from_api({**usage, "output_tokens": output})
 
     def _tokens_of(self, chars: int) -> int:

@@ -27,7 +27,7 @@ the history byte-identical.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
 from evo_magic.compact.format import compacted_message
@@ -209,19 +209,34 @@ class Context:
     def over_limit(self) -> bool:
         """True when the history is over the session's limit (characters, or tokens when
         set): the over-limit strategies will run after the every-call ones."""
-        over_chars = self.context_limit is not None and self.size.chars > self.context_limit
-        over_tokens = self.token_limit is not None and self.size.tokens > self.token_limit
-        return over_chars or over_tokens
+        return self.size.over(self.context_limit, self.token_limit)
 
     def under_limit_after(self, freed_chars: int) -> bool:
         """True when freeing `freed_chars` characters of message JSON would bring the history
         within the limits (characters, and tokens when set): the over-limit strategies would
         then not run."""
-        chars = self.size.chars - max(freed_chars, 0)
-        tokens = self.size.tokens - self.tokens_of_chars(max(freed_chars, 0))
-        over_chars = self.context_limit is not None and chars > self.context_limit
-        over_tokens = self.token_limit is not None and tokens > self.token_limit
-        return not (over_chars or over_tokens)
+        freed = max(freed_chars, 0)
+        size = replace(
+            self.size,
+            chars=self.size.chars - freed,
+            tokens=self.size.tokens - self.tokens_of_chars(freed),
+        )
+        return not size.over(self.context_limit, self.token_limit)
+
+    def clearing_pays(self, index: int, freed_chars: int, calls_ahead: int) -> bool:
+        """The cache-aware rule for an edit from message `index` on that frees `freed_chars`
+        characters: True when it is asked for (`trigger` "user" or "model"), nothing is cached
+        to weigh, or it saves at least what the cache write it causes costs over `calls_ahead`
+        calls (a tie, a free model, clears). Over the limit: True when it brings the history
+        under the limit (a full compaction breaks the whole cache and loses detail), or when no
+        full compaction follows (paused, backing off: clearing keeps the context bounded);
+        False when one follows anyway (it replaces the history; its summary reads it whole)."""
+        if self.trigger in ("user", "model") or self.cached_prefix is None:
+            return True
+        if self.over_limit:
+            return self.under_limit_after(freed_chars) or not self.compaction_due
+        saving = self.clearing_saving(index, freed_chars, calls_ahead)
+        return saving is None or saving >= 0
 
     @property
     def cached_prefix_tokens(self) -> int:

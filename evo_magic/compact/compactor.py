@@ -106,9 +106,7 @@ class Compactor:
 
     def over_limit(self, size: ContextSize) -> bool:
         """True when `size` is over the session's limit (characters, or tokens when set)."""
-        policy = self.policy
-        over_tokens = policy.token_limit is not None and size.tokens > policy.token_limit
-        return size.chars > policy.context_limit or over_tokens
+        return size.over(self.policy.context_limit, self.policy.token_limit)
 
     @property
     def paused(self) -> bool:

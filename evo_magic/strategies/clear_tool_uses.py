@@ -85,21 +85,11 @@ class ClearToolUses:
                 replacements.append((ref.index - 1, position, {**use, "input": {}}))
         if freed <= 0 or ctx.tokens_of_chars(freed) < self.clear_at_least:
             return None  # nothing worth breaking the cache for yet
-        if self.cache_aware and self._waits(ctx, replacements, freed):
-            return None
+        first = min(index for index, _, _ in replacements)
+        if self.cache_aware and not ctx.clearing_pays(first, freed, self.calls_ahead):
+            return None  # the cache write it causes costs more than it saves: wait
         ctx.memo["done"] = end
         return rewrite_blocks(messages, replacements)
-
-    def _waits(self, ctx: Context, replacements: list[tuple[int, int, dict]], freed: int) -> bool:
-        """Cache-aware mode: True when clearing now costs more than waiting (see the module).
-        Never when it was asked for (`%compact --strategy`, the model) or nothing is cached."""
-        if ctx.trigger in ("user", "model") or ctx.cached_prefix is None:
-            return False
-        if ctx.over_limit:  # the full compaction that follows replaces the history anyway
-            return ctx.compaction_due and not ctx.under_limit_after(freed)
-        first = min(index for index, _, _ in replacements)
-        saving = ctx.clearing_saving(first, freed, self.calls_ahead)
-        return saving is not None and saving < 0
 
     def _triggered(self, ctx: Context, tool_uses: int) -> bool:
         if self.trigger_tool_uses is not None:

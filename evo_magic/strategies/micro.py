@@ -101,24 +101,11 @@ class MicroCompact:
         bound = sum(_saving(v, placeholder_chars) for v in values)
         if bound < needed and sum(json_chars(v) - placeholder_chars for v in values) < needed:
             return None  # too little to be worth breaking the cache: wait (none marked done)
-        if self.cache_aware and not self._pays(ctx, chosen, bound):
+        first = min(index for index, _, _ in chosen)
+        if self.cache_aware and not ctx.clearing_pays(first, bound, self.calls_ahead):
             return None  # the cache write it causes costs more than it saves: wait
         memo["done"] = stop
         return rewrite_blocks(messages, chosen)
-
-    def _pays(self, ctx: Context, chosen: list[tuple[int, int, dict]], freed_chars: int) -> bool:
-        """True when clearing `chosen` saves money, or there is no cache to weigh. Over the
-        limit it does when it brings the history under the limit (a full compaction would
-        break the whole cache and lose detail), and not when a compaction follows anyway: that
-        replaces the history, and its summary reads it whole. When none follows (automatic
-        compaction paused or backing off), clearing is what keeps the context bounded."""
-        if ctx.cached_prefix is None or ctx.trigger in ("user", "model"):
-            return True  # nothing cached (the seed's behaviour), or asked for: clear
-        if ctx.over_limit:
-            return ctx.under_limit_after(freed_chars) or not ctx.compaction_due
-        first = min(index for index, _, _ in chosen)
-        saving = ctx.clearing_saving(first, freed_chars, self.calls_ahead)
-        return saving is None or saving >= 0  # a tie (a free model): clear, as the seed
 
 
 def _saving(value: object, placeholder_chars: int) -> int:
