@@ -1,10 +1,15 @@
 """Every credential the session knows of, and the one redactor every outgoing string goes through.
 
 A credential is known when it is in the environment (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`,
-read afresh on every call so a key set later with `%env` counts) or was added with `add_secret`
-(a key passed in code) or `add_client_secrets` (a client object). `redact(text)` replaces each
-with `REDACTED`; `StreamRedactor` does the same for a stream of deltas, holding back what could be
-the start of a credential so that one split across chunks never prints in clear.
+and the user name and password of a URL in `ANTHROPIC_BASE_URL` or a proxy variable, read afresh
+on every call so a key set later with `%env` counts) or was added with `add_secret` (a key passed
+in code) or `add_client_secrets` (a client object).
+
+`redact(text)` replaces with `REDACTED` each credential and what a command trivially makes of one
+(its *forms*: the JSON-escaped, reversed, URL-encoded, hex and base64 spellings, base64 in each
+of its three alignments), and any fragment of `FRAGMENT_CHARS` or more characters of a form (a
+key cut in two by `cut`, or a base64 line wrapped mid-key). `StreamRedactor` does the same for a
+stream of deltas, holding back what could still become such a fragment.
 
 Values shorter than `MIN_SECRET_CHARS` are ignored: redacting a two-letter "key" would garble
 every output while protecting nothing.
@@ -12,17 +17,34 @@ every output while protecting nothing.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
-import re
 import threading
+import urllib.parse
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 SECRET_ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 """Environment variables whose values are the session's credentials."""
+URL_ENV_VARS = (
+    "ANTHROPIC_BASE_URL",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+)
+"""Environment variables holding a URL whose user name and password are credentials."""
 REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 8
+FRAGMENT_CHARS = 12
+"""A run of this many characters of a credential's form is redacted wherever it appears."""
+_BLOCK = FRAGMENT_CHARS // 2
+"""Every run of FRAGMENT_CHARS characters of a form holds one of its blocks of this many
+characters that start at a multiple of it: the cheap test that finds candidate places."""
 
 _added: set[str] = set()
 _lock = threading.Lock()
@@ -42,6 +64,22 @@ def add_client_secrets(client: object) -> None:
         add_secret(getattr(client, attribute, None))
 
 
+def url_credentials(url: object) -> list[str]:
+    """The credentials a URL holds (`http://user:pass@host`): its user information as written
+    (`user:pass`), and the password as written and decoded; [] when none."""
+    if not isinstance(url, str) or "@" not in url:
+        return []
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+    except ValueError:
+        return []
+    userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+    if not userinfo:
+        return []
+    password = userinfo.partition(":")[2]
+    return [value for value in (userinfo, password, urllib.parse.unquote(password)) if value]
+
+
 def known_secrets() -> list[str]:
     """Every credential known now: the environment's, read afresh, and those added.
 
@@ -49,6 +87,8 @@ def known_secrets() -> list[str]:
     the escaped form), longest first, without duplicates.
     """
     values = {os.environ.get(name, "") for name in SECRET_ENV_VARS}
+    for name in URL_ENV_VARS:
+        values.update(url_credentials(os.environ.get(name)))
     with _lock:
         values |= _added
     forms: set[str] = set()
@@ -59,10 +99,98 @@ def known_secrets() -> list[str]:
     return sorted(forms, key=lambda form: (-len(form), form))
 
 
+def secret_forms(value: str) -> set[str]:
+    """What a command trivially makes of `value`: itself, reversed, URL-encoded, hex (both
+    cases) and base64 (standard and URL-safe alphabets, each of the three alignments the value
+    can have in a longer text: only the characters that depend on the value alone)."""
+    data = value.encode("utf-8")
+    forms = {value, value[::-1], urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value)}
+    forms |= {data.hex(), data.hex().upper()}
+    for shift in range(3):
+        encoded = base64.b64encode(bytes(shift) + data).decode("ascii")
+        # Character k covers bits 6k..6k+6; the value's bits are 8*shift..8*(shift+len).
+        first, end = -(-8 * shift // 6), 8 * (shift + len(data)) // 6
+        core = encoded[first:end]
+        forms |= {core, core.replace("+", "-").replace("/", "_")}
+    return {form for form in forms if len(form) >= MIN_SECRET_CHARS}
+
+
+@dataclass(frozen=True)
+class _Matcher:
+    """The forms of a set of credentials, indexed by their blocks."""
+
+    forms: tuple[str, ...]
+    blocks: dict[str, tuple[tuple[int, int], ...]]
+    """Block text -> (form index, offset in the form) of every place it is taken from."""
+    longest: int
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """The places in `text` to redact, merged where they overlap, in order."""
+        found: list[tuple[int, int]] = []
+        for block, places in self.blocks.items():
+            start = text.find(block)
+            while start >= 0:
+                for form_index, offset in places:
+                    span = self._extend(text, start, self.forms[form_index], offset)
+                    if span is not None:
+                        found.append(span)
+                start = text.find(block, start + 1)
+        return _merged(found)
+
+    def _extend(self, text: str, start: int, form: str, offset: int) -> tuple[int, int] | None:
+        """The longest run around text[start:] that matches `form` from `offset` on, when it is
+        long enough to be a fragment."""
+        left, right = start, start + len(form) - offset
+        right = min(right, len(text))
+        end = start
+        while end < right and text[end] == form[offset + end - start]:
+            end += 1
+        low = max(0, start - offset)
+        while left > low and text[left - 1] == form[offset - (start - left) - 1]:
+            left -= 1
+        if end - left >= min(FRAGMENT_CHARS, len(form)):
+            return left, end
+        return None
+
+    def pending_from(self, text: str) -> int:
+        """The first index from which the rest of `text` is part of a form (so more text could
+        make it a fragment to redact); len(text) when there is none."""
+        low, high = max(0, len(text) - self.longest), len(text)
+        while low < high:  # a suffix of a part of a form is part of it: bisect
+            middle = (low + high) // 2
+            tail = text[middle:]
+            if any(tail in form for form in self.forms):
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping spans joined (spans that only touch stay apart)."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(set(spans)):
+        if out and start < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
 @functools.lru_cache(maxsize=16)
-def _pattern(values: tuple[str, ...]) -> re.Pattern[str]:
-    # Longest first: where two credentials start at one place, the longer one is replaced whole.
-    return re.compile("|".join(re.escape(value) for value in values))
+def _matcher(values: tuple[str, ...]) -> _Matcher | None:
+    forms = sorted({form for value in values for form in secret_forms(value)})
+    if not forms:
+        return None
+    blocks: dict[str, list[tuple[int, int]]] = {}
+    for index, form in enumerate(forms):
+        if len(form) < FRAGMENT_CHARS:
+            blocks.setdefault(form, []).append((index, 0))
+            continue
+        for offset in range(0, len(form) - _BLOCK + 1, _BLOCK):
+            blocks.setdefault(form[offset : offset + _BLOCK], []).append((index, offset))
+    indexed = {block: tuple(places) for block, places in blocks.items()}
+    return _Matcher(tuple(forms), indexed, max(len(form) for form in forms))
 
 
 def _ordered(secret_values: Iterable[str] | None) -> tuple[str, ...]:
@@ -72,24 +200,42 @@ def _ordered(secret_values: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(sorted(values, key=lambda value: (-len(value), value)))
 
 
-def redact(text: str, secret_values: Iterable[str] | None = None) -> str:
-    """`text` with every occurrence of a credential replaced by `REDACTED`.
+def _replace(text: str, spans: list[tuple[int, int]]) -> str:
+    out: list[str] = []
+    position = 0
+    for start, end in spans:
+        out += [text[position:start], REDACTED]
+        position = end
+    out.append(text[position:])
+    return "".join(out)
 
-    `secret_values` defaults to `known_secrets()`. Occurrences are replaced left to right; where
-    several credentials match at one place the longest wins.
+
+def redact(text: str, secret_values: Iterable[str] | None = None) -> str:
+    """`text` with every credential, every form of one and every fragment of a form of
+    `FRAGMENT_CHARS` characters or more replaced by `REDACTED` (overlapping finds by one).
+
+    `secret_values` defaults to `known_secrets()`.
     """
-    values = _ordered(secret_values)
-    if not values or not any(value in text for value in values):
-        return text  # the common case: one substring scan per value, no regex
-    return _pattern(values).sub(REDACTED, text)
+    matcher = _matcher(_ordered(secret_values))
+    if matcher is None or not any(block in text for block in matcher.blocks):
+        return text  # the common case: one substring scan per block, no Python loop
+    return _replace(text, matcher.spans(text))
+
+
+def holds_secret(text: str, secret_values: Iterable[str] | None = None) -> bool:
+    """Whether `text` holds something `redact` would replace."""
+    matcher = _matcher(_ordered(secret_values))
+    if matcher is None or not any(block in text for block in matcher.blocks):
+        return False
+    return bool(matcher.spans(text))
 
 
 class StreamRedactor:
     """Redacts a text that arrives in pieces (streamed deltas).
 
-    `feed(chunk)` returns the part that is safe to show now; a tail that could still become a
-    credential is held back until the next chunk decides it. `flush()` returns what is held at
-    the end. The outputs, concatenated, equal `redact` of the whole text.
+    `feed(chunk)` returns the part that is safe to show now; a tail that could still become
+    (part of) a credential is held back until the next chunk decides it. `flush()` returns what
+    is held at the end. The outputs, concatenated, equal `redact` of the whole text.
     """
 
     def __init__(self, secret_values: Iterable[str] | None = None):
@@ -99,37 +245,22 @@ class StreamRedactor:
     def feed(self, chunk: str) -> str:
         """The redacted text that can be shown now, "" when everything is held back."""
         text = self._held + chunk
-        values = _ordered(self._fixed)
-        if not values:
+        matcher = _matcher(_ordered(self._fixed))
+        if matcher is None:
             self._held = ""
             return text
-        out: list[str] = []
-        position = 0
-        hold_from = _first_partial(text, values, 0)
-        for match in _pattern(values).finditer(text):
-            if match.start() >= hold_from:
-                break
-            out.append(text[position : match.start()])
-            out.append(REDACTED)
-            position = match.end()
-            if position > hold_from:
-                hold_from = _first_partial(text, values, position)
-        out.append(text[position:hold_from])
-        self._held = text[hold_from:]
-        return "".join(out)
+        cut = matcher.pending_from(text)
+        spans = matcher.spans(text)
+        # A find that runs over the cut is complete (it stopped before the end) but may still
+        # join one that the next chunk brings: hold it back whole.
+        for start, end in reversed(spans):
+            if start < cut < end:
+                cut = start
+        shown = [span for span in spans if span[1] <= cut]
+        self._held = text[cut:]
+        return _replace(text[:cut], shown)
 
     def flush(self) -> str:
         """What is still held back (never a whole credential); the redactor is then empty."""
         held, self._held = self._held, ""
         return redact(held, self._fixed)
-
-
-def _first_partial(text: str, values: tuple[str, ...], start: int) -> int:
-    """The first index >= `start` from which the rest of `text` is a proper prefix of a
-    credential (so more text could complete it), or len(text) when there is none."""
-    longest = max(len(value) for value in values)
-    for index in range(max(start, len(text) - longest + 1), len(text)):
-        tail = text[index:]
-        if any(len(tail) < len(value) and value.startswith(tail) for value in values):
-            return index
-    return len(text)
