@@ -13,6 +13,7 @@ from typing import Any
 
 from evo_magic.models.base import ModelError, ModelReply, ModelRequest, TextCallback
 from evo_magic.prompt_cache import CacheSettings, place_breakpoints
+from evo_magic.secrets import url_credentials
 from evo_magic.usage import Usage
 
 NO_CACHE = CacheSettings(enabled=False)
@@ -64,6 +65,7 @@ class AnthropicModel:
         values = [self._client_options.get(k) for k in ("api_key", "auth_token")]
         if self._client is not None:
             values += [getattr(self._client, k, None) for k in ("api_key", "auth_token")]
+        values += url_credentials(self.base_url)  # a proxy's password in the URL
         return [v for v in values if isinstance(v, str) and v]
 
     def respond(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelReply:
