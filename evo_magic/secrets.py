@@ -80,6 +80,12 @@ def url_credentials(url: object) -> list[str]:
     return [value for value in (userinfo, password, urllib.parse.unquote(password)) if value]
 
 
+def url_without_credentials(url: str) -> str:
+    """`url` with its user information (`user:pass@`) replaced by `REDACTED`, for a message."""
+    credentials = url_credentials(url)
+    return url.replace(credentials[0] + "@", REDACTED + "@", 1) if credentials else url
+
+
 def known_secrets() -> list[str]:
     """Every credential known now: the environment's, read afresh, and those added.
 
