@@ -40,8 +40,10 @@ def shell_argv(command: str, settings: BashSettings) -> list[str]:
     if not limits:
         return ["bash", "-c", command]
     # A limit already lower than ours stays (raising it fails): hence `2>/dev/null` per limit.
+    # The same shell then runs the command (a second bash would cost its start-up on every
+    # command); `set --` first, so that it sees no positional parameters, as with `bash -c`.
     setup = "; ".join(f"{limit} 2>/dev/null" for limit in limits)
-    return ["bash", "-c", f'{setup}; exec bash -c "$1"', "bash", command]
+    return ["bash", "-c", f'{setup}; eval "set --\n$1"', "bash", command]
 
 
 @dataclass
