@@ -589,3 +589,31 @@ def test_without_a_usable_sandbox_the_bounds_degrade_and_say_so(
     assert "The network cannot be cut" in text
     text, is_error = bash(ToolContext(workspace=workspace, sandbox="require", bash=off), "true")
     assert is_error and "Nothing was run" in text
+
+
+@needs_sandbox
+def test_a_bubblewrap_too_old_to_size_ram_disks_still_sandboxes_and_says_so(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bubblewrap before 0.6 has no `--size`: the sandbox still runs, without that bound."""
+    directory = tmp_path / "old-bwrap"
+    directory.mkdir()
+    old = directory / "bwrap"
+    old.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = --help ] && { echo "usage: bwrap [OPTIONS...] [--] COMMAND [ARGS...]"; '
+        "exit 0; }\n"
+        'for a in "$@"; do [ "$a" = --size ] && { echo "bwrap: Unknown option --size" >&2; '
+        "exit 1; }; done\n"
+        f'exec {STATUS.bwrap} "$@"\n'
+    )
+    old.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{directory}:{os.environ['PATH']}")
+    status = sandbox_status()
+    assert status.available and status.bwrap == str(old) and not status.sizes_tmpfs
+    ctx = ToolContext(workspace=workspace, sandbox="require")
+    text, is_error = bash(ctx, "cat /proc/1/cmdline | tr '\\0' ' '; echo")
+    assert not is_error and text.startswith("[warning: ") and "cannot bound the size" in text
+    assert "bwrap" in text  # it ran in the sandbox: its PID 1 is bubblewrap
+    text, _ = bash(ctx, "echo again")
+    assert text == "again\n\n[exit code: 0]"

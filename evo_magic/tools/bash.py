@@ -164,30 +164,44 @@ def plan_launch(
         return Launch([], settings=unsandboxed)
     status = sandbox_status()
     if status.available and status.bwrap is not None:
+        notice = ""
+        if not status.sizes_tmpfs and settings.tmp_size is not None:
+            settings = replace(settings, tmp_size=None)
+            notice = _once(
+                notices,
+                "unsized-tmp",
+                f"[warning: {status.bwrap} is older than bubblewrap 0.6 and cannot bound the "
+                "size of /tmp, /var/tmp and /dev/shm; the other bounds hold]\n",
+            )
         hidden = workspace_secrets(workspace.resolve(), known_secrets())
         prefix = sandboxed_argv(status.bwrap, workspace, [], read_only, settings, hidden)
-        return Launch(prefix, _hidden_notice(workspace.resolve(), hidden, notices), settings)
+        notice += _hidden_notice(workspace.resolve(), hidden, notices)
+        return Launch(prefix, notice, settings)
     if mode == "require":
         raise ToolError(
             f"bash: refused to run this command: the sandbox is required but not available: "
             f"{status.reason}. Nothing was run. To run bash, {INSTALL_HINT}, "
             "or set the sandbox setting to 'warn'."
         )
-    if notices is not None and UNSANDBOXED_NOTICE in notices:
-        return Launch([], settings=unsandboxed)
-    if notices is not None:
-        notices.add(UNSANDBOXED_NOTICE)
     network = " The network cannot be cut (sandbox_network 'off' does not apply)." * (
         settings.network == "off"
     )
-    return Launch(
-        [],
+    warning = (
         f"[warning: bash runs WITHOUT a sandbox: {status.reason}. Commands can read the notebook "
         "kernel's memory and environment, the host's sockets and the workspace's notebooks, and "
         f"write wherever this user can; /tmp is the host's, unbounded.{network} To confine them, "
-        f"{INSTALL_HINT}; to refuse to run unsandboxed, set the sandbox setting to 'require'.]\n",
-        unsandboxed,
+        f"{INSTALL_HINT}; to refuse to run unsandboxed, set the sandbox setting to 'require'.]\n"
     )
+    return Launch([], _once(notices, UNSANDBOXED_NOTICE, warning), unsandboxed)
+
+
+def _once(notices: set[str] | None, key: str, text: str) -> str:
+    """`text` the first time `key` is noticed in `notices` (every time without a set)."""
+    if notices is not None and key in notices:
+        return ""
+    if notices is not None:
+        notices.add(key)
+    return text
 
 
 def _hidden_notice(workspace: Path, hidden: Hidden, notices: set[str] | None) -> str:
@@ -250,13 +264,11 @@ def _unbounded_notice(
     """Once per session: the process bound is not enforced (root, and no pids cgroup)."""
     if cgroup is not None or settings.processes is None or os.geteuid() != 0:
         return ""  # a user other than root is bounded by `ulimit -u` (per user namespace)
-    if notices is not None and UNBOUNDED_PROCESSES_NOTICE in notices:
-        return ""
-    if notices is not None:
-        notices.add(UNBOUNDED_PROCESSES_NOTICE)
-    return (
+    return _once(
+        notices,
+        UNBOUNDED_PROCESSES_NOTICE,
         "[warning: the process bound is not enforced: no pids cgroup can be created here, and "
-        "the per-user process limit does not apply to root]\n"
+        "the per-user process limit does not apply to root]\n",
     )
 
 

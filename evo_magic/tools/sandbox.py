@@ -54,6 +54,8 @@ class SandboxStatus:
     """Why the sandbox is not available ("" when it is)."""
     bwrap: str | None = None
     """The bwrap executable found on PATH."""
+    sizes_tmpfs: bool = True
+    """Whether this bwrap can bound the size of a RAM disk (`--size`, bubblewrap 0.6 and later)."""
 
     def describe(self) -> str:
         """One line for a status display."""
@@ -92,8 +94,11 @@ def sandbox_status(*, refresh: bool = False) -> SandboxStatus:
 
 
 def _probe(bwrap: str) -> SandboxStatus:
-    """Run `true` under the same confinement a command gets."""
-    argv = [bwrap, *_confinement(Path("/"), hide=[]), "--", "true"]
+    """Run `true` under the same confinement a command gets (without RAM disk sizes where
+    this bwrap is too old to set them)."""
+    sizes = _sizes_tmpfs(bwrap)
+    settings = BashSettings() if sizes else BashSettings(tmp_size=None)
+    argv = [bwrap, *_confinement(Path("/"), hide=[], settings=settings), "--", "true"]
     try:
         done = subprocess.run(
             argv, capture_output=True, timeout=_PROBE_TIMEOUT, stdin=subprocess.DEVNULL
@@ -109,7 +114,17 @@ def _probe(bwrap: str) -> SandboxStatus:
             "disabled or blocked (container, AppArmor or seccomp policy)",
             bwrap,
         )
-    return SandboxStatus(True, "", bwrap)
+    return SandboxStatus(True, "", bwrap, sizes)
+
+
+def _sizes_tmpfs(bwrap: str) -> bool:
+    try:
+        done = subprocess.run(
+            [bwrap, "--help"], capture_output=True, timeout=_PROBE_TIMEOUT, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--size" in done.stdout + done.stderr
 
 
 def _confinement(
