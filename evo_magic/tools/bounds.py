@@ -115,22 +115,6 @@ def _v2_pids_enabled(root: Path) -> bool:
         return False
 
 
-def processes_enforced(settings: BashSettings) -> str:
-    """ "" when the process bound holds here, else why not (for a one-time notice)."""
-    if settings.processes is None:
-        return ""
-    probe = make_pids_cgroup(settings.processes)
-    if probe is not None:
-        probe.remove()
-        return ""
-    if os.geteuid() == 0:
-        return (
-            "no pids cgroup can be created here and the per-user process limit does not apply "
-            "to root, so the process bound is not enforced"
-        )
-    return ""
-
-
 def bound_notes(
     output: str, returncode: int | None, settings: BashSettings, processes_hit: bool
 ) -> list[str]:
@@ -141,7 +125,8 @@ def bound_notes(
             f"[stopped: the command hit the process bound ({settings.processes} processes at "
             "once; setting bash_processes)]"
         )
-    if settings.memory is not None and any(sign in output for sign in _MEMORY_SIGNS):
+    failed = returncode != 0  # a failed allocation that the command survived is its business
+    if settings.memory is not None and failed and any(sign in output for sign in _MEMORY_SIGNS):
         notes.append(
             f"[the command hit the memory bound ({_size(settings.memory)} of address space per "
             "process; setting bash_memory)]"
