@@ -472,11 +472,13 @@ def test_the_network_can_be_cut(workspace: Path, loopback_server: int) -> None:
     on, _ = bash(ToolContext(workspace=workspace, sandbox="require"), command)
     assert "host-service" in on
     off = BashSettings(network="off")
-    text, _ = bash(ToolContext(workspace=workspace, sandbox="require", bash=off), command)
+    ctx = ToolContext(workspace=workspace, sandbox="require", bash=off)
+    text, _ = bash(ctx, command)
+    assert text.startswith("[notice: commands have no network (sandbox_network is 'off')")
+    assert "pip install, git clone and downloads fail" in text
     assert "host-service" not in text and "no host: Connection refused" in text
     assert "own loopback: b'x'" in text  # loopback works inside
-    ctx = ToolContext(workspace=workspace, sandbox="require", bash=off)
-    text, _ = bash(ctx, "tail -n +3 /proc/net/dev | cut -d: -f1")
+    text, _ = bash(ctx, "tail -n +3 /proc/net/dev | cut -d: -f1")  # said once only
     assert text.split() == ["lo", "[exit", "code:", "0]"]  # one interface: loopback
 
 

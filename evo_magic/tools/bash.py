@@ -173,6 +173,13 @@ def plan_launch(
                 f"[warning: {status.bwrap} is older than bubblewrap 0.6 and cannot bound the "
                 "size of /tmp, /var/tmp and /dev/shm; the other bounds hold]\n",
             )
+        if settings.network == "off":
+            notice += _once(
+                notices,
+                "network-off",
+                "[notice: commands have no network (sandbox_network is 'off'): only loopback "
+                "inside the sandbox; pip install, git clone and downloads fail]\n",
+            )
         hidden = workspace_secrets(workspace.resolve(), known_secrets())
         prefix = sandboxed_argv(status.bwrap, workspace, [], read_only, settings, hidden)
         notice += _hidden_notice(workspace.resolve(), hidden, notices)
