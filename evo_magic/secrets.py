@@ -23,7 +23,7 @@ import json
 import os
 import threading
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 SECRET_ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -42,9 +42,10 @@ REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 8
 FRAGMENT_CHARS = 12
 """A run of this many characters of a credential's form is redacted wherever it appears."""
-_BLOCK = FRAGMENT_CHARS // 2
-"""Every run of FRAGMENT_CHARS characters of a form holds one of its blocks of this many
-characters that start at a multiple of it: the cheap test that finds candidate places."""
+_GRAM = 6
+_STRIDE = MIN_SECRET_CHARS - _GRAM + 1
+"""The text is looked up in runs of _GRAM characters every _STRIDE characters: every run of
+MIN_SECRET_CHARS (or more) characters holds one of them, so no form or fragment is missed."""
 
 _added: set[str] = set()
 _lock = threading.Lock()
@@ -123,40 +124,41 @@ def secret_forms(value: str) -> set[str]:
 
 @dataclass(frozen=True)
 class _Matcher:
-    """The forms of a set of credentials, indexed by their blocks."""
+    """The forms of a set of credentials, indexed by every run of _GRAM characters in them."""
 
     forms: tuple[str, ...]
-    blocks: dict[str, tuple[tuple[int, int], ...]]
-    """Block text -> (form index, offset in the form) of every place it is taken from."""
+    grams: dict[str, tuple[tuple[int, int], ...]]
+    """Run of _GRAM characters -> (form index, offset in the form) of every place it is in."""
     longest: int
+
+    def _hits(self, text: str) -> Iterator[tuple[int, tuple[tuple[int, int], ...]]]:
+        grams = self.grams
+        for start in range(0, len(text) - _GRAM + 1, _STRIDE):
+            places = grams.get(text[start : start + _GRAM])
+            if places is not None:
+                yield start, places
+
+    def any_in(self, text: str) -> bool:
+        """Whether `text` may hold something to redact (the cheap test)."""
+        return next(self._hits(text), None) is not None
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """The places in `text` to redact, merged where they overlap, in order."""
         found: list[tuple[int, int]] = []
-        for block, places in self.blocks.items():
-            start = text.find(block)
-            while start >= 0:
-                for form_index, offset in places:
-                    span = self._extend(text, start, self.forms[form_index], offset)
-                    if span is not None:
-                        found.append(span)
-                start = text.find(block, start + 1)
+        # (form, where in the text it would start) -> the end of the run extended there: a
+        # hit inside it is the same run; one beyond it may be a second run of that form.
+        reached: dict[tuple[int, int], int] = {}
+        for start, places in self._hits(text):
+            for form_index, offset in places:
+                diagonal = (form_index, start - offset)
+                if start < reached.get(diagonal, -1):
+                    continue
+                form = self.forms[form_index]
+                left, end = _run(text, start, form, offset)
+                reached[diagonal] = end
+                if end - left >= min(FRAGMENT_CHARS, len(form)):
+                    found.append((left, end))
         return _merged(found)
-
-    def _extend(self, text: str, start: int, form: str, offset: int) -> tuple[int, int] | None:
-        """The longest run around text[start:] that matches `form` from `offset` on, when it is
-        long enough to be a fragment."""
-        left, right = start, start + len(form) - offset
-        right = min(right, len(text))
-        end = start
-        while end < right and text[end] == form[offset + end - start]:
-            end += 1
-        low = max(0, start - offset)
-        while left > low and text[left - 1] == form[offset - (start - left) - 1]:
-            left -= 1
-        if end - left >= min(FRAGMENT_CHARS, len(form)):
-            return left, end
-        return None
 
     def pending_from(self, text: str) -> int:
         """The first index from which the rest of `text` is part of a form (so more text could
@@ -170,6 +172,19 @@ class _Matcher:
             else:
                 low = middle + 1
         return low
+
+
+def _run(text: str, start: int, form: str, offset: int) -> tuple[int, int]:
+    """The longest run of `text` around `start` that matches `form` placed so that its
+    character `offset` is at `start` (text[start] == form[offset])."""
+    right = min(start + len(form) - offset, len(text))
+    end = start
+    while end < right and text[end] == form[offset + end - start]:
+        end += 1
+    left, low = start, max(0, start - offset)
+    while left > low and text[left - 1] == form[offset - (start - left) - 1]:
+        left -= 1
+    return left, end
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -188,14 +203,11 @@ def _matcher(values: tuple[str, ...]) -> _Matcher | None:
     forms = sorted({form for value in values for form in secret_forms(value)})
     if not forms:
         return None
-    blocks: dict[str, list[tuple[int, int]]] = {}
+    grams: dict[str, list[tuple[int, int]]] = {}
     for index, form in enumerate(forms):
-        if len(form) < FRAGMENT_CHARS:
-            blocks.setdefault(form, []).append((index, 0))
-            continue
-        for offset in range(0, len(form) - _BLOCK + 1, _BLOCK):
-            blocks.setdefault(form[offset : offset + _BLOCK], []).append((index, offset))
-    indexed = {block: tuple(places) for block, places in blocks.items()}
+        for offset in range(len(form) - _GRAM + 1):
+            grams.setdefault(form[offset : offset + _GRAM], []).append((index, offset))
+    indexed = {gram: tuple(places) for gram, places in grams.items()}
     return _Matcher(tuple(forms), indexed, max(len(form) for form in forms))
 
 
@@ -223,15 +235,15 @@ def redact(text: str, secret_values: Iterable[str] | None = None) -> str:
     `secret_values` defaults to `known_secrets()`.
     """
     matcher = _matcher(_ordered(secret_values))
-    if matcher is None or not any(block in text for block in matcher.blocks):
-        return text  # the common case: one substring scan per block, no Python loop
+    if matcher is None or not matcher.any_in(text):
+        return text  # the common case: one look-up every few characters
     return _replace(text, matcher.spans(text))
 
 
 def holds_secret(text: str, secret_values: Iterable[str] | None = None) -> bool:
     """Whether `text` holds something `redact` would replace."""
     matcher = _matcher(_ordered(secret_values))
-    if matcher is None or not any(block in text for block in matcher.blocks):
+    if matcher is None or not matcher.any_in(text):
         return False
     return bool(matcher.spans(text))
 

@@ -229,3 +229,9 @@ def test_stream_redaction_equals_whole_text_redaction_for_forms_and_fragments(
     shown = "".join(redactor.feed(chunk) for chunk in chunks) + redactor.flush()
     assert shown == redact(text, [value])
     assert not any(window in shown for form in forms for window in windows(form))
+
+
+def test_two_runs_of_one_key_with_a_gap_are_both_redacted() -> None:
+    key = new_key()
+    text = f"{key[:20]}#{key[21:]}"  # one character changed: two fragments in line
+    assert redact(text, [key]) == f"{REDACTED}#{REDACTED}"
