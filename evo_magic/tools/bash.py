@@ -32,6 +32,7 @@ from evo_magic.tools.sandbox import (
     DEFAULT_SANDBOX,
     INSTALL_HINT,
     Hidden,
+    SandboxStatus,
     check_mode,
     sandbox_status,
     sandboxed_argv,
@@ -164,26 +165,7 @@ def plan_launch(
         return Launch([], settings=unsandboxed)
     status = sandbox_status()
     if status.available and status.bwrap is not None:
-        notice = ""
-        if not status.sizes_tmpfs and settings.tmp_size is not None:
-            settings = replace(settings, tmp_size=None)
-            notice = _once(
-                notices,
-                "unsized-tmp",
-                f"[warning: {status.bwrap} is older than bubblewrap 0.6 and cannot bound the "
-                "size of /tmp, /var/tmp and /dev/shm; the other bounds hold]\n",
-            )
-        if settings.network == "off":
-            notice += _once(
-                notices,
-                "network-off",
-                "[notice: commands have no network (sandbox_network is 'off'): only loopback "
-                "inside the sandbox; pip install, git clone and downloads fail]\n",
-            )
-        hidden = workspace_secrets(workspace.resolve(), known_secrets())
-        prefix = sandboxed_argv(status.bwrap, workspace, [], read_only, settings, hidden)
-        notice += _hidden_notice(workspace.resolve(), hidden, notices)
-        return Launch(prefix, notice, settings)
+        return _sandboxed_launch(status, workspace, notices, read_only, settings)
     if mode == "require":
         raise ToolError(
             f"bash: refused to run this command: the sandbox is required but not available: "
@@ -200,6 +182,38 @@ def plan_launch(
         f"{INSTALL_HINT}; to refuse to run unsandboxed, set the sandbox setting to 'require'.]\n"
     )
     return Launch([], _once(notices, UNSANDBOXED_NOTICE, warning), unsandboxed)
+
+
+def _sandboxed_launch(
+    status: SandboxStatus,
+    workspace: Path,
+    notices: set[str] | None,
+    read_only: tuple[Path, ...],
+    settings: BashSettings,
+) -> Launch:
+    """The launch in bubblewrap, with the notices due: RAM disks left unsized by an old bwrap,
+    the network cut, workspace files newly hidden."""
+    assert status.bwrap is not None
+    notice = ""
+    if not status.sizes_tmpfs and settings.tmp_size is not None:
+        settings = replace(settings, tmp_size=None)
+        notice = _once(
+            notices,
+            "unsized-tmp",
+            f"[warning: {status.bwrap} is older than bubblewrap 0.6 and cannot bound the "
+            "size of /tmp, /var/tmp and /dev/shm; the other bounds hold]\n",
+        )
+    if settings.network == "off":
+        notice += _once(
+            notices,
+            "network-off",
+            "[notice: commands have no network (sandbox_network is 'off'): only loopback "
+            "inside the sandbox; pip install, git clone and downloads fail]\n",
+        )
+    hidden = workspace_secrets(workspace.resolve(), known_secrets())
+    prefix = sandboxed_argv(status.bwrap, workspace, [], read_only, settings, hidden)
+    notice += _hidden_notice(workspace.resolve(), hidden, notices)
+    return Launch(prefix, notice, settings)
 
 
 def _once(notices: set[str] | None, key: str, text: str) -> str:
