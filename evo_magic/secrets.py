@@ -1,8 +1,8 @@
 """Every credential the session knows of, and the one redactor every outgoing string goes through.
 
 A credential is known when it is in the environment (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`,
-and the user name and password of a URL in `ANTHROPIC_BASE_URL` or a proxy variable, read afresh
-on every call so a key set later with `%env` counts) or was added with `add_secret` (a key passed
+and the `user:password` of a URL in `ANTHROPIC_BASE_URL` or a proxy variable, read afresh on
+every call so a key set later with `%env` counts) or was added with `add_secret` (a key passed
 in code) or `add_client_secrets` (a client object).
 
 `redact(text)` replaces with `REDACTED` each credential and what a command trivially makes of one
@@ -37,7 +37,7 @@ URL_ENV_VARS = (
     "https_proxy",
     "all_proxy",
 )
-"""Environment variables holding a URL whose user name and password are credentials."""
+"""Environment variables holding a URL whose user information (`user:password@`) is a credential."""
 REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 8
 FRAGMENT_CHARS = 12
