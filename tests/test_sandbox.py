@@ -541,7 +541,7 @@ def test_as_root_without_a_pids_cgroup_the_process_bound_is_not_enforced_and_sai
         pytest.skip("as a user other than root, `ulimit -u` bounds the processes")
     from evo_magic.tools import bounds
 
-    monkeypatch.setattr(bounds, "_CGROUP_ROOTS", (Path("/nonexistent/cgroup"),))
+    monkeypatch.setattr(bounds, "_CGROUP_MOUNT", Path("/nonexistent/cgroup"))
     ctx = ToolContext(workspace=workspace, sandbox=sandbox_here(), bash=BashSettings(processes=16))
     text, _ = bash(ctx, "for i in $(seq 40); do sleep 5 & done; jobs | wc -l")
     assert "[warning: the process bound is not enforced" in text

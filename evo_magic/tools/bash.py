@@ -26,7 +26,13 @@ from typing import Any
 from evo_magic.secrets import SECRET_ENV_VARS, known_secrets
 from evo_magic.tools.base import Tool, ToolContext, ToolError
 from evo_magic.tools.bash_settings import BashSettings
-from evo_magic.tools.bounds import PidsCgroup, bound_notes, make_pids_cgroup, shell_argv
+from evo_magic.tools.bounds import (
+    PidsCgroup,
+    bound_notes,
+    fork_refused,
+    make_pids_cgroup,
+    shell_argv,
+)
 from evo_magic.tools.guard import refusal_reason
 from evo_magic.tools.sandbox import (
     DEFAULT_SANDBOX,
@@ -352,8 +358,7 @@ def _hit_process_bound(
         return False
     if cgroup is not None and cgroup.hit():
         return True
-    recent = buffer.recent()
-    return "fork: retry" in recent or "fork: Resource temporarily unavailable" in recent
+    return fork_refused(buffer.recent())
 
 
 def _run(tool_input: dict[str, Any], ctx: ToolContext) -> str:

@@ -2,8 +2,9 @@
 
 Memory and file size are resource limits the command's shell sets on itself before it runs the
 command (`ulimit -v`, `ulimit -f`), so they hold sandboxed or not. Processes are bounded by a
-pids cgroup made for the command where one can be created (the v1 `pids` hierarchy, or a
-writable cgroup v2 tree with the pids controller): the per-user process limit (`ulimit -u`)
+pids cgroup made for the command inside the kernel's own, where one can be created (cgroup v1's
+`pids` hierarchy, or a cgroup v2 tree that delegates the pids controller; typically as root):
+the per-user process limit (`ulimit -u`)
 counts every process of the user and does not apply to root at all, so it is set as well but
 relied on only where nothing better exists. A command that hits a bound is stopped, and its
 output ends with a line naming the bound.
@@ -21,7 +22,8 @@ from pathlib import Path
 
 from evo_magic.tools.bash_settings import BashSettings
 
-_CGROUP_ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))
+_CGROUP_MOUNT = Path("/sys/fs/cgroup")
+_SELF_CGROUP = Path("/proc/self/cgroup")
 _SIGXFSZ_EXIT = 128 + signal.SIGXFSZ
 _MEMORY_SIGNS = ("Cannot allocate memory", "MemoryError", "std::bad_alloc", "out of memory")
 _FORK_SIGNS = ("fork: retry", "fork: Resource temporarily unavailable")
@@ -85,15 +87,13 @@ class PidsCgroup:
 
 
 def make_pids_cgroup(processes: int | None) -> PidsCgroup | None:
-    """A new pids cgroup with `processes` as its bound, or None where none can be made."""
+    """A new pids cgroup with `processes` as its bound, made inside this process's own pids
+    cgroup (so a bound set on the kernel, a container's say, still holds), or None where none
+    can be made."""
     if processes is None:
         return None
-    for root in _CGROUP_ROOTS:
-        if not (root / "cgroup.procs").exists() or not os.access(root, os.W_OK):
-            continue
-        if root == Path("/sys/fs/cgroup") and not _v2_pids_enabled(root):
-            continue
-        path = root / f"evo_magic-{os.getpid()}-{secrets.token_hex(4)}"
+    for parent in _own_pids_cgroups():
+        path = parent / f"evo_magic-{os.getpid()}-{secrets.token_hex(4)}"
         try:
             path.mkdir()
         except OSError:
@@ -108,11 +108,36 @@ def make_pids_cgroup(processes: int | None) -> PidsCgroup | None:
     return None
 
 
-def _v2_pids_enabled(root: Path) -> bool:
+def _own_pids_cgroups() -> list[Path]:
+    """The directories of this process's pids cgroup that a child cgroup could be made in: the
+    cgroup v1 `pids` hierarchy's, or the cgroup v2 one's where it delegates the pids controller."""
     try:
-        return "pids" in (root / "cgroup.subtree_control").read_text().split()
+        lines = _SELF_CGROUP.read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        relative = path.lstrip("/")
+        if "pids" in controllers.split(","):
+            found.append(_CGROUP_MOUNT / "pids" / relative)
+        elif controllers == "" and (_CGROUP_MOUNT / "cgroup.controllers").exists():
+            own = _CGROUP_MOUNT / relative
+            if _v2_pids_enabled(own):
+                found.append(own)
+    return [d for d in found if (d / "cgroup.procs").exists() and os.access(d, os.W_OK)]
+
+
+def _v2_pids_enabled(directory: Path) -> bool:
+    try:
+        return "pids" in (directory / "cgroup.subtree_control").read_text().split()
     except OSError:
         return False
+
+
+def fork_refused(output: str) -> bool:
+    """Whether bash said a fork was refused (the sign of the process bound without a cgroup)."""
+    return any(sign in output for sign in _FORK_SIGNS)
 
 
 def bound_notes(
@@ -120,7 +145,7 @@ def bound_notes(
 ) -> list[str]:
     """One line for each bound the command's output or exit shows it hit."""
     notes = []
-    if processes_hit or (settings.processes is not None and any(s in output for s in _FORK_SIGNS)):
+    if processes_hit or (settings.processes is not None and fork_refused(output)):
         notes.append(
             f"[stopped: the command hit the process bound ({settings.processes} processes at "
             "once; setting bash_processes)]"
