@@ -240,14 +240,6 @@ def redact(text: str, secret_values: Iterable[str] | None = None) -> str:
     return _replace(text, matcher.spans(text))
 
 
-def holds_secret(text: str, secret_values: Iterable[str] | None = None) -> bool:
-    """Whether `text` holds something `redact` would replace."""
-    matcher = _matcher(_ordered(secret_values))
-    if matcher is None or not matcher.any_in(text):
-        return False
-    return bool(matcher.spans(text))
-
-
 class StreamRedactor:
     """Redacts a text that arrives in pieces (streamed deltas).
 
