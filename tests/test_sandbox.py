@@ -530,6 +530,12 @@ def test_a_fork_bomb_is_stopped_at_the_process_bound(workspace: Path) -> None:
     text, _ = bash(ctx, "for i in $(seq 100); do sleep 30 & done; wait")
     assert "hit the process bound" in text
     assert bash(ctx, "echo alive") == ("alive\n\n[exit code: 0]", False)
+    # Each command's cgroup goes with it (a large tree's in the background, soon after).
+    mine = f"evo_magic-{os.getpid()}-*"
+    deadline = time.monotonic() + 10
+    while list(Path("/sys/fs/cgroup").rglob(mine)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(Path("/sys/fs/cgroup").rglob(mine)) == []
 
 
 def test_as_root_without_a_pids_cgroup_the_process_bound_is_not_enforced_and_said(

@@ -16,6 +16,7 @@ import contextlib
 import os
 import secrets
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,20 +71,27 @@ class PidsCgroup:
         return counts.get("max", "0") != "0"
 
     def remove(self) -> None:
-        """Kill what is left in the cgroup and remove it (best effort: retried briefly)."""
-        for _ in range(50):
+        """Kill what is left in the cgroup and remove it. Processes of a large tree take a
+        while to go: after half a second the removal goes on in the background (for at most
+        half a minute) rather than hold the command's result back."""
+        if not self._try_remove(attempts=50):
+            threading.Thread(target=self._try_remove, args=(3_000,), daemon=True).start()
+
+    def _try_remove(self, attempts: int) -> bool:
+        for _ in range(attempts):
             try:
                 pids = (self.path / "cgroup.procs").read_text().split()
             except OSError:
-                return
+                return True  # gone already
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
                     os.kill(int(pid), signal.SIGKILL)
             try:
                 self.path.rmdir()
-                return
+                return True
             except OSError:
                 time.sleep(0.01)
+        return False
 
 
 def make_pids_cgroup(processes: int | None) -> PidsCgroup | None:
