@@ -290,7 +290,7 @@ def _unbounded_notice(
 ) -> str:
     """Once per session: the process bound is not enforced (root, and no pids cgroup)."""
     if cgroup is not None or settings.processes is None or os.geteuid() != 0:
-        return ""  # a user other than root is bounded by `ulimit -u` (per user namespace)
+        return ""  # a user other than root is bounded by `ulimit -u` (counting the user's)
     return _once(
         notices,
         UNBOUNDED_PROCESSES_NOTICE,
