@@ -36,6 +36,7 @@ from evo_magic.secrets import add_secret, known_secrets, redact
 from evo_magic.strategies import default_pipeline
 from evo_magic.summariser import AgentPrompt, Summariser, Summary
 from evo_magic.tools import Tool, ToolContext, default_tools
+from evo_magic.tools.bash_settings import DEFAULT_ENV_DROP, BashSettings, GiB, MiB, NetworkMode
 from evo_magic.tools.sandbox import DEFAULT_SANDBOX, SandboxMode, check_mode
 from evo_magic.transcript import Transcript
 from evo_magic.usage import Usage
@@ -94,6 +95,9 @@ class Session:
         bash_timeout: seconds before a bash command, and all it started, is killed.
         sandbox: where bash runs when bubblewrap cannot be used: "require" refuses to run it,
             "warn" (default) runs it unsandboxed and says so, "off" never sandboxes.
+        bash_env_keep, bash_env_drop, sandbox_network, sandbox_tmp_size, bash_memory,
+            bash_processes, bash_file_size: what a bash command gets and its bounds (the
+            fields of `BashSettings`, see the README's sandbox section).
         cache: how requests are marked for prompt caching (None: `CacheSettings()`, on with
             the 5-minute TTL; `CacheSettings(enabled=False)` sends no breakpoint).
         prices: the price table calls are costed with: a `PriceTable`, or overrides of the
@@ -116,6 +120,13 @@ class Session:
         tools: list[Tool] | None = None,
         bash_timeout: float = 120.0,
         sandbox: SandboxMode = DEFAULT_SANDBOX,
+        bash_env_keep: Sequence[str] = (),
+        bash_env_drop: Sequence[str] = DEFAULT_ENV_DROP,
+        sandbox_network: NetworkMode = "on",
+        sandbox_tmp_size: int | None = 512 * MiB,
+        bash_memory: int | None = 4 * GiB,
+        bash_processes: int | None = 512,
+        bash_file_size: int | None = 4 * GiB,
         cache: CacheSettings | None = None,
         prices: PriceTable | Overrides | None = None,
     ):
@@ -129,6 +140,17 @@ class Session:
         self.tools = list(tools) if tools is not None else default_tools()
         self.bash_timeout = bash_timeout
         self.sandbox = check_mode(sandbox)
+        self.bash_settings = BashSettings(
+            env_keep=tuple(bash_env_keep),
+            env_drop=tuple(bash_env_drop),
+            network=sandbox_network,
+            tmp_size=sandbox_tmp_size,
+            memory=bash_memory,
+            processes=bash_processes,
+            file_size=bash_file_size,
+        )
+        """What a bash command gets and how far it may go; assign a new `BashSettings` to
+        change it from the next command."""
         self._notices: set[str] = set()  # what tools have said once already (sandbox warnings)
         self._policy = policy or CompactPolicy()
         self._summariser = summariser
@@ -443,6 +465,7 @@ class Session:
             bash_timeout=self.bash_timeout,
             sandbox=self.sandbox,
             read_only=(self.transcript.root,),
+            bash=self.bash_settings,
             notices=self._notices,
         )
 
