@@ -37,6 +37,7 @@ from evo_magic.strategies import default_pipeline
 from evo_magic.summariser import AgentPrompt, Summariser, Summary
 from evo_magic.tools import Tool, ToolContext, default_tools
 from evo_magic.tools.bash_settings import DEFAULT_ENV_DROP, BashSettings, GiB, MiB, NetworkMode
+from evo_magic.tools.files import read_text
 from evo_magic.tools.sandbox import DEFAULT_SANDBOX, SandboxMode, check_mode
 from evo_magic.transcript import Transcript
 from evo_magic.usage import Usage
@@ -175,6 +176,8 @@ class Session:
             policy=self._policy,
             strategies=[check_strategy(s) for s in chosen],
             cache=self.cached_prefix,
+            read_file=lambda path, max_chars: read_text(self.workspace, path, max_chars),
+            model=lambda: self.model.name,
         )
         self._record_start()
 
