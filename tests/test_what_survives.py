@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import offline_responder
-from fake_api import FakeAnthropic, validate_messages
+from fake_api import FakeAnthropic, reply, text, tool_use, validate_messages
 
 from evo_magic.compact.base import Context
 from evo_magic.compact.format import (
@@ -233,9 +233,36 @@ def test_a_session_keeps_prompts_and_files_through_the_real_sdk(workspace: Path)
     history = json.dumps(session.messages)
     for record in reread:
         if record["whole"]:
-            text = (workspace / record["path"]).read_text()
-            assert json.dumps(f"{REREAD_HEADER}{record['path']}\n{text}")[1:-1] in history
+            on_disk = (workspace / record["path"]).read_text()
+            assert json.dumps(f"{REREAD_HEADER}{record['path']}\n{on_disk}")[1:-1] in history
     assert last.details["kept_prompts"] >= 1
     records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
     recorded = [r for r in records if r["kind"] == "compaction" and r["success"]]
     assert recorded[-1]["details"] == last.details
+
+
+def test_a_key_in_a_file_read_again_is_redacted(workspace: Path):
+    """A file put back after the summary is redacted as a tool result is: the key the session
+    knows reaches neither a request nor the transcript."""
+    key = "sk-ant-api03-REREAD-" + "Kp4" * 10
+    (workspace / "settings.env").write_text(f"API_KEY={key}\nMODE=test\n")
+    with FakeAnthropic() as server:
+        server.queue(
+            reply(tool_use("read_file", {"path": "settings.env"}, id="toolu_read")),
+            reply(text("Read it.")),
+            reply(text("SUMMARY")),
+            reply(text("Carrying on.")),
+        )
+        model = AnthropicModel(api_key=key, base_url=server.url, max_retries=0)
+        session = Session(workspace, model=model, strategies=[Summarise(reread_files=1)])
+        session.ask("Read the settings.")
+        done = session.compact()
+        session.ask("Carry on.")
+        server.assert_no_rejections()
+        sent = json.dumps(server.accepted)
+    session.close()
+    assert done.success and done.details["reread_files"][0]["whole"]
+    put_back = json.dumps(session.messages)
+    assert "MODE=test" in put_back and "[redacted]" in put_back
+    assert key not in put_back and key not in sent
+    assert all(key not in p.read_text() for p in session.directory.rglob("*") if p.is_file())
