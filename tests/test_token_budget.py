@@ -12,7 +12,7 @@ import pytest
 from conftest import offline_responder
 from fake_api import FakeAnthropic, validate_messages
 
-from evo_magic import replay
+from evo_magic import load_transcripts, replay
 from evo_magic.compact.base import Context
 from evo_magic.compact.format import REMINDER_PREFIX
 from evo_magic.compact.policy import CompactPolicy
@@ -173,10 +173,15 @@ def test_notes_reach_the_api_once_per_mark_and_replay_counts_them(workspace: Pat
     marks = [[sum(share >= m for m in (25, 50, 75)) for share in fill] for fill in fills]
     assert all(fill == sorted(set(fill)) for fill in marks)
     assert len([fill for fill in marks if fill]) >= 2
+    session.close()
+    t = load_transcripts(session.directory)
     replayed = replay(
-        session.directory,
-        {"none": [MicroCompact(), Summarise()], "budget": strategies},
+        t,
+        {"recorded": "recorded", "none": [MicroCompact(), Summarise()], "budget": strategies},
         policy=CompactPolicy(context_limit=16_000),
     )
     by = replayed.calls.pivot_table(index="call", columns="strategy", values="context_chars")
     assert (by["budget"] >= by["none"]).all() and (by["budget"] > by["none"]).any()
+    # Replayed as it ran, or under the same strategies, every request is the one sent.
+    sent_chars = t.calls.sort_values("call")["context_sent_chars"].tolist()
+    assert by["recorded"].tolist() == by["budget"].tolist() == sent_chars
