@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import offline_responder
 from fake_api import FakeAnthropic, reply, text, tool_use, validate_messages
 
@@ -24,6 +25,7 @@ from evo_magic.events import CompactionFinished
 from evo_magic.models import AnthropicModel
 from evo_magic.session import Session
 from evo_magic.strategies import MicroCompact, Summarise
+from evo_magic.strategies.registry import make_strategy
 from evo_magic.tools.files import read_text
 
 
@@ -266,3 +268,14 @@ def test_a_key_in_a_file_read_again_is_redacted(workspace: Path):
     assert "MODE=test" in put_back and "[redacted]" in put_back
     assert key not in put_back and key not in sent
     assert all(key not in p.read_text() for p in session.directory.rglob("*") if p.is_file())
+
+
+def test_the_options_by_name_and_checked():
+    spec = "summarise(keep_user_tokens=20000, reread_files=5, reread_max_tokens=5000)"
+    made = make_strategy(spec)
+    assert (made.keep_user_tokens, made.reread_files, made.reread_max_tokens) == (20_000, 5, 5_000)
+    assert make_strategy("observation-masking(keep_turns=10, cache_aware=True)").cache_aware
+    assert make_strategy("clear-tool-uses(keep=3, cache_aware=True)").cache_aware
+    for bad in ({"keep_user_tokens": -1}, {"reread_files": 1.5}, {"reread_max_tokens": True}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            Summarise(**bad)
