@@ -12,7 +12,7 @@ import pytest
 from conftest import offline_responder
 from fake_api import FakeAnthropic, validate_messages
 
-from evo_magic import load_transcripts, replay
+from evo_magic import load_transcripts, render, replay
 from evo_magic.compact.base import Context
 from evo_magic.compact.format import REMINDER_PREFIX
 from evo_magic.compact.policy import CompactPolicy
@@ -154,6 +154,7 @@ def test_notes_reach_the_api_once_per_mark_and_replay_counts_them(workspace: Pat
     assert told and all(e.cleared_ids == () and e.cleared_tokens == 0 for e in told)
     texts = [edit.block["text"] for e in told for edit in e.edits]
     assert all(t.startswith(REMINDER_PREFIX) for t in texts)
+    assert render.event_line(told[0]).startswith("token-budget: told the model '[context budget]")
     in_requests = {
         b["text"]
         for body in sent
