@@ -270,6 +270,9 @@ class CompactionFinished(Event):
     summary_cost_usd: float | None = None
     """The summarisation calls of this compaction, priced (None: none made, or one had no
     price); their tokens are `summary_usage`."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """What the strategy reported keeping besides its summary (`Context.details`): e.g. the
+    prompts kept verbatim and the files re-read, with their tokens."""
 
     @property
     def summary_chars(self) -> int:

@@ -64,6 +64,9 @@ def micro_line(event: MicroCompacted) -> str:
             f"micro-compaction: cleared {len(event.cleared_ids)} old tool result(s), freed "
             f"{event.chars_freed:,} chars {sizes}"
         )
+    if event.chars_freed < 0 and not event.cleared_ids:  # a note added for the model
+        said = " ".join(edit.block.get("text", "") for edit in event.edits)
+        return f"{event.strategy}: told the model {short(said, 100)!r} {sizes}"
     if event.strategy == "large-outputs":
         return (
             f"large outputs: {len(event.cleared_ids)} saved to file(s) with a preview in "

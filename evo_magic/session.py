@@ -37,6 +37,7 @@ from evo_magic.strategies import default_pipeline
 from evo_magic.summariser import AgentPrompt, Summariser, Summary
 from evo_magic.tools import Tool, ToolContext, default_tools
 from evo_magic.tools.bash_settings import DEFAULT_ENV_DROP, BashSettings, GiB, MiB, NetworkMode
+from evo_magic.tools.files import read_text
 from evo_magic.tools.sandbox import DEFAULT_SANDBOX, SandboxMode, check_mode
 from evo_magic.transcript import Transcript
 from evo_magic.usage import Usage
@@ -175,6 +176,8 @@ class Session:
             policy=self._policy,
             strategies=[check_strategy(s) for s in chosen],
             cache=self.cached_prefix,
+            read_file=self._read_for_compaction,
+            model=lambda: self.model.name,
         )
         self._record_start()
 
@@ -481,6 +484,12 @@ class Session:
         if cost is None and (note := self.ledger.unpriced_notice(summary.model)):
             self.emit(Notice("unpriced_model", note))
         return replace(summary, text=self.redact(summary.text), cost_usd=cost)
+
+    def _read_for_compaction(self, path: str, max_chars: int) -> str | None:
+        """A workspace file as a compaction puts it back: read as read_file reads it, and
+        redacted as a tool result is."""
+        text = read_text(self.workspace, path, max_chars)
+        return None if text is None else self.redact(text)
 
     def _save_output(self, tool_use_id: str, text: str) -> str:
         path = self.transcript.save_tool_output(tool_use_id, text)

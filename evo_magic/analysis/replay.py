@@ -447,6 +447,7 @@ class _Run:
             policy=recording.policy if self.recorded_mode and recording.policy else settings.policy,
             strategies=own or [],
             cache=self.tracker,
+            model=lambda: self.model or None,
         )
         model = settings.model or _first_model(recording) or ""
         self.model = model

@@ -119,12 +119,22 @@ class Context:
     """Where the prompt cache stands: the tokens and messages the last model call left cached,
     its age, TTL and the model's price. None when no message of the history is cached
     (caching off, a prompt too short to cache, no call yet)."""
+    model: str | None = None
+    """The model the session calls (its window: `evo_magic.models.catalog.context_window`),
+    or None when unknown."""
+    auto_compaction: bool = True
+    """False when no automatic compaction can follow: no over-limit strategy is configured,
+    or automatic compaction is paused."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """What this run reports about what it did besides its result (e.g. the prompts a summary
+    kept, the files it re-read and their tokens): recorded with the compaction."""
     _summarise: Callable[[Sequence[Message], str | None], str] | None = None
     _tool_name: Callable[[str], str | None] = lambda tool_use_id: None
     _tool_results: Callable[[], Sequence[ResultRef]] | None = None
     _history: Sequence[Message] | None = None
     _save_output: Callable[[str, str], str] | None = None
     _message_chars: Callable[[int], int] | None = None
+    _read_file: Callable[[str, int], str | None] | None = None
     summaries: list[str] = field(default_factory=list)
     """Every summary this run asked for, in order."""
 
@@ -141,10 +151,13 @@ class Context:
         pending_request: str | None = None,
         summarise: Callable[[Sequence[Message], str | None], str] | None = None,
         cached_prefix: CachedPrefix | None = None,
+        model: str | None = None,
+        read_file: Callable[[str, int], str | None] | None = None,
     ) -> Context:
         """A context over a plain list of messages: to try a strategy outside a session (in a
         test, a notebook, a replay). `summarise(messages, focus)` stands in for the summariser;
-        `cached_prefix` says what the prompt cache holds (None: nothing)."""
+        `cached_prefix` says what the prompt cache holds (None: nothing); `read_file(path,
+        max_chars)` reads workspace files (see `Context.read_file`; None: none can be read)."""
         names = {
             block.get("id", ""): block.get("name")
             for message in messages
@@ -165,6 +178,8 @@ class Context:
             _tool_results=lambda: scan_tool_results(messages),
             _history=messages,
             cached_prefix=cached_prefix,
+            model=model,
+            _read_file=read_file,
         )
 
     def summarise(self, messages: Sequence[Message], focus: str | None = None) -> str:
@@ -298,6 +313,15 @@ class Context:
         """`messages` with the messages at the given indices replaced: the efficient way for a
         strategy to return a history that differs in a few messages."""
         return Edited(messages, changes)
+
+    def read_file(self, path: str, max_chars: int) -> str | None:
+        """The whole text of the workspace file `path` as it is now, or None when it holds
+        more than `max_chars` characters. Read as the file tools read (confined to the
+        workspace, no link followed, UTF-8 text only); raises saying why when it cannot be
+        read (outside the workspace, missing, binary, or no workspace to read from)."""
+        if self._read_file is None:
+            raise RuntimeError("this context has no workspace to read files from")
+        return self._read_file(path, max_chars)
 
     def save_output(self, tool_use_id: str, text: str) -> str:
         """Save a full tool output to the session's `tool-results/` folder; returns the path to

@@ -72,6 +72,8 @@ class Compactor:
         strategies: Sequence[Strategy],
         state: CompactState | None = None,
         cache: PrefixTracker | None = None,
+        read_file: Callable[[str, int], str | None] | None = None,
+        model: Callable[[], str | None] = lambda: None,
     ):
         self.history = history
         self.cache = cache
@@ -82,6 +84,8 @@ class Compactor:
         self._summarise = summarise
         self._snapshot = snapshot
         self._save_output = save_output
+        self._read_file = read_file
+        self._model = model
         self._strategies: tuple[Strategy, ...] = ()
         self._memos: dict[int, dict[str, Any]] = {}
         self._memo_generation = -1
@@ -350,12 +354,15 @@ class Compactor:
             tokens_per_char=history.tokens_per_char,
             compaction_due=self._compaction_due(size) and not self.state.consecutive_failures,
             cached_prefix=self.cache.prefix() if self.cache is not None else None,
+            model=self._model(),
+            auto_compaction=bool(self._of("over_limit")) and not self.paused,
             _summarise=summarise,
             _tool_name=history.tool_name,
             _tool_results=history.tool_results,
             _history=view,
             _save_output=self._save_output,
             _message_chars=history.message_chars,
+            _read_file=self._read_file,
         )
 
     # -- results in place ----------------------------------------------------------------
@@ -398,7 +405,7 @@ class Compactor:
             after=after,
             strategy=strategy.name,
             edits_json=to_json(edits),
-            cleared_tokens=self.history.tokens_of_chars(freed),
+            cleared_tokens=self.history.tokens_of_chars(max(freed, 0)),
             cache_invalidated_tokens=invalidated,
         )
         self._failures.pop(id(strategy), None)
@@ -466,6 +473,7 @@ class Compactor:
             strategy=strategy.name,
             layer=strategy.when,
             summary_cost_usd=run.cost_usd,
+            details=dict(ctx.details),
         )
         self._emit(event)
         return event
@@ -668,6 +676,11 @@ def _pairs(message: Message) -> list[tuple[str, Any]]:
 def _block_edits(index: int, old: Message, new: Message) -> list[dict[str, Any]]:
     """`{index, block_index, block}` for each block of `new` that differs from `old`'s."""
     old_blocks, new_blocks = content_blocks(old), content_blocks(new)
+    kept = len(old_blocks)
+    if len(new_blocks) > kept and old_blocks == new_blocks[:kept]:
+        # Blocks added after the old ones (a note for the model): only they are new.
+        added = range(kept, len(new_blocks))
+        return [{"index": index, "block_index": j, "block": new_blocks[j]} for j in added]
     if len(old_blocks) != len(new_blocks):
         return [{"index": index, "block_index": j, "block": b} for j, b in enumerate(new_blocks)]
     return [

@@ -26,7 +26,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from evo_magic.compact.format import COMPACTED_HEADER, FILES_HEADER, REQUEST_HEADER
+from evo_magic.compact.format import (
+    COMPACTED_HEADER,
+    FILES_HEADER,
+    REMINDER_PREFIX,
+    REQUEST_HEADER,
+)
 from evo_magic.measure import estimate_tokens, to_json
 from evo_magic.models.base import ModelReply, ModelRequest, TextCallback
 from evo_magic.usage import Usage
@@ -104,12 +109,23 @@ def _task_and_progress(
     task = ""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        texts = [t for t in _texts(message) if t.strip() and not t.startswith("[Your previous")]
+        notes = ("[Your previous", REMINDER_PREFIX)  # the session's notes, not requests
+        texts = [t for t in _texts(message) if t.strip() and not t.startswith(notes)]
         if message["role"] == "user" and texts:
             start, task = index, texts[-1]
             break
     done = 0
-    if task.startswith(COMPACTED_HEADER):
+    if task.startswith(f"{REQUEST_HEADER}\n"):
+        # A compaction that kept more than its summary carries the request on its own after
+        # it: the progress is in the summary before.
+        task = task.removeprefix(f"{REQUEST_HEADER}\n")
+        summary = next(
+            (t for m in messages[start::-1] for t in _texts(m) if t.startswith(COMPACTED_HEADER)),
+            "",
+        )
+        progress = _PROGRESS.search(summary)
+        done = int(progress.group(1)) if progress else 0
+    elif task.startswith(COMPACTED_HEADER):
         progress = _PROGRESS.search(task)
         done = int(progress.group(1)) if progress else 0
         task = task.split(REQUEST_HEADER, 1)[1].strip() if REQUEST_HEADER in task else task

@@ -12,6 +12,7 @@
 | `observation-masking` | `ObservationMasking` | every_call | "The Complexity Trap" (2508.21433) |
 | `sliding-window` | `SlidingWindow` | over_limit | evo-agent article, section 3.1 |
 | `summarise-older` | `SummariseOlder` | over_limit | LangChain SummarizationMiddleware |
+| `token-budget` | `TokenBudget` | every_call | Codex's TokenBudget (a note, not a compaction) |
 
 `default_pipeline(policy)` is the seed's pipeline with the policy's numbers; `registry` finds
 strategies by name, by dotted path, or from other packages' `evo_magic.strategies` entry points.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from evo_magic.compact.base import Context, Edited, Strategy
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.strategies.budget import TokenBudget
 from evo_magic.strategies.clear_tool_uses import ClearToolUses
 from evo_magic.strategies.large_outputs import LargeOutputs
 from evo_magic.strategies.masking import ObservationMasking
@@ -41,6 +43,7 @@ __all__ = [
     "Strategy",
     "Summarise",
     "SummariseOlder",
+    "TokenBudget",
     "default_pipeline",
 ]
 
@@ -54,6 +57,7 @@ BUILTIN: dict[str, type] = {
         ObservationMasking,
         SlidingWindow,
         SummariseOlder,
+        TokenBudget,
     )
 }
 """The built-in strategies by name."""
