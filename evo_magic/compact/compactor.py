@@ -17,10 +17,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from evo_magic.compact.base import Context, Edited, Message, Strategy, check_strategy
+from evo_magic.compact import server
+from evo_magic.compact.base import (
+    Context,
+    Edited,
+    Message,
+    Strategy,
+    check_strategy,
+    server_edit,
+)
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
 from evo_magic.compact.validate import history_problem, message_problem
@@ -72,8 +80,12 @@ class Compactor:
         strategies: Sequence[Strategy],
         state: CompactState | None = None,
         cache: PrefixTracker | None = None,
+        server_summarise: Callable[[Sequence[Message], str | None], dict[str, Any]] | None = None,
     ):
         self.history = history
+        self._server_summarise = server_summarise
+        self.fallback_for: dict[str, str] = {}
+        """Strategy name -> the server strategy it stands in for (after a fallback)."""
         self.cache = cache
         """Where the prompt cache of the history ends (kept current through every edit)."""
         self.policy = policy
@@ -145,6 +157,102 @@ class Compactor:
         if self.over_limit(size):
             # Still too big (a huge request carried verbatim, nothing to cut): wait for growth.
             self.state.retry_after_chars = max(self.state.retry_after_chars, self._retry_at(size))
+
+    # -- server strategies (see evo_magic.compact.server) ---------------------------------
+
+    def server_params(self, model: str) -> server.ServerParams:
+        """What the server strategies add to the next request to `model`; those the capability
+        table says it lacks give way to their fallbacks first (ValueError without one)."""
+        lacking = server.unsupported(self._strategies, model)
+        if lacking:
+            names = ", ".join(s.name for s in lacking)
+            why = f"the model {model} does not offer {names} (the capability table says so)"
+            if not self.fall_back(lacking, why):
+                raise ValueError(f"{why}, and no fallback is configured")
+        return server.request_params(self._strategies)
+
+    def fall_back(self, failing: Sequence[Strategy], why: str) -> bool:
+        """Replace each failing server strategy by its fallback from now on, saying so once;
+        False (nothing changed) when one has no fallback."""
+        chosen = server.replaced_by_fallbacks(self._strategies, failing)
+        if chosen is None:
+            return False
+        for strategy in failing:
+            self.fallback_for[strategy.fallback.name] = strategy.name  # type: ignore[attr-defined]
+        self.strategies = chosen
+        ran = ", ".join(f"{s.fallback.name} for {s.name}" for s in failing)  # type: ignore[attr-defined]
+        self._emit(Notice("server_fallback", f"Falling back to {ran} from now on: {why}."))
+        return True
+
+    def server_compacted(
+        self,
+        before: ContextSize,
+        summary: str | None,
+        usage: Usage,
+        cost: float | None,
+        after_tokens: int | None,
+    ) -> CompactionFinished:
+        """The last reply holds a server's compaction block: the history becomes what the server
+        reads from now on (the reply from that block on, then the pending request verbatim),
+        the original on disk first. A block with null content failed: it stays, as it came."""
+        started = time.perf_counter()
+        name = next((s.name for s in server.server_strategies(self._strategies)), "server-compact")
+        if summary is None:
+            return self._failed(
+                "server", None, before, started, name, "every_call",
+                "the server's summary failed (its compaction block has null content)",
+                _Run(usage, cost, 1), count=False,
+            )  # fmt: skip
+        messages = self.history.messages
+        snapshot = self._snapshot(messages)
+        new = [server.from_compaction(messages[-1])]
+        pending = self.history.pending_request
+        if messages[-1]["content"][-1].get("type") == "compaction" and pending:
+            ctx = Context.for_messages(new, pending_request=pending)
+            new += ctx.pending_request_message()
+        self.history.replace(new)
+        if self.cache is not None:
+            self.cache.replaced()
+        self.state.has_compacted = True
+        self.state.last_summary = summary
+        self.state.compact_count += 1
+        after = self.history.size()
+        if after_tokens:
+            after = replace(after, tokens=after_tokens, exact=True)
+        event = CompactionFinished(
+            trigger="server", focus=None, before=before, after=after, success=True,
+            duration=time.perf_counter() - started, summary=summary, snapshot_path=snapshot,
+            summary_usage=usage, strategy=name, layer="every_call", summary_cost_usd=cost,
+        )  # fmt: skip
+        self._emit(event)
+        return event
+
+    def server_cleared(self, applied: Sequence[dict[str, Any]], sent: ContextSize) -> None:
+        """What the server's clearing edits did to the prompt of the last call, as
+        `MicroCompacted` events (the history itself is unchanged)."""
+        for edit in applied:
+            feature = edit.get("type")
+            name = next(
+                (
+                    s.name
+                    for s in server.server_strategies(self._strategies)
+                    if (e := server_edit(s)) is not None and e.feature == feature
+                ),
+                str(feature),
+            )
+            tokens = int(edit.get("cleared_input_tokens") or 0)
+            after = replace(sent, tokens=max(sent.tokens - tokens, 0))
+            self._emit(
+                MicroCompacted(
+                    cleared_ids=(),
+                    chars_freed=0,
+                    before=sent,
+                    after=after,
+                    strategy=name,
+                    cleared_tokens=tokens,
+                    applied=dict(edit),
+                )  # fmt: skip
+            )
 
     # -- on request ---------------------------------------------------------------------
 
@@ -356,6 +464,7 @@ class Compactor:
             _history=view,
             _save_output=self._save_output,
             _message_chars=history.message_chars,
+            _server_summarise=self._server_summarise,
         )
 
     # -- results in place ----------------------------------------------------------------
@@ -466,6 +575,7 @@ class Compactor:
             strategy=strategy.name,
             layer=strategy.when,
             summary_cost_usd=run.cost_usd,
+            fallback_for=self.fallback_for.get(strategy.name),
         )
         self._emit(event)
         return event
@@ -502,6 +612,7 @@ class Compactor:
             strategy=strategy,
             layer=layer,
             summary_cost_usd=run.cost_usd if run else None,
+            fallback_for=self.fallback_for.get(strategy),
         )
         self._emit(event)
         if count and automatic and state.consecutive_failures == self.policy.max_failures:
