@@ -50,6 +50,8 @@ from evo_magic.usage import Usage
 RETRY_GROWTH = 0.1
 
 Summarise = Callable[[Sequence[Message], str | None], Summary]
+ServerSummarise = Callable[[Sequence[Message], str | None], tuple[dict[str, Any], Summary]]
+"""Asks the API for its own summary: the compaction block, and its text and cost."""
 
 
 class CompactionRefused(Exception):
@@ -80,7 +82,7 @@ class Compactor:
         strategies: Sequence[Strategy],
         state: CompactState | None = None,
         cache: PrefixTracker | None = None,
-        server_summarise: Callable[[Sequence[Message], str | None], dict[str, Any]] | None = None,
+        server_summarise: ServerSummarise | None = None,
     ):
         self.history = history
         self._server_summarise = server_summarise
@@ -218,7 +220,7 @@ class Compactor:
         self.state.compact_count += 1
         after = self.history.size()
         if after_tokens:
-            after = replace(after, tokens=after_tokens, exact=True)
+            after = replace(after, tokens=after_tokens, tokens_exact=True)
         event = CompactionFinished(
             trigger="server", focus=None, before=before, after=after, success=True,
             duration=time.perf_counter() - started, summary=summary, snapshot_path=snapshot,
@@ -446,6 +448,16 @@ class Compactor:
             run.cost_usd = cost if run.summaries == 1 else add_costs(run.cost_usd, cost)
             return summary.text
 
+        def server_summarise(messages: Sequence[Message], focus: str | None) -> dict[str, Any]:
+            if self._server_summarise is None:
+                raise RuntimeError("this session cannot ask the API for a summary")
+            block, summary = self._server_summarise(messages, focus)
+            run.usage = run.usage + summary.usage
+            run.summaries += 1
+            cost = summary.cost_usd
+            run.cost_usd = cost if run.summaries == 1 else add_costs(run.cost_usd, cost)
+            return block
+
         return Context(
             focus=focus,
             trigger=trigger,
@@ -464,7 +476,7 @@ class Compactor:
             _history=view,
             _save_output=self._save_output,
             _message_chars=history.message_chars,
-            _server_summarise=self._server_summarise,
+            _server_summarise=server_summarise,
         )
 
     # -- results in place ----------------------------------------------------------------
@@ -673,6 +685,10 @@ class Preview:
     summaries: tuple[str, ...] = ()
     stand_in: bool = False
     """True when the summaries are stand-ins (no model was called)."""
+    input_tokens: int | None = None
+    """A server strategy's preview: the prompt's tokens with its edits (`count_tokens`)."""
+    original_input_tokens: int | None = None
+    """A server strategy's preview: the prompt's tokens without them, as the API reports."""
 
     @property
     def acts(self) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evo_magic.compact.base import Message, ServerEdit, Strategy, server_edit
+from evo_magic.models.base import ModelReply, ModelRequest
 from evo_magic.models.catalog import (
     CLEAR_THINKING,
     CLEAR_TOOL_USES,
@@ -22,6 +23,9 @@ from evo_magic.models.catalog import (
     SUMMARIZE,
     supports,
 )
+from evo_magic.usage import Usage
+
+SUMMARIZE_BETA = "compact-2026-09-04"
 
 EDIT_ORDER: tuple[str, ...] = (CLEAR_THINKING, CLEAR_TOOL_USES, COMPACT_EDIT)
 FEATURE_WORDS: dict[str, tuple[str, ...]] = {
@@ -117,3 +121,34 @@ def from_compaction(message: Message) -> Message:
     index = compaction_index(content)
     assert index is not None
     return {**message, "content": content[index:]}
+
+
+def summary_request(
+    messages: Sequence[Message], focus: str | None, *, system: str, tools: list[dict[str, Any]],
+    max_tokens: int,
+) -> ModelRequest:  # fmt: skip
+    """The on-demand compaction request: the whole conversation and the `compaction`
+    parameter (the focus as its instructions), nothing that shapes a reply."""
+    compaction: dict[str, Any] = {"type": "summarize"}
+    if focus and focus.strip():
+        compaction["instructions"] = focus
+    return ModelRequest(
+        messages=list(messages), max_tokens=max_tokens, system=system, tools=tools,
+        compaction=compaction, betas=(SUMMARIZE_BETA,),
+    )  # fmt: skip
+
+
+def summary_block(reply: ModelReply) -> tuple[dict[str, Any], Usage]:
+    """The compaction block of an on-demand reply and its tokens (the compaction iteration's,
+    which the top-level usage leaves out); ValueError when there is no usable summary."""
+    index = compaction_index(reply.content)
+    if index is None:
+        raise ValueError(f"the reply holds no compaction block (stop_reason {reply.stop_reason})")
+    block = reply.content[index]
+    usage = sum(
+        (Usage.from_api(i) for i in reply.iterations if i.get("type") == "compaction"),
+        reply.usage,
+    )
+    if not block.get("content"):
+        raise ValueError("the server's summary failed (its compaction block has null content)")
+    return block, usage
