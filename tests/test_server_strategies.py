@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import pandas as pd
 import pytest
 from anthropic.types.beta import BetaMessage, BetaMessageTokensCount
 from fake_api import FakeAnthropic, Reply, reply, text, tool_use
@@ -436,3 +437,30 @@ def test_the_fake_rejects_what_the_api_rejects(params: dict, error: str):
             client.beta.messages.create(
                 model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi"}], **params
             )
+
+
+def test_the_compactions_frame_says_what_ran_and_for_what(workspace: Path):
+    from evo_magic.analysis import load_transcripts
+
+    with FakeAnthropic() as fake:
+        s = session(
+            workspace, fake, [ServerCompact(fallback=Summarise())], model="claude-compatible-1"
+        )
+        fake.queue(reply(text("one")), reply(text("A summary.")))
+        s.ask("First.")
+        s.compact()
+        s.close()
+    with FakeAnthropic() as fake:
+        t = session(workspace, fake, [ServerCompact(trigger_tokens=50_000)])
+        grow(t, fake, 4)
+        t.close()
+        fake.assert_no_rejections()
+    frame = load_transcripts(workspace / ".evo_magic").compactions
+    rows = {
+        (r.strategy, r.ran, None if pd.isna(r.fallback_for) else r.fallback_for, r.trigger)
+        for r in frame.itertuples()
+    }
+    assert rows == {
+        ("server-compact", "summarise", "server-compact", "user"),
+        ("server-compact", "server-compact", None, "server"),
+    }
