@@ -464,3 +464,35 @@ def test_the_compactions_frame_says_what_ran_and_for_what(workspace: Path):
         ("server-compact", "summarise", "server-compact", "user"),
         ("server-compact", "server-compact", None, "server"),
     }
+
+
+def test_the_cell_log_lines_say_what_the_server_did(fake: FakeAnthropic, workspace: Path):
+    from evo_magic.render import compaction_line, micro_line
+
+    s = session(workspace, fake, [ServerCompact(trigger_tokens=50_000)])
+    done = of(CompactionFinished, grow(s, fake, 4))[0]
+    assert compaction_line(done).startswith("compaction (by the API, server-compact): ")
+    cleared = MicroCompacted(
+        cleared_ids=(), chars_freed=0, before=done.before, after=done.after,
+        strategy="server-clear-tool-uses", cleared_tokens=1_200,
+        applied={"type": "clear_tool_uses_20250919", "cleared_tool_uses": 4,
+                 "cleared_input_tokens": 1_200},
+    )  # fmt: skip
+    assert micro_line(cleared) == (
+        "server-clear-tool-uses: the API cleared 4 tool use(s), 1,200 tokens from this call's "
+        "prompt (the history keeps them)"
+    )
+
+
+def test_the_meter_shows_the_servers_compaction(fake: FakeAnthropic, workspace: Path):
+    from evo_magic.notebook.meter import MeterLog
+
+    meter = MeterLog()
+    s = session(workspace, fake, [ServerCompact(trigger_tokens=50_000)])
+    s.subscribe(meter)
+    grow(s, fake, 5)
+    (full,) = [c for c in meter.compactions if not c.micro]
+    assert (full.strategy, full.trigger, full.success) == ("server-compact", "server", True)
+    assert full.summary.startswith("Summary of") and full.cost_usd
+    notes = [note for call in meter.calls for note in call.before_it]
+    assert any(note == "compaction C1 server-compact (server)" for note in notes), notes
