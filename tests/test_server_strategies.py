@@ -15,6 +15,7 @@ import pytest
 from anthropic.types.beta import BetaMessage, BetaMessageTokensCount
 from fake_api import FakeAnthropic, Reply, reply, text, tool_use
 
+from evo_magic.compact.server import named_in
 from evo_magic.cost import DEFAULT_PRICES, call_cost
 from evo_magic.events import (
     AskFinished,
@@ -300,9 +301,8 @@ def test_server_summarise_on_demand_sends_the_compaction_parameter_alone(
 
 def test_a_rejected_feature_falls_back_once_and_every_record_names_what_ran(workspace: Path):
     with FakeAnthropic() as fake:
-        s = session(
-            workspace, fake, [ServerCompact(fallback=Summarise())], model="claude-compatible-1"
-        )
+        strategies = [ServerCompact(fallback=Summarise()), MicroCompact()]
+        s = session(workspace, fake, strategies, model="claude-compatible-1")
         fake.queue(reply(text("one")), reply(text("two")))
         first = s.ask("First.")
         second = s.ask("Second.")
@@ -313,6 +313,7 @@ def test_a_rejected_feature_falls_back_once_and_every_record_names_what_ran(work
         ]
         assert len(notices) == 1 and "summarise for server-compact" in notices[0].message
         assert all("context_management" not in body for body in fake.accepted)
+        assert [x.name for x in s.strategies] == ["summarise", "micro"]
         fake.queue(reply(text("A summary of the two asks.")))
         done = s.compact()
         assert done.success and (done.strategy, done.fallback_for) == (
@@ -320,6 +321,15 @@ def test_a_rejected_feature_falls_back_once_and_every_record_names_what_ran(work
             "server-compact",
         )
         assert done.as_record()["fallback_for"] == "server-compact"
+        # Run by hand, the same strategy is not a fallback.
+        fake.queue(reply(text("Another summary.")))
+        assert s.compact(strategy=Summarise()).fallback_for is None
+
+
+def test_a_rejection_names_only_the_strategies_whose_edits_were_sent():
+    compact, on_demand = ServerCompact(), ServerSummarise()
+    message = "context_management.edits.0: compact_20260112 is not supported on model x"
+    assert named_in(message, [compact, on_demand, MicroCompact()]) == [compact]
 
 
 def test_a_model_the_table_says_lacks_it_falls_back_before_any_request(

@@ -86,8 +86,8 @@ class Compactor:
     ):
         self.history = history
         self._server_summarise = server_summarise
-        self.fallback_for: dict[str, str] = {}
-        """Strategy name -> the server strategy it stands in for (after a fallback)."""
+        self._fallback_for: dict[int, str] = {}
+        """id of a fallback strategy -> the server strategy it stands in for."""
         self.cache = cache
         """Where the prompt cache of the history ends (kept current through every edit)."""
         self.policy = policy
@@ -180,11 +180,19 @@ class Compactor:
         if chosen is None:
             return False
         for strategy in failing:
-            self.fallback_for[strategy.fallback.name] = strategy.name  # type: ignore[attr-defined]
+            self._fallback_for[id(strategy.fallback)] = strategy.name  # type: ignore[attr-defined]
         self.strategies = chosen
         ran = ", ".join(f"{s.fallback.name} for {s.name}" for s in failing)  # type: ignore[attr-defined]
         self._emit(Notice("server_fallback", f"Falling back to {ran} from now on: {why}."))
         return True
+
+    def stands_in_for(self, name: str) -> str | None:
+        """The server strategy that the configured strategy `name` is the fallback of."""
+        return next(
+            (self._fallback_for[id(s)] for s in self._strategies if s.name == name
+             and id(s) in self._fallback_for),
+            None,
+        )  # fmt: skip
 
     def server_compacted(
         self,
@@ -587,7 +595,7 @@ class Compactor:
             strategy=strategy.name,
             layer=strategy.when,
             summary_cost_usd=run.cost_usd,
-            fallback_for=self.fallback_for.get(strategy.name),
+            fallback_for=self._fallback_for.get(id(strategy)),
         )
         self._emit(event)
         return event
@@ -624,7 +632,7 @@ class Compactor:
             strategy=strategy,
             layer=layer,
             summary_cost_usd=run.cost_usd if run else None,
-            fallback_for=self.fallback_for.get(strategy),
+            fallback_for=self.stands_in_for(strategy),
         )
         self._emit(event)
         if count and automatic and state.consecutive_failures == self.policy.max_failures:

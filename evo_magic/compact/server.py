@@ -67,13 +67,15 @@ def server_strategies(strategies: Sequence[Strategy]) -> list[Strategy]:
 
 
 def named_in(message: str, strategies: Sequence[Strategy]) -> list[Strategy]:
-    """The server strategies an API error message names (by edit type, beta or parameter)."""
+    """The server strategies whose edits a request carried and an API error message names (by
+    edit type, beta or parameter)."""
     text = message.lower()
     named = []
     for strategy in server_strategies(strategies):
         edit = server_edit(strategy)
         assert edit is not None
-        if any(word.lower() in text for word in FEATURE_WORDS.get(edit.feature, ())):
+        words = FEATURE_WORDS.get(edit.feature, ())
+        if edit.edit is not None and any(word.lower() in text for word in words):
             named.append(strategy)
     return named
 
