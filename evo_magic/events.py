@@ -259,7 +259,7 @@ class CompactionFinished(Event):
     kind: ClassVar[str] = "compaction"
     trigger: str
     """"auto" (over the limit), "model" (the compact tool), "user" (Session.compact /
-    %compact) or "every_call"."""
+    %compact), "every_call", or "server" (the API compacted: `server-compact`)."""
     focus: str | None
     before: ContextSize
     after: ContextSize

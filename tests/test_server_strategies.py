@@ -506,3 +506,48 @@ def test_the_meter_shows_the_servers_compaction(fake: FakeAnthropic, workspace: 
     assert full.summary.startswith("Summary of") and full.cost_usd
     notes = [note for call in meter.calls for note in call.before_it]
     assert any(note == "compaction C1 server-compact (server)" for note in notes), notes
+
+
+# -- the notebook -------------------------------------------------------------------------------
+
+
+def test_server_strategies_from_config_and_percent_compact_in_a_real_shell(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from conftest import offline_responder
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    from evo_magic.notebook.magics import AgentMagics
+
+    with FakeAnthropic(offline_responder()) as api:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-server-0000")
+        monkeypatch.chdir(workspace)
+        ip = InteractiveShell.instance()
+        ip.run_line_magic("load_ext", "evo_magic")
+        try:
+            ip.run_line_magic("config", "AgentMagics.display_mode = 'plain'")
+            ip.run_line_magic(
+                "config",
+                'AgentMagics.strategies = ["server-clear-tool-uses", '
+                '"server-compact(trigger_tokens=120000)"]',
+            )
+            with capture_output() as captured:
+                ip.run_cell_magic("agent", "", "Survey the project.")
+                ip.run_line_magic("compact", '--strategy server-summarise focus="the open TODOs"')
+            edits = [e["type"] for e in api.accepted[0]["context_management"]["edits"]]
+            assert edits == ["clear_tool_uses_20250919", "compact_20260112"]
+            assert api.accepted[0]["context_management"]["edits"][1]["trigger"]["value"] == 120_000
+            assert api.accepted[-1]["compaction"] == {
+                "type": "summarize",
+                "instructions": "the open TODOs",
+            }
+            assert "compaction (user, server-summarise)" in captured.stdout
+            session = next(m for m in ip.configurables if isinstance(m, AgentMagics))
+            history = session.sessions["default"].history.messages
+            assert history[0]["content"][0]["type"] == "compaction"
+        finally:
+            ip.run_line_magic("unload_ext", "evo_magic")
+            ip.config.pop("AgentMagics", None)
+        api.assert_no_rejections()
