@@ -11,6 +11,7 @@ editing pages:
 - each feature needs its beta header, else the field is unknown (``Extra inputs are not
   permitted``); unknown edit types, repeated ones, ``clear_thinking`` not first, a compaction
   trigger under 50,000 input tokens, ``compaction`` together with ``context_management`` are 400s;
+- a ``compaction`` block in ``messages`` needs a compaction beta;
 - the API drops every message block before the last ``compaction`` block of ``messages``;
   a compaction block's ``signature`` covers its content, ``encrypted_content`` and
   ``tool_changes``: a changed byte is a 400; empty-string content is a 400, null is a no-op;
@@ -91,6 +92,13 @@ def check(body: dict, headers: dict[str, str], *, count_tokens: bool = False) ->
     given = betas(headers)
     if (error := _check_compaction_blocks(body)) is not None:
         return error
+    blocks = _compaction_blocks(body)
+    if blocks and not given & {COMPACT_BETA, SUMMARIZE_BETA}:
+        path = blocks[0][0]
+        return (
+            f"{path}: Input tag 'compaction' found using 'type' requires the anthropic-beta "
+            f"header '{COMPACT_BETA}' or '{SUMMARIZE_BETA}'"
+        )
     if "compaction" in body and not count_tokens:
         if SUMMARIZE_BETA not in given:
             return "compaction: Extra inputs are not permitted"

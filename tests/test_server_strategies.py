@@ -551,3 +551,15 @@ def test_server_strategies_from_config_and_percent_compact_in_a_real_shell(
             ip.run_line_magic("unload_ext", "evo_magic")
             ip.config.pop("AgentMagics", None)
         api.assert_no_rejections()
+
+
+def test_compaction_blocks_go_back_with_their_beta_after_the_strategies_change(
+    fake: FakeAnthropic, workspace: Path
+):
+    s = session(workspace, fake, [ServerCompact(trigger_tokens=50_000)])
+    grow(s, fake, 4)
+    s.strategies = [MicroCompact()]
+    fake.queue(reply(text("still fine")))
+    assert s.ask("Go on.").text == "still fine"
+    assert "context_management" not in fake.accepted[-1]
+    assert betas_of(fake.headers[-1]) == {"compact-2026-01-12"}

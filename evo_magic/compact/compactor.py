@@ -86,6 +86,8 @@ class Compactor:
     ):
         self.history = history
         self._server_summarise = server_summarise
+        self._block_betas: set[str] = set()
+        """Betas of the compaction blocks the server made in this session."""
         self._fallback_for: dict[int, str] = {}
         """id of a fallback strategy -> the server strategy it stands in for."""
         self.cache = cache
@@ -171,7 +173,12 @@ class Compactor:
             why = f"the model {model} does not offer {names} (the capability table says so)"
             if not self.fall_back(lacking, why):
                 raise ValueError(f"{why}, and no fallback is configured")
-        return server.request_params(self._strategies)
+        params = server.request_params(self._strategies)
+        if self._block_betas and server.holds_compaction(self.history.view()):
+            # A compaction block goes back with the beta that made it, whatever runs now.
+            betas = tuple(dict.fromkeys([*params.betas, *sorted(self._block_betas)]))
+            params = replace(params, betas=betas)
+        return params
 
     def fall_back(self, failing: Sequence[Strategy], why: str) -> bool:
         """Replace each failing server strategy by its fallback from now on, saying so once;
@@ -206,6 +213,7 @@ class Compactor:
         reads from now on (the reply from that block on, then the pending request verbatim),
         the original on disk first. A block with null content failed: it stays, as it came."""
         started = time.perf_counter()
+        self._block_betas.add(server.COMPACT_BETA)
         name = next((s.name for s in server.server_strategies(self._strategies)), "server-compact")
         if summary is None:
             return self._failed(
@@ -460,6 +468,7 @@ class Compactor:
             if self._server_summarise is None:
                 raise RuntimeError("this session cannot ask the API for a summary")
             block, summary = self._server_summarise(messages, focus)
+            self._block_betas.add(server.SUMMARIZE_BETA)
             run.usage = run.usage + summary.usage
             run.summaries += 1
             cost = summary.cost_usd

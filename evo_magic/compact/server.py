@@ -26,6 +26,7 @@ from evo_magic.models.catalog import (
 from evo_magic.usage import Usage
 
 SUMMARIZE_BETA = "compact-2026-09-04"
+COMPACT_BETA = "compact-2026-01-12"
 
 EDIT_ORDER: tuple[str, ...] = (CLEAR_THINKING, CLEAR_TOOL_USES, COMPACT_EDIT)
 FEATURE_WORDS: dict[str, tuple[str, ...]] = {
@@ -105,6 +106,16 @@ def replaced_by_fallbacks(
         else:
             chosen.append(strategy)
     return chosen
+
+
+def holds_compaction(messages: Sequence[Message]) -> bool:
+    """True when an assistant message of `messages` holds a compaction block."""
+    return any(
+        isinstance(block, dict) and block.get("type") == "compaction"
+        for message in messages
+        if message.get("role") == "assistant" and isinstance(message.get("content"), list)
+        for block in message["content"]
+    )
 
 
 def compaction_index(content: Sequence[dict[str, Any]]) -> int | None:

@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from evo_magic.compact.base import Context, Message, ServerEdit, Strategy, server_edit
-from evo_magic.compact.server import SUMMARIZE_BETA
+from evo_magic.compact.server import COMPACT_BETA, SUMMARIZE_BETA
 from evo_magic.models.catalog import CLEAR_THINKING, CLEAR_TOOL_USES, COMPACT_EDIT, SUMMARIZE
 
-COMPACT_BETA = "compact-2026-01-12"
 CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
 MIN_COMPACT_TRIGGER = 50_000
 """The API's lowest compaction trigger (input tokens), from the compaction docs."""
