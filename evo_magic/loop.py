@@ -296,7 +296,7 @@ def _server_results(parts: LoopParts, reply: ModelReply, sent: ContextSize) -> N
     if reply.applied_edits:
         parts.compactor.server_cleared(reply.applied_edits, sent)
     index = compaction_index(reply.content)
-    last = parts.history.messages[-1] if len(parts.history) else None
+    last = parts.history.view()[-1] if len(parts.history) else None
     if index is None or last is None or compaction_index(last.get("content") or []) is None:
         return
     compactions = [i for i in reply.iterations if i.get("type") == "compaction"]
