@@ -120,6 +120,8 @@ def test_registered_names_and_specs_make_the_strategies():
     assert isinstance(make_strategy("server-summarise"), ServerSummarise)
     with pytest.raises(ValueError, match="50,000"):
         ServerCompact(trigger_tokens=10_000)  # under the API's minimum: refused here already
+    with pytest.raises(ValueError, match="keep_turns"):
+        ServerClearThinking(keep_turns=0)  # the API keeps at least one turn's thinking
 
 
 # -- automatic compaction ---------------------------------------------------------------------

@@ -142,7 +142,7 @@ class ServerClearThinking:
     when = "every_call"
 
     def __post_init__(self) -> None:
-        _whole("keep_turns", self.keep_turns, 0)
+        _whole("keep_turns", self.keep_turns, 1)
         self.fallback = _fallback(self.fallback)
 
     def server_edit(self) -> ServerEdit:
