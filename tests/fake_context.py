@@ -106,6 +106,8 @@ def check(body: dict, headers: dict[str, str], *, count_tokens: bool = False) ->
             return "compaction: cannot be combined with context_management"
         if (error := _check_compaction_param(body["compaction"])) is not None:
             return error
+        if not _offers_compaction(body.get("model", "")):
+            return f"compaction: summarize is not supported on model {body.get('model')}"
     if "context_management" not in body:
         return None
     config = body["context_management"]

@@ -328,6 +328,29 @@ def test_a_rejected_feature_falls_back_once_and_every_record_names_what_ran(work
         assert s.compact(strategy=Summarise()).fallback_for is None
 
 
+def test_a_refused_on_demand_summary_falls_back_and_says_so(workspace: Path):
+    with FakeAnthropic() as fake:
+        strategies = [ServerSummarise(fallback=Summarise()), MicroCompact()]
+        s = session(workspace, fake, strategies, model="claude-compatible-1")
+        events: list[Any] = []
+        s.subscribe(events.append)
+        grow(s, fake, 1)
+        fake.queue(reply(text("A client summary.")))
+        done = s.compact(focus="the open TODOs")
+        assert done.success and (done.strategy, done.fallback_for) == (
+            "summarise",
+            "server-summarise",
+        )
+        assert done.summary == "A client summary."
+        assert len(fake.rejections) == 1 and "summarize" in fake.rejections[0][1]
+        failed = [e for e in of(CompactionFinished, events) if not e.success]
+        assert [e.strategy for e in failed] == ["server-summarise"]
+        assert [n.code for n in of(Notice, events) if n.code != "unpriced_model"] == [
+            "server_fallback"
+        ]
+        assert [x.name for x in s.strategies] == ["summarise", "micro"]
+
+
 def test_a_rejection_names_only_the_strategies_whose_edits_were_sent():
     compact, on_demand = ServerCompact(), ServerSummarise()
     message = "context_management.edits.0: compact_20260112 is not supported on model x"

@@ -193,6 +193,18 @@ class Compactor:
         self._emit(Notice("server_fallback", f"Falling back to {ran} from now on: {why}."))
         return True
 
+    def _rejected_for(self, strategy: Strategy, outcome: object) -> Strategy | None:
+        """When the API refused an on-demand server strategy's feature (a failure naming it)
+        and it has a fallback: the fallback, which takes over from now on; else None."""
+        edit = server_edit(strategy)
+        fallback = getattr(strategy, "fallback", None)
+        if edit is None or fallback is None or not isinstance(outcome, CompactionFinished):
+            return None
+        if outcome.success or not server.names_feature(outcome.error or "", edit.feature):
+            return None
+        self.fall_back([strategy], f"the API rejected {strategy.name}: {outcome.error}")
+        return fallback
+
     def stands_in_for(self, name: str) -> str | None:
         """The server strategy that the configured strategy `name` is the fallback of."""
         return next(
@@ -294,6 +306,9 @@ class Compactor:
         event: CompactionFinished | None = None
         for candidate in candidates:
             outcome = self._run(candidate, trigger, focus)
+            fallback = self._rejected_for(candidate, outcome)
+            if fallback is not None:
+                outcome = self._run(fallback, trigger, focus)
             if isinstance(outcome, CompactionFinished):
                 event = outcome
                 if outcome.success:

@@ -67,16 +67,20 @@ def server_strategies(strategies: Sequence[Strategy]) -> list[Strategy]:
     return [s for s in strategies if server_edit(s) is not None]
 
 
+def names_feature(message: str, feature: str) -> bool:
+    """True when an API error message names `feature` (its edit type, beta or parameter)."""
+    text = message.lower()
+    return any(word.lower() in text for word in FEATURE_WORDS.get(feature, ()))
+
+
 def named_in(message: str, strategies: Sequence[Strategy]) -> list[Strategy]:
     """The server strategies whose edits a request carried and an API error message names (by
     edit type, beta or parameter)."""
-    text = message.lower()
     named = []
     for strategy in server_strategies(strategies):
         edit = server_edit(strategy)
         assert edit is not None
-        words = FEATURE_WORDS.get(edit.feature, ())
-        if edit.edit is not None and any(word.lower() in text for word in words):
+        if edit.edit is not None and names_feature(message, edit.feature):
             named.append(strategy)
     return named
 
