@@ -1308,6 +1308,9 @@ class FakeAnthropic:
         self.rejections: list[tuple[dict, str]] = []
         self.headers: list[dict[str, str]] = []
         self.count_tokens_requests: list[dict] = []
+        self.tool_changes: list[dict] = []
+        """The `tool_changes` of the compaction blocks the fake makes (as a server reports
+        them when the compacted range added or withdrew tools)."""
         self.fail_next_summary = False
         """True: the next compaction the fake makes fails (its block has null content)."""
         self.event_delay = 0.0
@@ -1443,7 +1446,9 @@ class FakeAnthropic:
         self._record(self.accepted, body)
         with self._lock:
             fail, self.fail_next_summary = self.fail_next_summary, False
-        plan = fake_context.plan(body, estimate_input_tokens, fail_summary=fail)
+        plan = fake_context.plan(
+            body, estimate_input_tokens, fail_summary=fail, tool_changes=self.tool_changes
+        )
         if plan.alone:  # nothing is sampled: the compaction block alone
             zero = {"input_tokens": 0, "output_tokens": 0}
             item: Item = Reply([], "compaction", usage=zero)

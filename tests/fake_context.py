@@ -287,7 +287,14 @@ class Plan:
     """True when the request had `context_management` (the reply reports it)."""
 
 
-def plan(body: dict, estimate: Any, *, fail_summary: bool = False, counting: bool = False) -> Plan:
+def plan(
+    body: dict,
+    estimate: Any,
+    *,
+    fail_summary: bool = False,
+    counting: bool = False,
+    tool_changes: list | None = None,
+) -> Plan:
     """Apply the request's context management as the API does; `estimate(body)` counts a
     prompt's input tokens. `counting`: for count_tokens (the clearing edits only)."""
     effective = _after_last_compaction(body)
@@ -295,7 +302,7 @@ def plan(body: dict, estimate: Any, *, fail_summary: bool = False, counting: boo
     result = Plan(effective, original, managed="context_management" in body)
     if "compaction" in body and not counting:
         instructions = (body["compaction"].get("instructions") or "").strip()
-        _compact(result, instructions, "summarize", estimate, fail_summary)
+        _compact(result, instructions, "summarize", estimate, fail_summary, tool_changes)
         result.alone = True
         return result
     for edit in (body.get("context_management") or {}).get("edits", []):
@@ -308,7 +315,7 @@ def plan(body: dict, estimate: Any, *, fail_summary: bool = False, counting: boo
             trigger = (edit.get("trigger") or {}).get("value", DEFAULT_COMPACT_TRIGGER)
             if estimate(result.body) >= trigger:
                 instructions = (edit.get("instructions") or "").strip()
-                _compact(result, instructions, "edit", estimate, fail_summary)
+                _compact(result, instructions, "edit", estimate, fail_summary, tool_changes)
                 result.alone = bool(edit.get("pause_after_compaction"))
     return result
 
@@ -416,7 +423,14 @@ def summary_of(body: dict, instructions: str) -> str:
     return f"{summary}\nInstructions followed: {instructions}" if instructions else summary
 
 
-def _compact(result: Plan, instructions: str, origin: str, estimate: Any, fail: bool) -> None:
+def _compact(
+    result: Plan,
+    instructions: str,
+    origin: str,
+    estimate: Any,
+    fail: bool,
+    tool_changes: list | None,
+) -> None:
     tokens = estimate(result.body)
     digest = hashlib.sha256(json.dumps(result.body["messages"]).encode()).hexdigest()[:16]
     opaque = json.dumps({"origin": origin, "digest": digest, "messages": len(result.body)})
@@ -424,7 +438,7 @@ def _compact(result: Plan, instructions: str, origin: str, estimate: Any, fail: 
         "type": "compaction",
         "content": None if fail else summary_of(result.body, instructions),
         "encrypted_content": base64.b64encode(opaque.encode()).decode(),
-        "tool_changes": [],
+        "tool_changes": list(tool_changes or []),
     }
     block["signature"] = sign(block)
     result.compaction = block

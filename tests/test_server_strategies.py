@@ -130,6 +130,8 @@ def test_registered_names_and_specs_make_the_strategies():
 def test_a_server_compaction_replaces_the_history_and_its_block_comes_back_byte_for_byte(
     fake: FakeAnthropic, workspace: Path
 ):
+    fake.tool_changes = [{"type": "tool_removal", "tool": {"type": "tool_reference",
+                                                           "name": "edit_file"}}]  # fmt: skip
     s = session(workspace, fake, [ServerCompact(trigger_tokens=50_000)])
     events = grow(s, fake, 4)  # the fourth call passes 50k tokens
     answer = next(r for r in fake.requests[::-1] if r is not None)
@@ -149,6 +151,7 @@ def test_a_server_compaction_replaces_the_history_and_its_block_comes_back_byte_
     s.ask("And now?")
     sent = fake.accepted[-1]["messages"][0]["content"][0]
     assert json.dumps(sent, sort_keys=True) == json.dumps(block, sort_keys=True)
+    assert sent["tool_changes"] == fake.tool_changes  # as the server sent them, nothing added
 
 
 def test_the_fake_refuses_a_compaction_block_changed_by_one_byte(fake: FakeAnthropic):

@@ -195,9 +195,10 @@ def _block_param(block: Any) -> dict[str, Any]:
     if block.type == "compaction":
         # Sent back byte for byte: a null summary stays null (a failed compaction).
         kept = {"type": "compaction", "content": block.content}
+        sent = block.model_dump(mode="json", exclude_unset=True)  # only what the API sent
         for name in ("encrypted_content", "signature", "tool_changes"):
-            if getattr(block, name, None) is not None:
-                kept[name] = block.model_dump(mode="json")[name]
+            if sent.get(name) is not None:
+                kept[name] = sent[name]
         return kept
     return block.model_dump(exclude_none=True)
 
