@@ -358,6 +358,15 @@ def test_a_rejection_names_only_the_strategies_whose_edits_were_sent():
     compact, on_demand = ServerCompact(), ServerSummarise()
     message = "context_management.edits.0: compact_20260112 is not supported on model x"
     assert named_in(message, [compact, on_demand, MicroCompact()]) == [compact]
+    clear = ServerClearToolUses()
+    both = [compact, clear]
+    assert named_in("context_management.edits.1: clear_tool_uses_20250919: bad keep", both) == [
+        clear
+    ]
+    assert named_in("context_management: Extra inputs are not permitted", both) == both
+    # A malformed block is not a missing feature: no fallback hides it.
+    tampered = "messages.0.content.0: the compaction block's signature does not match"
+    assert named_in(tampered, both) == []
 
 
 def test_a_model_the_table_says_lacks_it_falls_back_before_any_request(

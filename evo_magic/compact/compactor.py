@@ -200,7 +200,7 @@ class Compactor:
         fallback = getattr(strategy, "fallback", None)
         if edit is None or fallback is None or not isinstance(outcome, CompactionFinished):
             return None
-        if outcome.success or not server.names_feature(outcome.error or "", edit.feature):
+        if outcome.success or not server.names_feature(outcome.error or "", edit):
             return None
         self.fall_back([strategy], f"the API rejected {strategy.name}: {outcome.error}")
         return fallback

@@ -20,7 +20,6 @@ from evo_magic.models.catalog import (
     CLEAR_THINKING,
     CLEAR_TOOL_USES,
     COMPACT_EDIT,
-    SUMMARIZE,
     supports,
 )
 from evo_magic.usage import Usage
@@ -29,13 +28,6 @@ SUMMARIZE_BETA = "compact-2026-09-04"
 COMPACT_BETA = "compact-2026-01-12"
 
 EDIT_ORDER: tuple[str, ...] = (CLEAR_THINKING, CLEAR_TOOL_USES, COMPACT_EDIT)
-FEATURE_WORDS: dict[str, tuple[str, ...]] = {
-    COMPACT_EDIT: (COMPACT_EDIT, "compact-2026-01-12", "compaction", "context_management"),
-    SUMMARIZE: ("compact-2026-09-04", "compaction"),
-    CLEAR_TOOL_USES: (CLEAR_TOOL_USES, "context-management-2025-06-27", "context_management"),
-    CLEAR_THINKING: (CLEAR_THINKING, "context-management-2025-06-27", "context_management"),
-}
-"""Words in an API error that name a feature (its edit type, its beta, its parameter)."""
 
 
 @dataclass(frozen=True)
@@ -67,22 +59,27 @@ def server_strategies(strategies: Sequence[Strategy]) -> list[Strategy]:
     return [s for s in strategies if server_edit(s) is not None]
 
 
-def names_feature(message: str, feature: str) -> bool:
-    """True when an API error message names `feature` (its edit type, beta or parameter)."""
+def names_feature(message: str, edit: ServerEdit) -> bool:
+    """True when an API error message names the feature of `edit`: its type or its beta."""
     text = message.lower()
-    return any(word.lower() in text for word in FEATURE_WORDS.get(feature, ()))
+    return edit.feature.lower() in text or edit.beta.lower() in text
 
 
 def named_in(message: str, strategies: Sequence[Strategy]) -> list[Strategy]:
-    """The server strategies whose edits a request carried and an API error message names (by
-    edit type, beta or parameter)."""
-    named = []
-    for strategy in server_strategies(strategies):
-        edit = server_edit(strategy)
-        assert edit is not None
-        if edit.edit is not None and names_feature(message, edit.feature):
-            named.append(strategy)
-    return named
+    """The server strategies whose edits a request carried and an API error message names:
+    by edit type or beta; when it names none of them but `context_management` itself (a
+    server without the parameter), all of them."""
+    sent = [s for s in server_strategies(strategies) if _edit_of(s).edit is not None]
+    named = [s for s in sent if names_feature(message, _edit_of(s))]
+    if named:
+        return named
+    return sent if "context_management" in message.lower() else []
+
+
+def _edit_of(strategy: Strategy) -> ServerEdit:
+    edit = server_edit(strategy)
+    assert edit is not None
+    return edit
 
 
 def unsupported(strategies: Sequence[Strategy], model: str) -> list[Strategy]:
