@@ -572,7 +572,12 @@ def test_server_strategies_from_config_and_percent_compact_in_a_real_shell(
             )
             with capture_output() as captured:
                 ip.run_cell_magic("agent", "", "Survey the project.")
+                preview = ip.run_line_magic(
+                    "compact", "--preview --strategy server-clear-tool-uses(trigger_tokens=1)"
+                )
                 ip.run_line_magic("compact", '--strategy server-summarise focus="the open TODOs"')
+            assert preview.original_input_tokens >= preview.input_tokens > 0
+            assert "context_management" in api.count_tokens_requests[-1]
             edits = [e["type"] for e in api.accepted[0]["context_management"]["edits"]]
             assert edits == ["clear_tool_uses_20250919", "compact_20260112"]
             assert api.accepted[0]["context_management"]["edits"][1]["trigger"]["value"] == 120_000
