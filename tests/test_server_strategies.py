@@ -134,8 +134,6 @@ def test_a_server_compaction_replaces_the_history_and_its_block_comes_back_byte_
                                                            "name": "edit_file"}}]  # fmt: skip
     s = session(workspace, fake, [ServerCompact(trigger_tokens=50_000)])
     events = grow(s, fake, 4)  # the fourth call passes 50k tokens
-    answer = next(r for r in fake.requests[::-1] if r is not None)
-    assert answer  # the fake answered every call
     compactions = of(CompactionFinished, events)
     assert len(compactions) == 1
     done = compactions[0]
@@ -213,8 +211,6 @@ def test_the_compaction_iteration_is_priced_as_the_calls_summary_cost(
     grow(s, fake, 3)
     fake.queue(reply(text("compacted")))
     result = s.ask(f"Part 3: {CHUNK}")
-    usage = json.loads(json.dumps(fake.accepted[-1]))  # what was sent
-    assert usage
     finished = of(AskFinished, result.events)[0]
     compaction = of(CompactionFinished, result.events)[0]
     responded = of(ModelResponded, result.events)[0]
