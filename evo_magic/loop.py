@@ -264,7 +264,8 @@ def _with_server_params(parts: LoopParts, request: ModelRequest) -> ModelRequest
     """The request with the server strategies' edits and betas (those the model lacks have
     given way to their fallbacks)."""
     try:
-        params = parts.compactor.server_params(parts.model.name)
+        offline = bool(getattr(parts.model, "offline", False))
+        params = parts.compactor.server_params(parts.model.name, offline=offline)
     except ValueError as exc:
         raise ModelError(str(exc)) from exc
     return replace(request, context_management=params.context_management, betas=params.betas)

@@ -378,6 +378,16 @@ def test_a_model_the_table_says_lacks_it_falls_back_before_any_request(
     assert "context_management" not in fake.accepted[-1]
 
 
+def test_the_offline_model_has_no_server_so_the_fallback_runs(workspace: Path):
+    s = Session(workspace, model="offline", strategies=[ServerCompact(fallback="summarise")])
+    result = s.ask("Survey the project.")
+    notices = [n.message for n in of(Notice, result.events) if n.code == "server_fallback"]
+    assert len(notices) == 1 and "offline model has no server" in notices[0]
+    assert [x.name for x in s.strategies] == ["summarise"]
+    with pytest.raises(ModelError, match="no fallback"):
+        Session(workspace, model="offline", strategies=[ServerCompact()]).ask("Survey it.")
+
+
 def test_without_a_fallback_the_error_is_clear_and_the_history_valid(workspace: Path):
     with FakeAnthropic() as fake:
         s = session(workspace, fake, [ServerCompact()], model="claude-compatible-1")

@@ -164,13 +164,19 @@ class Compactor:
 
     # -- server strategies (see evo_magic.compact.server) ---------------------------------
 
-    def server_params(self, model: str) -> server.ServerParams:
+    def server_params(self, model: str, *, offline: bool = False) -> server.ServerParams:
         """What the server strategies add to the next request to `model`; those the capability
-        table says it lacks give way to their fallbacks first (ValueError without one)."""
-        lacking = server.unsupported(self._strategies, model)
+        table says it lacks (all of them for an `offline` stand-in, which has no server) give
+        way to their fallbacks first (ValueError without one)."""
+        if offline:
+            lacking = server.server_strategies(self._strategies)
+            source = "the offline model has no server"
+        else:
+            lacking = server.unsupported(self._strategies, model)
+            source = "the capability table says so"
         if lacking:
             names = ", ".join(s.name for s in lacking)
-            why = f"the model {model} does not offer {names} (the capability table says so)"
+            why = f"the model {model} does not offer {names} ({source})"
             if not self.fall_back(lacking, why):
                 raise ValueError(f"{why}, and no fallback is configured")
         params = server.request_params(self._strategies)
