@@ -47,8 +47,12 @@ def compaction_line(event: CompactionFinished) -> str:
     layer = {"auto": "auto", "model": "model's compact tool", "user": "user"}.get(
         event.trigger, event.trigger
     )
-    if event.strategy != "summarise":
+    if event.trigger == "server":
+        layer = "by the API"
+    if event.strategy != "summarise" or event.fallback_for:
         layer += f", {event.strategy}"
+    if event.fallback_for:
+        layer += f" as the fallback for {event.fallback_for}"
     focus = f" focus={short(event.focus, 50)!r}" if event.focus else ""
     if not event.success:
         return f"compaction ({layer}){focus} FAILED, history kept: {event.error}"
@@ -59,6 +63,15 @@ def micro_line(event: MicroCompacted) -> str:
     sizes = f"({event.before.chars:,} -> {event.after.chars:,})"
     if event.cache_invalidated_tokens:
         sizes += f", {event.cache_invalidated_tokens:,} cached tokens invalidated"
+    if event.applied is not None:  # a server strategy: the API edited the prompt, not the history
+        what = event.applied.get("cleared_tool_uses")
+        unit = "tool use(s)"
+        if what is None:
+            what, unit = event.applied.get("cleared_thinking_turns", 0), "thinking turn(s)"
+        return (
+            f"{event.strategy}: the API cleared {what} {unit}, {event.cleared_tokens:,} tokens "
+            "from this call's prompt (the history keeps them)"
+        )
     if event.strategy == "micro":
         return (
             f"micro-compaction: cleared {len(event.cleared_ids)} old tool result(s), freed "

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evo_magic.compact.base import Strategy, check_strategy, describe
+from evo_magic.compact import server
+from evo_magic.compact.base import Strategy, check_strategy, describe, server_edit
 from evo_magic.compact.compactor import Compactor, Preview
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
@@ -30,7 +31,7 @@ from evo_magic.events import (
 from evo_magic.history import History
 from evo_magic.loop import LoopParts, Totals, answer_left_over, run_ask
 from evo_magic.measure import to_json
-from evo_magic.models import Model, resolve_model
+from evo_magic.models import Model, ModelRequest, resolve_model
 from evo_magic.prompt_cache import CacheSettings, PrefixTracker
 from evo_magic.secrets import add_secret, known_secrets, redact
 from evo_magic.strategies import default_pipeline
@@ -178,6 +179,7 @@ class Session:
             cache=self.cached_prefix,
             read_file=self._read_for_compaction,
             model=lambda: self.model.name,
+            server_summarise=self._server_summarise,
         )
         self._record_start()
 
@@ -419,6 +421,8 @@ class Session:
         """What `compact(focus, strategy)` would do now, without doing it: which messages and
         tool results it would replace, the size before and after. No model call unless
         `summarise` (a summary is otherwise a stand-in of the right kind)."""
+        if strategy is not None and server_edit(strategy) is not None:
+            return self._server_preview(strategy)
         return self.compactor.preview(strategy, focus or None, summarise=summarise)
 
     def reset(self) -> None:
@@ -490,6 +494,42 @@ class Session:
         redacted as a tool result is."""
         text = read_text(self.workspace, path, max_chars)
         return None if text is None else self.redact(text)
+
+    def _server_summarise(
+        self, messages: Sequence[dict[str, Any]], focus: str | None
+    ) -> tuple[dict[str, Any], Summary]:
+        tools = [tool.definition() for tool in self.tools]
+        request = server.summary_request(
+            messages, focus, system=self.system, tools=tools, max_tokens=self.max_tokens
+        )
+        reply = self.model.respond(request)
+        block, usage = server.summary_block(reply)
+        cost = self.ledger.charge(usage, reply.model, summary=True)
+        return block, Summary(block["content"], usage, reply.model, cost)
+
+    def _server_preview(self, strategy: Strategy) -> Preview:
+        """What a server strategy's edits would take out of the prompt now: `count_tokens`
+        with them (free) against the count without them."""
+        view = list(self.history.view())
+        before = self.history.size()
+        params = server.request_params([strategy])
+        tools = [tool.definition() for tool in self.tools]
+        request = ModelRequest(
+            messages=view, max_tokens=self.max_tokens, system=self.system, tools=tools,
+            context_management=params.context_management, betas=params.betas,
+        )  # fmt: skip
+        count = getattr(self.model, "count_tokens", None)
+        if count is None or not view or params.context_management is None:
+            why = "no edit to count" if params.context_management is None else "nothing to count"
+            if count is None:
+                why = f"the model {self.model.name!r} cannot count tokens"
+            return Preview(strategy.name, strategy.when, before, before, view, why, original=view)
+        edited, original = count(request)
+        after = replace(before, tokens=edited, tokens_exact=True)
+        return Preview(
+            strategy.name, strategy.when, before, after, view, None, original=view,
+            input_tokens=edited, original_input_tokens=original,
+        )  # fmt: skip
 
     def _save_output(self, tool_use_id: str, text: str) -> str:
         path = self.transcript.save_tool_output(tool_use_id, text)

@@ -22,6 +22,10 @@ new list (reusing the unchanged dicts) or None. The session checks every result 
 API accepts, the pending request carried, smaller than before when it replaces the history),
 puts the original on disk first, and turns any failure into a failed compaction that leaves
 the history byte-identical.
+
+A server strategy (the API's own compaction and context editing) edits no history: it also
+has `server_edit()`, returning a `ServerEdit` the loop adds to every request while it is
+configured (see `evo_magic.compact.server`); its `compact` does nothing before a call.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
-from evo_magic.compact.format import compacted_message
+from evo_magic.compact.format import REQUEST_HEADER, compacted_message
 from evo_magic.measure import ContextSize, measure, message_chars, to_json
 from evo_magic.prompt_cache import CachedPrefix, clearing_saving
 
@@ -135,6 +139,7 @@ class Context:
     _save_output: Callable[[str, str], str] | None = None
     _message_chars: Callable[[int], int] | None = None
     _read_file: Callable[[str, int], str | None] | None = None
+    _server_summarise: Callable[[Sequence[Message], str | None], dict[str, Any]] | None = None
     summaries: list[str] = field(default_factory=list)
     """Every summary this run asked for, in order."""
 
@@ -190,6 +195,25 @@ class Context:
         summary = self._summarise(list(messages), focus)
         self.summaries.append(summary)
         return summary
+
+    def server_summarise(self, messages: Sequence[Message], focus: str | None = None) -> dict:
+        """The API's own summary of `messages` (the whole history): its `compaction` block, to
+        be kept byte for byte. `focus` becomes the summary's instructions. Raises when there
+        is no usable block (an error, a null summary, or no model that offers it)."""
+        if self._server_summarise is None:
+            raise RuntimeError("this context cannot ask the API for a summary")
+        block = self._server_summarise(list(messages), focus)
+        self.summaries.append(block.get("content") or "")
+        return block
+
+    def pending_request_message(self) -> list[Message]:
+        """The user's unanswered request, verbatim, as the one user message that follows a
+        server's compaction block ([] when nothing is pending)."""
+        request = self.pending_request
+        if not request or not request.strip():
+            return []
+        text = f"{REQUEST_HEADER}\n{request}"
+        return [{"role": "user", "content": [{"type": "text", "text": text}]}]
 
     def compacted_message(self, summary: str) -> Message:
         """The seed's compacted message: a header, the summary, the focus, the recent files,
@@ -351,6 +375,23 @@ def _has_text(message: Mapping[str, Any]) -> bool:
     if isinstance(content, str):
         return bool(content.strip())
     return any(isinstance(b, dict) and b.get("type") == "text" for b in content or [])
+
+
+@dataclass(frozen=True)
+class ServerEdit:
+    """What a server strategy adds to every request: a `context_management` edit (None for
+    the on-demand `compaction` parameter), the beta it needs, and the feature it is (a name
+    of `evo_magic.models.catalog.FEATURES`, for the capability table and error messages)."""
+
+    feature: str
+    beta: str
+    edit: Mapping[str, Any] | None = None
+
+
+def server_edit(strategy: object) -> ServerEdit | None:
+    """The strategy's `ServerEdit` when it is a server strategy, else None."""
+    method = getattr(strategy, "server_edit", None)
+    return method() if callable(method) else None
 
 
 def check_strategy(strategy: object) -> Strategy:
