@@ -56,6 +56,7 @@ __all__ = [
     "CachedPrefix",
     "PlacedRequest",
     "PrefixCache",
+    "PrefixChain",
     "PrefixTracker",
     "Spot",
     "cache_request",
@@ -63,7 +64,9 @@ __all__ = [
     "estimate_tokens",
     "min_cacheable_tokens",
     "place_breakpoints",
+    "prefix_key",
     "simulate",
+    "start_key",
 ]
 
 MAX_BREAKPOINTS = 4
@@ -668,16 +671,13 @@ def cache_request(
     before, with its role, so equal keys mean identical prefixes. ``prompt_tokens`` defaults to
     the sum over the blocks (pass the recorded usage's total for exact figures).
     """
-    digest = hashlib.blake2b(model_family(model).encode(), digest_size=16).digest()
+    digest = start_key(model)
     boundaries: list[tuple[int, bytes]] = []
     breakpoints: list[Breakpoint] = []
     total = 0
     for role, block, opens_message in _prompt_blocks(params):
         unmarked = _unmarked(block)
-        # Keys keep their order: the API renders a tool_use input as given, so reordered keys
-        # are a different prefix (its docs warn about languages that shuffle them).
-        encoded = to_json([role, unmarked]).encode()
-        digest = hashlib.blake2b(digest + encoded, digest_size=16).digest()
+        digest = prefix_key(digest, role, unmarked)
         total += tokens_of(unmarked)
         if opens_message:  # the message's own framing (role and structure) is prompt too
             total += tokens_of({"role": role, "content": []})
@@ -689,6 +689,110 @@ def cache_request(
     if prompt_tokens is None:
         prompt_tokens = total
     return CacheRequest(time, max(prompt_tokens, total), tuple(breakpoints))
+
+
+def start_key(model: str) -> bytes:
+    """The key of the empty prompt of ``model`` (caches are per model): where every chain of
+    prefix keys starts."""
+    return hashlib.blake2b(model_family(model).encode(), digest_size=16).digest()
+
+
+def prefix_key(previous: bytes, role: str, block: Any) -> bytes:
+    """The key of the prefix that ends with ``block`` (unmarked, in a message of ``role``, or
+    "tools" / "system") after the prefix keyed ``previous``: equal keys, identical prefixes.
+    Keys keep their order: the API renders a tool_use input as given, so reordered keys are a
+    different prefix (its docs warn about languages that shuffle them)."""
+    return _next_key(previous, to_json([role, block]))
+
+
+def _next_key(previous: bytes, encoded: str) -> bytes:
+    return hashlib.blake2b(previous + encoded.encode(), digest_size=16).digest()
+
+
+class PrefixChain:
+    """The prefix keys of a conversation, block by block, after a fixed start (the tools and
+    system prompt), kept up to date as the messages change: `update` rehashes from the first
+    message that is not the same object as before, so a call costs what changed.
+
+    For each block it keeps the key of the prefix that ends there and where that prefix ends
+    in the characters of the messages' JSON list (`chars`), so that a breakpoint anywhere in
+    the conversation gets its key, its position and the 20-block lookback window the API
+    reads (`breakpoint`).
+    """
+
+    def __init__(self, start: bytes):
+        self.start = start
+        self._messages: list[Any] = []
+        self._keys: list[list[bytes]] = []
+        self._ends: list[list[int]] = []
+
+    def update(self, messages: Sequence[dict[str, Any]]) -> None:
+        """Follow ``messages`` (a history's messages, treated as immutable)."""
+        first = 0
+        limit = min(len(self._messages), len(messages))
+        while first < limit and self._messages[first] is messages[first]:
+            first += 1
+        del self._messages[first:], self._keys[first:], self._ends[first:]
+        key = self.key()
+        end = self._ends[-1][-1] if self._ends else 0
+        for message in messages[first:]:
+            role = message.get("role", "")
+            framing = len(to_json(role)) + 3  # the brackets and comma around [role, block]
+            # `{"role":<role>,"content":[` after the list's bracket or comma, then the blocks.
+            end += 1 + len(to_json(role)) + len('{"role":,"content":[')
+            keys: list[bytes] = []
+            ends: list[int] = []
+            for position, block in enumerate(_message_blocks(message)):
+                encoded = to_json([role, _unmarked(block)])
+                key = _next_key(key, encoded)
+                end += len(encoded) - framing + (position > 0)
+                keys.append(key)
+                ends.append(end)
+            end += 2  # `]}`
+            if ends:
+                ends[-1] = end  # a breakpoint on the last block caches the whole message
+            else:
+                keys.append(key)
+                ends.append(end)
+            self._messages.append(message)
+            self._keys.append(keys)
+            self._ends.append(ends)
+
+    def key(self) -> bytes:
+        """The key of the whole conversation's prefix."""
+        return self._keys[-1][-1] if self._keys else self.start
+
+    @property
+    def chars(self) -> int:
+        """Characters of the messages' JSON list (as `measure.message_chars` counts them)."""
+        return self._ends[-1][-1] + 1 if self._ends else 2
+
+    def breakpoint(self, spot: Spot, tokens_at: Callable[[int], int]) -> Breakpoint:
+        """The cache's view of a breakpoint at ``spot`` (a message spot of `place_breakpoints`),
+        with ``tokens_at(chars)`` the prompt tokens up to ``chars`` characters of the messages
+        (0: the end of the tools and system prompt): its key, tokens and lookback window."""
+        index, block = spot.index, spot.block or 0
+        window: list[tuple[int, Hashable]] = []
+        i, j = index, block - 1
+        while len(window) < LOOKBACK_BLOCKS - 1:
+            if j < 0:
+                i -= 1
+                if i < 0:
+                    window.append((tokens_at(0), self.start))
+                    break
+                j = len(self._keys[i]) - 1
+                continue
+            window.append((tokens_at(self._ends[i][j]), self._keys[i][j]))
+            j -= 1
+        tokens = tokens_at(self._ends[index][block])
+        return Breakpoint(tokens, self._keys[index][block], spot.ttl, tuple(window))
+
+
+def _message_blocks(message: dict[str, Any]) -> list[Any]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content or ())
 
 
 def _prompt_blocks(params: dict[str, Any]) -> Iterable[tuple[str, Any, bool]]:

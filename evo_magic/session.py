@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evo_magic.compact.base import Strategy, check_strategy, describe
+from evo_magic.compact.base import Strategy, check_strategy
 from evo_magic.compact.compactor import Compactor, Preview
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
@@ -34,6 +34,7 @@ from evo_magic.models import Model, resolve_model
 from evo_magic.prompt_cache import CacheSettings, PrefixTracker
 from evo_magic.secrets import add_secret, known_secrets, redact
 from evo_magic.strategies import default_pipeline
+from evo_magic.strategies.registry import describe
 from evo_magic.summariser import AgentPrompt, Summariser, Summary
 from evo_magic.tools import Tool, ToolContext, default_tools
 from evo_magic.tools.sandbox import DEFAULT_SANDBOX, SandboxMode, check_mode

@@ -27,7 +27,7 @@ the history byte-identical.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
 from evo_magic.compact.format import compacted_message
@@ -344,30 +344,3 @@ def check_strategy(strategy: object) -> Strategy:
             f"{strategy!r} is not a compaction strategy: it needs {', '.join(problems)}"
         )
     return strategy  # type: ignore[return-value]
-
-
-def describe(strategy: Strategy) -> dict[str, Any]:
-    """The strategy as a record: name, when, class and parameters (JSON-able)."""
-    cls = type(strategy)
-    if is_dataclass(strategy):
-        params = {f.name: getattr(strategy, f.name) for f in fields(strategy)}
-    else:
-        params = {k: v for k, v in vars(strategy).items() if not k.startswith("_")}
-    return {
-        "name": strategy.name,
-        "when": strategy.when,
-        "class": f"{cls.__module__}.{cls.__qualname__}",
-        "params": {key: _plain(value) for key, value in params.items() if key != "when"},
-    }
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, frozenset | set):
-        return sorted(_plain(v) for v in value)
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return repr(value)

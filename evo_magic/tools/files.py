@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import posixpath
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -361,3 +362,20 @@ EDIT_FILE = Tool(
     run=_edit_file,
     main_argument="path",
 )
+
+
+FILE_TOOLS = frozenset(tool.name for tool in (READ_FILE, WRITE_FILE, EDIT_FILE))
+"""The tools that note the file they read or wrote among the session's recent files."""
+
+
+def touched_path(name: Any, tool_input: Any) -> str | None:
+    """The path a successful call of tool `name` with `tool_input` notes among the recent
+    files, in the form the tools note it (workspace-relative, normalised; an absolute path as
+    given, since its workspace is not known here); None for a tool that notes none. What a
+    recorded session's results say is read with it (replay)."""
+    if name not in FILE_TOOLS or not isinstance(tool_input, dict):
+        return None
+    path = tool_input.get("path")
+    if not isinstance(path, str) or not path:
+        return None
+    return path if path.startswith("/") else posixpath.normpath(path)
