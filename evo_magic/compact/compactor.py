@@ -439,20 +439,9 @@ class Compactor:
         run: _Run,
         snapshot: str,
     ) -> CompactionFinished:
-        self.history.replace(new)
-        if self.cache is not None:
-            self.cache.replaced()
-        state = self.state
-        state.has_compacted = True
-        if ctx.summaries:
-            state.last_summary = ctx.summaries[-1]
-        state.compact_count += 1
-        state.consecutive_failures = 0
-        state.retry_after_chars = 0
+        self.adopt(new, ctx.summaries[-1] if ctx.summaries else None)
         self._failures.pop(id(strategy), None)
         after = self.history.size()
-        if self.over_limit(after):
-            state.retry_after_chars = self._retry_at(after)
         event = CompactionFinished(
             trigger=trigger,
             focus=focus,
@@ -469,6 +458,23 @@ class Compactor:
         )
         self._emit(event)
         return event
+
+    def adopt(self, new: Sequence[Message], summary: str | None = None) -> None:
+        """Replace the history with `new`, the result of a successful compaction (here, or one
+        recorded that replay applies): the cache holds none of it, the state counts it."""
+        self.history.replace(new)
+        if self.cache is not None:
+            self.cache.replaced()
+        state = self.state
+        state.has_compacted = True
+        if summary:
+            state.last_summary = summary
+        state.compact_count += 1
+        state.consecutive_failures = 0
+        state.retry_after_chars = 0
+        after = self.history.size()
+        if self.over_limit(after):
+            state.retry_after_chars = self._retry_at(after)
 
     # -- failures -------------------------------------------------------------------------
 

@@ -160,7 +160,12 @@ def _recorded_summaries(recording: Recording, compactions: pd.DataFrame) -> dict
         if not messages:
             messages = _epoch_messages(recording, int(row.segment), int(row.epoch))
         if messages:
-            found[digest(messages)] = str(row.summary)
+            # A strategy may summarise the older part only (SummariseOlder): every leading
+            # part of what was replaced is a candidate; the whole history comes first.
+            keys = prefix_digests(messages)
+            found[keys[-1]] = str(row.summary)
+            for key in keys[:-1]:
+                found.setdefault(key, str(row.summary))
     return found
 
 
@@ -205,6 +210,18 @@ def _epoch_messages(recording: Recording, segment: int, epoch: int) -> list[dict
 def digest(value: Any) -> str:
     """A short hash of `value`'s JSON (summaries are keyed by what they summarised)."""
     return hashlib.blake2b(to_json(value).encode(), digest_size=16).hexdigest()
+
+
+def prefix_digests(messages: list[dict[str, Any]]) -> list[str]:
+    """`digest(messages[:k])` for k = 1 .. len(messages), each message encoded once."""
+    running = hashlib.blake2b(b"[", digest_size=16)
+    keys = []
+    for position, message in enumerate(messages):
+        running.update(("," if position else "").encode() + to_json(message).encode())
+        closed = running.copy()
+        closed.update(b"]")
+        keys.append(closed.hexdigest())
+    return keys
 
 
 def first_model(recording: Recording) -> str | None:

@@ -159,7 +159,7 @@ class Run:
         """The session's own strategies, rebuilt from the registry; the every-call ones run
         (the others' compactions are recorded, and replayed as they happened)."""
         if described is None:  # schema 1: the seed's pipeline; its compactions are recorded
-            self._use_strategies([])
+            self.compactor.strategies = []
             return
         made = []
         for item in described:
@@ -167,7 +167,8 @@ class Run:
                 made.append(rebuild(item, trust=self.settings.trust))
             except NotRebuildable as exc:
                 self.unrebuilt.append(str(exc))
-        self._use_strategies([s for s in made if s.when == "every_call"])
+        # A record is written only when they changed: they start afresh, as they did live.
+        self.compactor.strategies = [s if s.when == "every_call" else _Recorded(s) for s in made]
 
     def _use_strategies(self, strategies: list[Strategy]) -> None:
         """As the session does: keep the running ones (and what they know) when unchanged."""
@@ -270,8 +271,7 @@ class Run:
         before = self.history.size()
         if summary:  # the recorded compaction paid for a summary of the history it replaced
             self._charge_summary(self.summaries.estimate_usage(self.history.view(), None, summary))
-        self.history.replace(messages)
-        self.tracker.replaced()  # as the compactor does: no message of the new history is cached
+        self.compactor.adopt(messages, summary)
         self.compactions += 1
         self.cleared_tokens += max(before.tokens - self.history.size().tokens, 0)
 
@@ -422,6 +422,20 @@ class Run:
                 "ephemeral_1h_input_tokens": usage.ephemeral_1h_input_tokens,
             },
         }
+
+
+class _Recorded:
+    """A strategy of the session whose compactions are recorded: present, so that the others
+    decide as they did live (an over-limit compaction due), but never acting itself (the
+    recorded replacement is applied where it happened)."""
+
+    def __init__(self, strategy: Strategy):
+        self.strategy = strategy
+        self.name = strategy.name
+        self.when = strategy.when
+
+    def compact(self, messages: Sequence[dict[str, Any]], ctx: Any) -> None:
+        return None
 
 
 def _default_prices() -> PriceTable:
