@@ -153,3 +153,63 @@ def test_settings_changed_through_config_in_a_real_shell_replay_exactly(
 
 def _lines(directory: Path) -> list[str]:
     return (directory / "session.jsonl").read_text(encoding="utf-8").splitlines()
+
+
+def test_a_call_over_the_models_context_window_is_flagged(workspace: Path):
+    """Recorded prompts of 190k tokens and more: on a 200k model the calls above the window
+    are flagged and counted; on a 1M model none is; on an unknown model the window is NA."""
+    from fake_api import Reply
+
+    answer = offline_responder()
+    calls = []
+
+    def respond(body: dict) -> Reply:
+        reply = answer(body)
+        calls.append(body)
+        reply.usage = {"input_tokens": 190_000 + 4_000 * len(calls)}
+        return reply
+
+    with FakeAnthropic(respond) as server:
+        model = AnthropicModel(client=server.client(max_retries=0))
+        with Session(workspace, model=model, cache=CacheSettings(enabled=False)) as s:
+            s.ask(ASKS[0])
+    t = load_transcripts(s.directory)
+    expected = int((t.calls["input_tokens"] > 200_000).sum())
+    assert 0 < expected < len(t.calls)
+    small = replay(t, {"recorded": "recorded", "none": []}, model="claude-sonnet-4-5")
+    rows = small.calls[small.calls["strategy"] == "recorded"]
+    assert (rows["context_window"] == 200_000).all()
+    assert list(rows["over_window"]) == list(rows["context_tokens"] > 200_000)
+    assert small.totals.set_index("strategy").loc["recorded", "over_window_calls"] == expected
+    large = replay(t, {"recorded": "recorded"}, model="claude-opus-4-6")
+    assert not large.calls["over_window"].any() and large.totals["over_window_calls"].sum() == 0
+    unknown = replay(t, {"recorded": "recorded"}, model="someone-elses-model")
+    assert unknown.calls["over_window"].isna().all()
+
+
+def test_the_plot_separates_sessions_and_says_which_lines_overlap(workspace: Path, tmp_path: Path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    root = tmp_path / "transcripts"
+    with FakeAnthropic(offline_responder()) as server:
+        model = AnthropicModel(client=server.client(max_retries=0))
+        for ask in ASKS[:2]:
+            with Session(workspace, model=model, transcripts_root=root) as s:
+                s.ask(ask)
+    r = replay(root, {"recorded": "recorded", "none": [], "seed": None})
+    figure = r.plot()
+    left = figure.axes[0]
+    lines = left.get_lines()
+    assert len(lines) == 3
+    for line in lines:  # one gap between the two sessions, no line across it
+        ys = list(line.get_ydata())
+        assert sum(1 for y in ys if y != y) == 1
+    labels = [text.get_text() for text in left.get_legend().get_texts()]
+    tokens = {k: list(v["context_tokens"]) for k, v in r.calls.groupby("strategy", sort=False)}
+    # The sessions ran the default pipeline: "seed" is "recorded", drawn dashed and said so;
+    # "none" (micro-compaction cleared old results) is a line of its own.
+    assert tokens["seed"] == tokens["recorded"] != tokens["none"]
+    assert labels == ["recorded", "none", "seed (overlaps recorded)"]
+    assert lines[0].get_linestyle() == "-" != lines[2].get_linestyle()
+    assert lines[2].get_marker() not in (None, "None", "")
