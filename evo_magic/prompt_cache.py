@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evo_magic.cost import Price, model_family
-from evo_magic.measure import CHARS_PER_TOKEN, to_json
+from evo_magic.measure import estimate_tokens as estimate_chars_tokens
+from evo_magic.measure import to_json
 from evo_magic.usage import Usage
 
 __all__ = [
@@ -651,8 +652,9 @@ def clearing_saving(
 
 
 def estimate_tokens(value: Any) -> int:
-    """A rough token count: characters of the compact JSON over 4 (the project's convention)."""
-    return len(to_json(value)) // CHARS_PER_TOKEN
+    """A rough token count of `value`: its compact JSON's characters as `measure.estimate_tokens`
+    counts them (the project's one estimate)."""
+    return estimate_chars_tokens(len(to_json(value)))
 
 
 def cache_request(

@@ -21,6 +21,7 @@ from evo_magic.compact.policy import CompactPolicy
 from evo_magic.cost import PriceTable, call_cost
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
 from evo_magic.history import History
+from evo_magic.measure import TokenRate
 from evo_magic.models.base import Model
 from evo_magic.models.catalog import context_window
 from evo_magic.prompt_cache import (
@@ -402,7 +403,7 @@ class Run:
                 "cache_read_input_tokens": 0,
                 "cache_creation_input_tokens": 0,
             }
-        scale = self.calibration.tokens_per_char if self.calibration else 1 / 4
+        scale = self.calibration.tokens_per_char if self.calibration else TokenRate().rate
         chain = self.chain
         overhead = max(tokens - round(scale * chain.chars), 0)
 
