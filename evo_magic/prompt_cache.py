@@ -711,6 +711,10 @@ def _next_key(previous: bytes, encoded: str) -> bytes:
     return hashlib.blake2b(previous + encoded.encode(), digest_size=16).digest()
 
 
+_ROLE_JSON = {role: to_json(role) for role in ("user", "assistant", "tools", "system")}
+_MESSAGE_FRAMING = len('{"role":,"content":[')
+
+
 class PrefixChain:
     """The prefix keys of a conversation, block by block, after a fixed start (the tools and
     system prompt), kept up to date as the messages change: `update` rehashes from the first
@@ -731,23 +735,25 @@ class PrefixChain:
     def update(self, messages: Sequence[dict[str, Any]]) -> None:
         """Follow ``messages`` (a history's messages, treated as immutable)."""
         first = 0
-        limit = min(len(self._messages), len(messages))
-        while first < limit and self._messages[first] is messages[first]:
+        for old, new in zip(self._messages, messages):  # noqa: B905 (lengths differ)
+            if old is not new:
+                break
             first += 1
         del self._messages[first:], self._keys[first:], self._ends[first:]
         key = self.key()
         end = self._ends[-1][-1] if self._ends else 0
         for message in messages[first:]:
             role = message.get("role", "")
-            framing = len(to_json(role)) + 3  # the brackets and comma around [role, block]
+            role_json = _ROLE_JSON.get(role) or to_json(role)
+            prefix = "[" + role_json + ","
             # `{"role":<role>,"content":[` after the list's bracket or comma, then the blocks.
-            end += 1 + len(to_json(role)) + len('{"role":,"content":[')
+            end += 1 + len(role_json) + _MESSAGE_FRAMING
             keys: list[bytes] = []
             ends: list[int] = []
             for position, block in enumerate(_message_blocks(message)):
-                encoded = to_json([role, _unmarked(block)])
-                key = _next_key(key, encoded)
-                end += len(encoded) - framing + (position > 0)
+                encoded = to_json(_unmarked(block))
+                key = _next_key(key, prefix + encoded + "]")
+                end += len(encoded) + (position > 0)
                 keys.append(key)
                 ends.append(end)
             end += 2  # `]}`
@@ -769,24 +775,27 @@ class PrefixChain:
         """Characters of the messages' JSON list (as `measure.message_chars` counts them)."""
         return self._ends[-1][-1] + 1 if self._ends else 2
 
-    def breakpoint(self, spot: Spot, tokens_at: Callable[[int], int]) -> Breakpoint:
-        """The cache's view of a breakpoint at ``spot`` (a message spot of `place_breakpoints`),
-        with ``tokens_at(chars)`` the prompt tokens up to ``chars`` characters of the messages
-        (0: the end of the tools and system prompt): its key, tokens and lookback window."""
+    def breakpoint(self, spot: Spot, overhead: int, tokens_per_char: float) -> Breakpoint:
+        """The cache's view of a breakpoint at ``spot`` (a message spot of `place_breakpoints`):
+        its key, its tokens and its lookback window, a prefix of ``chars`` characters of the
+        messages counting ``overhead + round(tokens_per_char * chars)`` tokens (``overhead``:
+        the tools and system prompt)."""
         index, block = spot.index, spot.block or 0
-        window: list[tuple[int, Hashable]] = []
-        i, j = index, block - 1
-        while len(window) < LOOKBACK_BLOCKS - 1:
-            if j < 0:
-                i -= 1
-                if i < 0:
-                    window.append((tokens_at(0), self.start))
-                    break
-                j = len(self._keys[i]) - 1
-                continue
-            window.append((tokens_at(self._ends[i][j]), self._keys[i][j]))
-            j -= 1
-        tokens = tokens_at(self._ends[index][block])
+        need = LOOKBACK_BLOCKS - 1
+        ends: list[int] = []
+        keys: list[bytes] = []
+        i, upto = index, block
+        while i >= 0 and len(ends) < need:
+            ends += self._ends[i][upto - 1 :: -1] if upto > 0 else []
+            keys += self._keys[i][upto - 1 :: -1] if upto > 0 else []
+            i -= 1
+            upto = len(self._ends[i]) if i >= 0 else 0
+        del ends[need:], keys[need:]
+        pairs = zip(ends, keys, strict=True)
+        window = [(overhead + round(tokens_per_char * chars), key) for chars, key in pairs]
+        if i < 0 and len(window) < need:
+            window.append((overhead, self.start))
+        tokens = overhead + round(tokens_per_char * self._ends[index][block])
         return Breakpoint(tokens, self._keys[index][block], spot.ttl, tuple(window))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from evo_magic.analysis.replay.timeline import Change
 from evo_magic.compact.base import Strategy
 from evo_magic.compact.compactor import Compactor
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.cost import PriceTable, call_cost
+from evo_magic.cost import Price, PriceTable, call_cost
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
 from evo_magic.history import History
 from evo_magic.measure import TokenRate
@@ -132,6 +132,7 @@ class Run:
         self.points: list[tuple[int, int]] = []
         self.reference: dict[int, tuple[str, int]] = {}
         self.unrebuilt: list[str] = []
+        self._prices_seen: dict[tuple[int, str], Price | None] = {}
 
     # -- the settings timeline ---------------------------------------------------------------
 
@@ -208,7 +209,7 @@ class Run:
         self.chain.update(view)
         spots = self._spots(view, mark_newest=False)
         usage = self._cache_usage(self.history.size().tokens, spots, instructions)
-        return Usage.from_api({**usage, "output_tokens": output})
+        return replace(usage, output_tokens=output)
 
     def _tokens_of(self, chars: int) -> int:
         return tokens_of(chars, self.calibration)
@@ -337,16 +338,16 @@ class Run:
         history.anchor(chars, tokens)
         self.now = float(recorded.get("timestamp") or self.now)
         spots = self._spots(view)
-        usage = self._cache_usage(tokens, spots)
         output = recorded.get("output_tokens") or 0
+        usage = replace(self._cache_usage(tokens, spots), output_tokens=output)
         model = self.model or recorded.get("model") or ""
-        priced = call_cost({**usage, "output_tokens": output}, model, self.prices)
-        price = self.prices.lookup(model) if model else None
+        priced = call_cost(usage, model, self.prices)
+        price = self._price(model)
         # What cache-aware strategies weigh next: the usage the server reported for this very
         # request when the run has sent what the session sent (under "recorded", always),
         # else the modelled one.
         reported = recorded.get("usage") if self.recorded_mode or self.identical else None
-        seen = reported if reported is not None else Usage.from_api(usage)
+        seen = reported if reported is not None else usage
         self.tracker.after_call(seen, len(view), self.cache_settings, price)
         window = self.window if self.settings.model else context_window(model)
         self.rows.append(
@@ -364,9 +365,9 @@ class Run:
                 "context_window": window,
                 "over_window": None if window is None else tokens > window,
                 "breakpoints": tuple((s.index, s.block or 0) for s in spots),
-                "input_tokens": usage["input_tokens"],
-                "cache_read_tokens": usage["cache_read_input_tokens"],
-                "cache_write_tokens": usage["cache_creation_input_tokens"],
+                "input_tokens": usage.input_tokens,
+                "cache_read_tokens": usage.cache_read_input_tokens,
+                "cache_write_tokens": usage.cache_creation_input_tokens,
                 "output_tokens": output,
                 "cost_usd": None if priced is None else priced.total,
                 "summary_cost_usd": self.summary_cost,
@@ -391,38 +392,37 @@ class Run:
         )
         return [spot for spot in placed.breakpoints if spot.section == "messages"]
 
-    def _cache_usage(self, tokens: int, spots: list[Spot], summary: int = 0) -> dict[str, Any]:
+    def _price(self, model: str) -> Price | None:
+        if not model:
+            return None
+        key = (id(self.prices), model)
+        if key not in self._prices_seen:
+            self._prices_seen[key] = self.prices.lookup(model)
+        return self._prices_seen[key]
+
+    def _cache_usage(self, tokens: int, spots: list[Spot], summary: int = 0) -> Usage:
         """The usage of a call of `tokens` prompt tokens under the modelled prompt cache, with
         the tools and system prompt cached at their end and the conversation at `spots`. With
         `summary` tokens, a summary asked after the conversation: its instructions end the
         prompt."""
         settings = self.cache_settings
         if not settings.enabled:
-            return {
-                "input_tokens": tokens + summary,
-                "cache_read_input_tokens": 0,
-                "cache_creation_input_tokens": 0,
-            }
+            return Usage(input_tokens=tokens + summary)
         scale = self.calibration.tokens_per_char if self.calibration else TokenRate().rate
         chain = self.chain
         overhead = max(tokens - round(scale * chain.chars), 0)
 
-        def tokens_at(chars: int) -> int:
-            return overhead + round(scale * chars)
-
         breakpoints = [Breakpoint(overhead, chain.start, settings.prefix_ttl)]
-        breakpoints += [chain.breakpoint(spot, tokens_at) for spot in spots]
-        prompt = max(tokens, tokens_at(chain.chars)) + summary
+        breakpoints += [chain.breakpoint(spot, overhead, scale) for spot in spots]
+        prompt = max(tokens, overhead + round(scale * chain.chars)) + summary
         usage = self.cache.call(CacheRequest(self.now, prompt, tuple(breakpoints)))
-        return {
-            "input_tokens": usage.input_tokens,
-            "cache_read_input_tokens": usage.cache_read_input_tokens,
-            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-            "cache_creation": {
-                "ephemeral_5m_input_tokens": usage.ephemeral_5m_input_tokens,
-                "ephemeral_1h_input_tokens": usage.ephemeral_1h_input_tokens,
-            },
-        }
+        return Usage(
+            input_tokens=usage.input_tokens,
+            cache_creation_input_tokens=usage.cache_creation_input_tokens,
+            cache_read_input_tokens=usage.cache_read_input_tokens,
+            cache_write_5m_tokens=usage.ephemeral_5m_input_tokens,
+            cache_write_1h_tokens=usage.ephemeral_1h_input_tokens,
+        )
 
 
 class _Recorded:
