@@ -213,3 +213,21 @@ def test_the_plot_separates_sessions_and_says_which_lines_overlap(workspace: Pat
     assert labels == ["recorded", "none", "seed (overlaps recorded)"]
     assert lines[0].get_linestyle() == "-" != lines[2].get_linestyle()
     assert lines[2].get_marker() not in (None, "None", "")
+
+
+def test_prices_changed_between_asks_apply_from_where_they_were_recorded(workspace: Path):
+    free = {rate: 0.0 for rate in ("input", "output", "cache_write_5m", "cache_write_1h")}
+    with FakeAnthropic(offline_responder()) as server:
+        model = AnthropicModel(client=server.client(max_retries=0))
+        with Session(workspace, model=model) as s:
+            s.ask(ASKS[0])
+            first = s.calls
+            s.prices = {"claude-sonnet-5-5": {**free, "cache_read": 0.0}}
+            s.ask(ASKS[1])
+    t = load_transcripts(s.directory)
+    r = replay(t, {"recorded": "recorded", "none": []})
+    for label in ("recorded", "none"):
+        cost = r.calls[r.calls["strategy"] == label]["cost_usd"].tolist()
+        assert all(c > 0 for c in cost[:first]) and all(c == 0 for c in cost[first:]), label
+    shipped = replay(t, {"recorded": "recorded"}, prices={})  # replay's own table throughout
+    assert (shipped.calls["cost_usd"] > 0).all()

@@ -95,6 +95,7 @@ class Run:
         self.policy = settings.policy or CompactPolicy()
         self.cache_settings = settings.cache or CacheSettings()
         self.prices = settings.prices or _default_prices()
+        self.decision_prices = self.prices
         self.summaries = Summaries(
             recording.summaries,
             settings.stand_in_tokens,
@@ -138,7 +139,9 @@ class Run:
 
     def _apply(self, change: Change) -> None:
         """A recorded setting, from here on: under "recorded" every one; under another setting
-        the policy, caching and prices (unless replay was given its own), never strategies."""
+        the policy, caching and prices (unless replay was given its own), never strategies.
+        Prices given to replay cost every call; the recorded ones still steer the decisions
+        under "recorded" (the cache-aware rule weighs them)."""
         name, value = change.name, change.value
         if name == "strategies":
             if self.recorded_mode:
@@ -155,7 +158,9 @@ class Run:
         elif name == "cache":
             self.cache_settings = value
         elif name == "prices":
-            self.prices = value
+            self.decision_prices = value
+            if self.settings.prices is None:
+                self.prices = value
 
     def _recorded_strategies(self, described: list[dict[str, Any]] | None) -> None:
         """The session's own strategies, rebuilt from the registry; the every-call ones run
@@ -395,9 +400,9 @@ class Run:
     def _price(self, model: str) -> Price | None:
         if not model:
             return None
-        key = (id(self.prices), model)
+        key = (id(self.decision_prices), model)
         if key not in self._prices_seen:
-            self._prices_seen[key] = self.prices.lookup(model)
+            self._prices_seen[key] = self.decision_prices.lookup(model)
         return self._prices_seen[key]
 
     def _cache_usage(self, tokens: int, spots: list[Spot], summary: int = 0) -> Usage:
