@@ -30,24 +30,13 @@ from evo_magic.measure import (
     message_chars,
     to_json,
 )
+from evo_magic.messages import blocks_of_type
 
 Message = dict[str, Any]
 # The JSON of a tool-results message around its blocks: a new one measures this plus its block.
 _RESULTS_SHELL = to_json({"role": "user", "content": []})
 Emit = Callable[[Event], None]
 T = TypeVar("T")
-
-
-def content_blocks(message: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The blocks of a message; string content counts as one text block."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [block for block in content or [] if isinstance(block, dict)]
-
-
-def blocks_of_type(message: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
-    return [block for block in content_blocks(message) if block.get("type") == kind]
 
 
 @dataclass(frozen=True)

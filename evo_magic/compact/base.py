@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_chec
 
 from evo_magic.compact.format import compacted_message
 from evo_magic.measure import ContextSize, measure, message_chars, to_json
+from evo_magic.messages import has_text, tool_names
 from evo_magic.prompt_cache import CachedPrefix, clearing_saving
 
 if TYPE_CHECKING:
@@ -145,13 +146,7 @@ class Context:
         """A context over a plain list of messages: to try a strategy outside a session (in a
         test, a notebook, a replay). `summarise(messages, focus)` stands in for the summariser;
         `cached_prefix` says what the prompt cache holds (None: nothing)."""
-        names = {
-            block.get("id", ""): block.get("name")
-            for message in messages
-            if message.get("role") == "assistant" and isinstance(message.get("content"), list)
-            for block in message["content"]
-            if isinstance(block, dict) and block.get("type") == "tool_use"
-        }
+        names = tool_names(messages)
         return cls(
             focus=focus,
             trigger=trigger,
@@ -188,7 +183,7 @@ class Context:
         return [
             index
             for index, message in enumerate(messages)
-            if message.get("role") == "user" and _has_text(message)
+            if message.get("role") == "user" and has_text(message)
         ]
 
     def tool_name(self, block: Mapping[str, Any]) -> str | None:
@@ -320,13 +315,6 @@ def scan_tool_results(messages: Sequence[Message]) -> list[ResultRef]:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 found.append(ResultRef(index, block_index, block.get("tool_use_id", "")))
     return found
-
-
-def _has_text(message: Mapping[str, Any]) -> bool:
-    content = message.get("content")
-    if isinstance(content, str):
-        return bool(content.strip())
-    return any(isinstance(b, dict) and b.get("type") == "text" for b in content or [])
 
 
 def check_strategy(strategy: object) -> Strategy:

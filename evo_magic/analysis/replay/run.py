@@ -22,6 +22,7 @@ from evo_magic.cost import Price, PriceTable, call_cost
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
 from evo_magic.history import History
 from evo_magic.measure import TokenRate
+from evo_magic.messages import blocks_of_type, calls_tools, first_text
 from evo_magic.models.base import Model
 from evo_magic.models.catalog import context_window
 from evo_magic.prompt_cache import (
@@ -285,14 +286,9 @@ class Run:
     def _append(self, message: dict[str, Any], kind: str | None) -> None:
         requested = self._note_tool_results(message)
         if message["role"] == "user" and kind == "prompt":
-            text = next(
-                (b.get("text") for b in message["content"] if b.get("type") == "text"), None
-            )
-            self.history.pending_request = text
+            self.history.pending_request = first_text(message)
         self.history.append(message)
-        if message["role"] == "assistant" and not any(
-            b.get("type") == "tool_use" for b in message["content"]
-        ):
+        if message["role"] == "assistant" and not calls_tools(message):
             self.history.finish_request()
         if requested is not None and not self.recorded_mode:
             self.compactor.request("model", requested or None)
@@ -302,9 +298,7 @@ class Run:
         file tools note them), and the focus ("" for none) when they answer a call of the
         `compact` tool (the model asked for a compaction after this batch), else None."""
         requested = None
-        for block in message["content"]:
-            if block.get("type") != "tool_result":
-                continue
+        for block in blocks_of_type(message, "tool_result"):
             call = self.history.tool_use(block.get("tool_use_id", ""))
             if call is None:
                 continue
