@@ -492,6 +492,16 @@ class CacheUsage:
     def prompt_tokens(self) -> int:
         return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
 
+    def to_usage(self) -> Usage:
+        """As a `Usage` (no output tokens), its cache writes split by TTL."""
+        return Usage(
+            input_tokens=self.input_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens,
+            cache_write_5m_tokens=self.ephemeral_5m_input_tokens,
+            cache_write_1h_tokens=self.ephemeral_1h_input_tokens,
+        )
+
     def as_usage(self) -> dict[str, Any]:
         """The API's JSON ``usage`` shape (without ``output_tokens``)."""
         return {

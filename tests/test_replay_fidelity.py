@@ -11,9 +11,8 @@ import pandas as pd
 import pytest
 from conftest import offline_responder
 from fake_api import FakeAnthropic, unmarked
-from IPython.core.interactiveshell import InteractiveShell
-from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
+from test_magics import ip  # noqa: F401 (the fixture: a real shell with the extension)
 
 from evo_magic import load_transcripts, replay
 from evo_magic.compact.policy import CompactPolicy
@@ -105,19 +104,9 @@ def test_a_plain_session_replays_exactly_from_the_first_cache_aware_decision_on(
     assert_reproduced(r, "own", server)
 
 
-@pytest.fixture
-def ip(workspace: Path, monkeypatch: pytest.MonkeyPatch):
-    shell = start_ipython() or InteractiveShell.instance()
-    monkeypatch.chdir(workspace)
-    shell.run_line_magic("load_ext", "evo_magic")
-    shell.run_line_magic("config", "AgentMagics.display_mode = 'plain'")
-    yield shell
-    shell.run_line_magic("unload_ext", "evo_magic")
-    shell.config.pop("AgentMagics", None)
-
-
 def test_settings_changed_through_config_in_a_real_shell_replay_exactly(
-    ip, monkeypatch: pytest.MonkeyPatch
+    ip,  # noqa: F811 (test_magics' fixture)
+    monkeypatch: pytest.MonkeyPatch,
 ):
     """`%config` sets the strategies after the session started (the first cell), then the
     limit and caching between cells: "recorded" and the same strategies given to replay (the

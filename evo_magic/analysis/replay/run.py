@@ -414,14 +414,7 @@ class Run:
         breakpoints = [Breakpoint(overhead, chain.start, settings.prefix_ttl)]
         breakpoints += [chain.breakpoint(spot, overhead, scale) for spot in spots]
         prompt = max(tokens, overhead + round(scale * chain.chars)) + summary
-        usage = self.cache.call(CacheRequest(self.now, prompt, tuple(breakpoints)))
-        return Usage(
-            input_tokens=usage.input_tokens,
-            cache_creation_input_tokens=usage.cache_creation_input_tokens,
-            cache_read_input_tokens=usage.cache_read_input_tokens,
-            cache_write_5m_tokens=usage.ephemeral_5m_input_tokens,
-            cache_write_1h_tokens=usage.ephemeral_1h_input_tokens,
-        )
+        return self.cache.call(CacheRequest(self.now, prompt, tuple(breakpoints))).to_usage()
 
 
 class _Recorded:
