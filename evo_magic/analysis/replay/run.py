@@ -125,7 +125,7 @@ class Run:
             self._use_strategies(default_pipeline(self.policy))
         model = settings.model or first_model(recording) or ""
         self.model = model
-        self.window = context_window(model)
+        self._windows: dict[str, int | None] = {}
         self.chain = PrefixChain(start_key(model))
         self.cache = PrefixCache(min_tokens=min_cacheable_tokens(model) or 0)
         self.identical = True
@@ -348,7 +348,9 @@ class Run:
         reported = recorded.get("usage") if self.recorded_mode or self.identical else None
         seen = reported if reported is not None else usage
         self.tracker.after_call(seen, len(view), self.cache_settings, price)
-        window = self.window if self.settings.model else context_window(model)
+        if model not in self._windows:
+            self._windows[model] = context_window(model)
+        window = self._windows[model]
         self.rows.append(
             {
                 "strategy": self.label,
