@@ -21,7 +21,7 @@ from evo_magic.compact.policy import CompactPolicy
 from evo_magic.cost import Price, PriceTable, call_cost
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
 from evo_magic.history import History
-from evo_magic.measure import TokenRate
+from evo_magic.measure import TokenAnchor, TokenRate
 from evo_magic.messages import blocks_of_type, calls_tools, first_text
 from evo_magic.models.base import Model
 from evo_magic.models.catalog import context_window
@@ -411,7 +411,8 @@ class Run:
             return Usage(input_tokens=tokens + summary)
         scale = self.calibration.tokens_per_char if self.calibration else TokenRate().rate
         chain = self.chain
-        overhead = max(tokens - round(scale * chain.chars), 0)
+        # What is not messages (tools, system prompt), as the history's anchor counts it.
+        overhead = TokenAnchor(chain.chars, tokens, scale).overhead_tokens
 
         breakpoints = [Breakpoint(overhead, chain.start, settings.prefix_ttl)]
         breakpoints += [chain.breakpoint(spot, overhead, scale) for spot in spots]
