@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from evo_magic.compact import server
-from evo_magic.compact.base import Strategy, check_strategy, describe, server_edit
+from evo_magic.compact.base import Strategy, check_strategy, server_edit
 from evo_magic.compact.compactor import Compactor, Preview
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
-from evo_magic.cost import Ledger, Overrides, PriceTable, Spending, price_table
+from evo_magic.cost import RATE_FIELDS, Ledger, Overrides, PriceTable, Spending, price_table
 from evo_magic.events import (
     AskFinished,
     CompactionFinished,
@@ -35,6 +35,7 @@ from evo_magic.models import Model, ModelRequest, resolve_model
 from evo_magic.prompt_cache import CacheSettings, PrefixTracker
 from evo_magic.secrets import add_secret, known_secrets, redact
 from evo_magic.strategies import default_pipeline
+from evo_magic.strategies.registry import describe
 from evo_magic.summariser import AgentPrompt, Summariser, Summary
 from evo_magic.tools import Tool, ToolContext, default_tools
 from evo_magic.tools.bash_settings import DEFAULT_ENV_DROP, BashSettings, GiB, MiB, NetworkMode
@@ -254,7 +255,10 @@ class Session:
 
     @prices.setter
     def prices(self, prices: PriceTable | Overrides | None) -> None:
-        self.ledger.prices = price_table(prices)
+        table = price_table(prices)
+        if _price_record(table) != _price_record(self.ledger.prices):
+            self.transcript.write("prices", {"prices": _price_record(table)})
+        self.ledger.prices = table
 
     @property
     def spending(self) -> Spending:
@@ -555,6 +559,7 @@ class Session:
                 "strategies": [describe(s) for s in self.compactor.strategies],
                 "max_turns": self.max_turns,
                 "cache": asdict(self._cache),
+                "prices": _price_record(self.ledger.prices),
             },
         )
 
@@ -575,6 +580,17 @@ def _policy_record(policy: CompactPolicy) -> dict[str, Any]:
     record = dict(vars(policy))
     record["exclude_tools"] = sorted(policy.exclude_tools)
     return record
+
+
+def _price_record(table: PriceTable) -> dict[str, dict[str, float]]:
+    """The rates of `table` that differ from the shipped ones, by model (what a `prices`
+    record holds; `price_table` of it is the table again)."""
+    shipped = price_table(None)
+    return {
+        model: {rate: getattr(price, rate) for rate in RATE_FIELDS}
+        for model in table.models()
+        if (price := table.lookup(model)) is not None and price != shipped.lookup(model)
+    }
 
 
 def _result(finished: AskFinished, events: list[Event]) -> AskResult:

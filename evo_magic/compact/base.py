@@ -31,11 +31,12 @@ configured (see `evo_magic.compact.server`); its `compact` does nothing before a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
 from evo_magic.compact.format import REQUEST_HEADER, compacted_message
 from evo_magic.measure import ContextSize, measure, message_chars, to_json
+from evo_magic.messages import has_text, tool_names
 from evo_magic.prompt_cache import CachedPrefix, clearing_saving
 
 if TYPE_CHECKING:
@@ -163,13 +164,7 @@ class Context:
         test, a notebook, a replay). `summarise(messages, focus)` stands in for the summariser;
         `cached_prefix` says what the prompt cache holds (None: nothing); `read_file(path,
         max_chars)` reads workspace files (see `Context.read_file`; None: none can be read)."""
-        names = {
-            block.get("id", ""): block.get("name")
-            for message in messages
-            if message.get("role") == "assistant" and isinstance(message.get("content"), list)
-            for block in message["content"]
-            if isinstance(block, dict) and block.get("type") == "tool_use"
-        }
+        names = tool_names(messages)
         return cls(
             focus=focus,
             trigger=trigger,
@@ -227,7 +222,7 @@ class Context:
         return [
             index
             for index, message in enumerate(messages)
-            if message.get("role") == "user" and _has_text(message)
+            if message.get("role") == "user" and has_text(message)
         ]
 
     def tool_name(self, block: Mapping[str, Any]) -> str | None:
@@ -370,13 +365,6 @@ def scan_tool_results(messages: Sequence[Message]) -> list[ResultRef]:
     return found
 
 
-def _has_text(message: Mapping[str, Any]) -> bool:
-    content = message.get("content")
-    if isinstance(content, str):
-        return bool(content.strip())
-    return any(isinstance(b, dict) and b.get("type") == "text" for b in content or [])
-
-
 @dataclass(frozen=True)
 class ServerEdit:
     """What a server strategy adds to every request: a `context_management` edit (None for
@@ -409,30 +397,3 @@ def check_strategy(strategy: object) -> Strategy:
             f"{strategy!r} is not a compaction strategy: it needs {', '.join(problems)}"
         )
     return strategy  # type: ignore[return-value]
-
-
-def describe(strategy: Strategy) -> dict[str, Any]:
-    """The strategy as a record: name, when, class and parameters (JSON-able)."""
-    cls = type(strategy)
-    if is_dataclass(strategy):
-        params = {f.name: getattr(strategy, f.name) for f in fields(strategy)}
-    else:
-        params = {k: v for k, v in vars(strategy).items() if not k.startswith("_")}
-    return {
-        "name": strategy.name,
-        "when": strategy.when,
-        "class": f"{cls.__module__}.{cls.__qualname__}",
-        "params": {key: _plain(value) for key, value in params.items() if key != "when"},
-    }
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, frozenset | set):
-        return sorted(_plain(v) for v in value)
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return repr(value)

@@ -40,8 +40,9 @@ from evo_magic.events import (
     MicroCompacted,
     Notice,
 )
-from evo_magic.history import History, blocks_of_type, content_blocks
+from evo_magic.history import History
 from evo_magic.measure import ContextSize, message_chars, to_json
+from evo_magic.messages import content_blocks, holds_text
 from evo_magic.prompt_cache import PrefixTracker
 from evo_magic.summariser import Summary
 from evo_magic.usage import Usage
@@ -583,7 +584,7 @@ class Compactor:
                 "the result does not end with the user's turn, as the history did"
             )
         pending = self.history.pending_request
-        if pending and not any(_holds_text(m, pending) for m in new if m["role"] == "user"):
+        if pending and not any(holds_text(m, pending) for m in new if m["role"] == "user"):
             raise CompactionRefused("the result drops the user's pending request")
         if trigger != "every_call":  # a compaction must make the history smaller
             chars = message_chars(new)
@@ -605,20 +606,9 @@ class Compactor:
         run: _Run,
         snapshot: str,
     ) -> CompactionFinished:
-        self.history.replace(new)
-        if self.cache is not None:
-            self.cache.replaced()
-        state = self.state
-        state.has_compacted = True
-        if ctx.summaries:
-            state.last_summary = ctx.summaries[-1]
-        state.compact_count += 1
-        state.consecutive_failures = 0
-        state.retry_after_chars = 0
+        self.adopt(new, ctx.summaries[-1] if ctx.summaries else None)
         self._failures.pop(id(strategy), None)
         after = self.history.size()
-        if self.over_limit(after):
-            state.retry_after_chars = self._retry_at(after)
         event = CompactionFinished(
             trigger=trigger,
             focus=focus,
@@ -637,6 +627,23 @@ class Compactor:
         )
         self._emit(event)
         return event
+
+    def adopt(self, new: Sequence[Message], summary: str | None = None) -> None:
+        """Replace the history with `new`, the result of a successful compaction (here, or one
+        recorded that replay applies): the cache holds none of it, the state counts it."""
+        self.history.replace(new)
+        if self.cache is not None:
+            self.cache.replaced()
+        state = self.state
+        state.has_compacted = True
+        if summary:
+            state.last_summary = summary
+        state.compact_count += 1
+        state.consecutive_failures = 0
+        state.retry_after_chars = 0
+        after = self.history.size()
+        if self.over_limit(after):
+            state.retry_after_chars = self._retry_at(after)
 
     # -- failures -------------------------------------------------------------------------
 
@@ -822,7 +829,7 @@ def _edit_problem(old: Message, new: Any, index: int, pending: str | None) -> st
         return f"message {index} changed role"
     if _pairs(old) != _pairs(new):
         return f"message {index}: its tool calls or results changed (ids must stay, in order)"
-    dropped = pending and _holds_text(old, pending) and not _holds_text(new, pending)
+    dropped = pending and holds_text(old, pending) and not holds_text(new, pending)
     return f"message {index}: the pending request was removed" if dropped else None
 
 
@@ -859,7 +866,3 @@ def _block_id(block: dict[str, Any]) -> str | None:
     return block.get("tool_use_id") or (
         block.get("id") if block.get("type") == "tool_use" else None
     )
-
-
-def _holds_text(message: Message, text: str) -> bool:
-    return any(text in (b.get("text") or "") for b in blocks_of_type(message, "text"))
