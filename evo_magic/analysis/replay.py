@@ -391,6 +391,23 @@ def _digest(value: Any) -> str:
     return hashlib.blake2b(to_json(value).encode(), digest_size=16).hexdigest()
 
 
+@dataclass(frozen=True)
+class ReplayedCall:
+    """One call of one replayed conversation, as an observer (`replay(on_call=...)`) sees it."""
+
+    strategy: str
+    session_id: str
+    agent_id: str | None
+    call: int | None
+    messages: Sequence[dict[str, Any]]
+    """What would be sent, after the strategies ran (the system prompt aside). Read-only and
+    valid during the callback only; unchanged messages are the same dicts from call to call."""
+    changes: tuple[Event, ...]
+    """What compacted since the previous call, in order: `MicroCompacted` and successful
+    `CompactionFinished` events (a recorded compaction replayed as recorded: strategy
+    "recorded")."""
+
+
 @dataclass
 class _Settings:
     model: str | None
@@ -400,6 +417,7 @@ class _Settings:
     stand_in_tokens: int
     summariser: Model | Summariser | None
     cache_dir: Path | None
+    on_call: Callable[[ReplayedCall], None] | None = None
 
 
 class _Run:
@@ -422,6 +440,7 @@ class _Run:
         self.cleared_tokens = 0
         self.compactions = 0
         self.edits: list[Event] = []
+        self.changes: list[Event] = []  # since the previous call, for `on_call`
         self.history = History(self._observe)
         self.summaries = _Summaries(
             recording.summaries,
@@ -461,8 +480,10 @@ class _Run:
     def _observe(self, event: Event) -> None:
         if isinstance(event, MicroCompacted):
             self.cleared_tokens += event.cleared_tokens
+            self.changes.append(event)
         elif isinstance(event, CompactionFinished):
             if event.success:
+                self.changes.append(event)
                 self.compactions += 1
                 self.cleared_tokens += max(event.before.tokens - event.after.tokens, 0)
             if event.summary_usage.output_tokens or event.summary_usage.input_tokens:
@@ -541,6 +562,10 @@ class _Run:
         self.history.replace(messages)
         self.compactions += 1
         self.cleared_tokens += max(before.tokens - self.history.size().tokens, 0)
+        after = self.history.size()
+        self.changes.append(
+            CompactionFinished("recorded", None, before, after, True, 0.0, strategy="recorded")
+        )
 
     def _append(self, message: dict[str, Any], kind: str | None) -> None:
         requested = self._note_files(message)
@@ -586,6 +611,12 @@ class _Run:
         if not len(history):
             return
         view = history.view()
+        if self.calibration is not None and self.settings.on_call is not None:
+            rec = self.recording
+            changes, self.changes = tuple(self.changes), []
+            self.settings.on_call(
+                ReplayedCall(self.label, rec.session_id, rec.agent_id, item.call, view, changes)
+            )
         self.chain.update(view)
         chars = self.chain.chars[-1] + len(view) + 1  # the JSON list around the messages
         digest = self.chain.digest()
@@ -749,6 +780,7 @@ def replay(
     summary_tokens: int | None = None,
     summariser: Model | Summariser | None = None,
     cache_dir: str | Path | None = None,
+    on_call: Callable[[ReplayedCall], None] | None = None,
 ) -> Replay:
     """Replay what `source` recorded under each of `strategies` (see the module docstring).
 
@@ -757,7 +789,9 @@ def replay(
     specs. `model` prices the calls (default: each conversation's recorded model); `policy` sets
     the limits strategies see (default: `CompactPolicy()`); `cache` the prompt caching modelled
     (default: on, 5 minutes). Summaries: recorded where they fit, else stand-ins of
-    `summary_tokens`, or real ones from `summariser` (cached under `cache_dir`).
+    `summary_tokens`, or real ones from `summariser` (cached under `cache_dir`). `on_call`,
+    when given, is called at every call of every strategy setting (not the calibration pass)
+    with what would be sent (`ReplayedCall`).
     """
     import pandas as pd
 
@@ -773,6 +807,7 @@ def replay(
         stand_in_tokens=summary_tokens or _median_summary_tokens(t),
         summariser=summariser,
         cache_dir=Path(cache_dir).expanduser() if cache_dir else None,
+        on_call=on_call,
     )
     resolved = {label: _strategies(spec) for label, spec in strategies.items()}
     rows: list[dict[str, Any]] = []
