@@ -4,10 +4,12 @@ Extraction rules (deterministic, per conversation, on what the session recorded)
 
 - `instruction` (origin "user"): from the prompts a person typed (`message_kind` "prompt";
   text wrapped whole in a tag, such as an IDE note or a system reminder, is not typed), each
-  sentence or line of 12 to 400 characters holding a constraint or a preference word: must,
-  always, never, don't / do not, only, make sure, avoid, should, shouldn't, prefer, instead
-  of, without, no more than, at most, at least, keep, remember. The fact is the sentence as
-  typed (matched verbatim, case-sensitive).
+  sentence or line of 12 to 400 characters, not a question, that holds a constraint or a
+  preference: must, mustn't, never, always, make sure, ensure, avoid, should, shouldn't,
+  prefer, instead of, no more than, at most, at least, I want, I don't want, I'd like, not
+  allowed anywhere; don't / do not, only, keep, remember, use, leave, stick to where a clause
+  starts (the sentence's start, after a comma, "and", "but", "please", "so"). The fact is the
+  sentence as typed (matched verbatim, case-sensitive).
 - `path` (origin "assistant"): files the agent read, wrote or edited, from the tool inputs: the
   `file_path`, `path`, `notebook_path` or `filename` of a tool whose name says it reads,
   writes, edits, views or creates; the files of an `apply_patch` input (`*** Add/Update/Delete
@@ -36,8 +38,13 @@ from evo_magic.probe import BLANK, TOKEN, block_text, cloze_question, normalise
 KINDS = ("instruction", "path", "error", "identifier", "custom")
 
 _CONSTRAINT = re.compile(
-    r"\b(must|always|never|don't|dont|do not|only|make sure|avoid|should|shouldn't|prefer|"
-    r"instead of|without|no more than|at most|at least|keep|remember)\b",
+    r"\b(must|mustn't|never|always|make sure|ensure|avoid|should|shouldn't|prefer|instead of|"
+    r"no more than|at most|at least|i want|i don't want|i'd like|i would like|not allowed)\b",
+    re.IGNORECASE,
+)
+_IMPERATIVE = re.compile(
+    r"(?:^|[,;:]\s*|\b(?:and|but|please|so)\s+)(?:don't|do not|dont|only|keep|remember|use|"
+    r"leave|stick to)\b",
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -234,7 +241,9 @@ def instructions(prompt: str) -> Iterator[Found]:
         return
     for sentence in _SENTENCE_END.split(prompt):
         sentence = sentence.strip()
-        if 12 <= len(sentence) <= 400 and _CONSTRAINT.search(sentence):
+        if not 12 <= len(sentence) <= 400 or sentence.endswith("?"):
+            continue  # a question asks, it does not constrain
+        if _CONSTRAINT.search(sentence) or _IMPERATIVE.search(sentence):
             yield Found("instruction", sentence, "user")
 
 

@@ -23,6 +23,15 @@ from evo_magic.probe import block_text, normalise
 from evo_magic.strategies.large_outputs import LargeOutputs
 
 _SAVED_TO = re.compile(r"saved to (\S+?)\. ")
+_WORD = re.compile(r"\w+")
+
+
+def _key_word(needle: str) -> str | None:
+    """The longest word of `needle` that does not touch its ends (None when there is none):
+    bounded by non-word characters inside the needle, it is a whole word wherever the needle
+    appears."""
+    inner = [m.group() for m in _WORD.finditer(needle) if m.start() > 0 and m.end() < len(needle)]
+    return max(inner, key=len) if inner else None
 
 
 class Matcher:
@@ -30,20 +39,39 @@ class Matcher:
 
     def __init__(self, facts: Sequence[Tracked]):
         self.facts = facts
-        self._verbatim = [(i, f.needle) for i, f in enumerate(facts) if f.verbatim]
-        self._normal = [(i, f.needle) for i, f in enumerate(facts) if not f.verbatim]
+        self._always: list[int] = []
+        self._keyed: dict[str, list[int]] = {}
+        for index, fact in enumerate(facts):
+            key = _key_word(fact.needle)
+            if key is None:
+                self._always.append(index)
+            else:
+                self._keyed.setdefault(key, []).append(index)
         self._blocks: dict[int, tuple[Mapping[str, Any], frozenset[int]]] = {}
         self._texts: dict[str, frozenset[int]] = {}
 
     def in_text(self, text: str) -> frozenset[int]:
-        """Indices of the facts `text` holds."""
+        """Indices of the facts `text` holds. Only the facts whose key word (a word inside
+        the fact, so a whole word of any text holding it) is a word of `text` are searched."""
         found = self._texts.get(text)
         if found is None:
-            flat = normalise(text) if self._normal else ""
-            found = frozenset(
-                [i for i, needle in self._verbatim if needle in text]
-                + [i for i, needle in self._normal if needle in flat]
-            )
+            words = set(_WORD.findall(text)) if self._keyed else set()
+            candidates = [
+                *self._always,
+                *(i for w in words & self._keyed.keys() for i in self._keyed[w]),
+            ]
+            flat = None
+            hits = []
+            for index in candidates:
+                fact = self.facts[index]
+                if fact.verbatim:
+                    hit = fact.needle in text
+                else:
+                    flat = normalise(text) if flat is None else flat
+                    hit = fact.needle in flat
+                if hit:
+                    hits.append(index)
+            found = frozenset(hits)
             self._texts[text] = found
         return found
 
@@ -97,7 +125,8 @@ class Follow:
     matcher: Matcher
     last_call: int | None
     states: list[FactState] = field(default_factory=list)
-    held: dict[int, Mapping[str, Any]] = field(default_factory=dict)
+    order: list[Mapping[str, Any]] = field(default_factory=list)
+    """The messages of the previous call."""
     message_facts: dict[int, frozenset[int]] = field(default_factory=dict)
     counts: list[int] = field(default_factory=list)
     ordinal: int = 0
@@ -120,21 +149,19 @@ class Follow:
     def __call__(self, replayed: ReplayedCall) -> None:
         k, call = self.ordinal, replayed.call
         messages = replayed.messages
-        now = dict(zip(map(id, messages), messages, strict=True))
-        gone = self.held.keys() - now.keys()
-        came = now.keys() - self.held.keys()
+        gone, came = self._diff(messages, replayed.changes)
         touched: set[int] = set()
-        for key in gone:
-            for index in self.message_facts.pop(key):
+        for message in gone:
+            for index in self.message_facts.pop(id(message)):
                 self.counts[index] -= 1
                 touched.add(index)
-        for key in came:
-            found = self.matcher.in_message(now[key])
-            self.message_facts[key] = found
+        for message in came:
+            found = self.matcher.in_message(message)
+            self.message_facts[id(message)] = found
             for index in found:
                 self.counts[index] += 1
                 touched.add(index)
-        self.held = now
+        self.order = list(messages)  # holds them: their ids stay theirs until the next call
         for index in touched:
             held_before = self.states[index].since is not None
             if self.counts[index] and not held_before:
@@ -152,6 +179,34 @@ class Follow:
         if call is not None and call == self.last_call:
             self.final = list(messages)
         self.ordinal += 1
+
+    def _diff(
+        self, messages: Sequence[Mapping[str, Any]], changes: Sequence[Any]
+    ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+        """(messages gone, messages come) since the previous call. Usually only the end grew
+        and the blocks that `MicroCompacted` events name were rewritten: then only those are
+        looked at; otherwise (a replacement, anything unexpected) the two lists are compared
+        by identity."""
+        old = self.order
+        n = len(old)
+        fast = (
+            n
+            and len(messages) >= n
+            and messages[0] is old[0]
+            and messages[n - 1] is old[n - 1]
+            and all(isinstance(e, MicroCompacted) for e in changes)
+        )
+        if fast:
+            positions = {edit.index for e in changes for edit in e.edits if edit.index < n}
+            gone = [old[i] for i in positions if messages[i] is not old[i]]
+            came = [messages[i] for i in positions if messages[i] is not old[i]]
+            return gone, came + list(messages[n:])
+        now = dict(zip(map(id, messages), messages, strict=True))
+        before = dict(zip(map(id, old), old, strict=True))
+        return (
+            [before[key] for key in before.keys() - now.keys()],
+            [now[key] for key in now.keys() - before.keys()],
+        )
 
     def _arrive(self, index: int, k: int) -> None:
         self.states[index].since = k
