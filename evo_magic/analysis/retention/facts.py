@@ -2,8 +2,10 @@
 
 Extraction rules (deterministic, per conversation, on what the session recorded):
 
-- `instruction` (origin "user"): from the prompts a person typed (`message_kind` "prompt";
-  text wrapped whole in a tag, such as an IDE note or a system reminder, is not typed), each
+- `instruction` (origin "user"): from the prompts a person typed (the text blocks of user
+  messages of `message_kind` "prompt", or "tool_result" where a prompt joined the results
+  before it; text wrapped whole in a tag, such as an IDE note or a system reminder, is not
+  typed), each
   sentence or line of 12 to 400 characters, not a question, that holds a constraint or a
   preference: must, mustn't, never, always, make sure, ensure, avoid, should, shouldn't,
   prefer, instead of, no more than, at most, at least, I want, I don't want, I'd like, not
@@ -36,6 +38,9 @@ from typing import Any
 from evo_magic.probe import BLANK, TOKEN, block_text, cloze_question, normalise
 
 KINDS = ("instruction", "path", "error", "identifier", "custom")
+TYPED = frozenset({"prompt", "tool_result"})
+"""Kinds of user message whose text a person typed: a prompt, or (rebuilt as one API message
+with the results before it) a prompt sent after tool results."""
 
 _CONSTRAINT = re.compile(
     r"\b(must|mustn't|never|always|make sure|ensure|avoid|should|shouldn't|prefer|instead of|"
@@ -224,7 +229,7 @@ def _found(messages: Iterable[tuple[str, str | None, list[dict[str, Any]]]]) -> 
     for role, kind, content in messages:
         for block in content:
             match block.get("type"):
-                case "text" if role == "user" and kind == "prompt":
+                case "text" if role == "user" and kind in TYPED:
                     yield from instructions(str(block.get("text") or ""))
                 case "tool_use":
                     tools[str(block.get("id"))] = block
