@@ -451,3 +451,24 @@ def test_bad_input_is_a_clear_error(planted: Path):
         Fact("x = 1", kind="number")
     with pytest.raises(ValueError, match="no answer"):
         Fact("x = 1", question="What is x?")
+
+
+def test_the_wilson_interval():
+    from evo_magic.analysis.retention.probes import wilson
+
+    assert wilson(8, 10) == pytest.approx((0.4902, 0.9433), abs=1e-4)
+    low, high = wilson(10, 10)
+    assert low == pytest.approx(0.7225, abs=1e-4) and high == 1.0
+    assert all(x != x for x in wilson(0, 0))  # NaN: nothing asked
+
+
+def test_frontier_of_probe_accuracy_at_the_top_of_the_scale(planted: Path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    rt = retention(planted, {"none": [], "again": []}, facts=PLANTED, reader="offline")
+    ax = rt.frontier(y="probe_accuracy")
+    assert ax.get_ylabel() == "probe accuracy" and [t.get_text() for t in ax.texts] == [
+        "none",
+        "again",
+    ]

@@ -202,4 +202,6 @@ def wilson(correct: int, total: int, z: float = Z_95) -> tuple[float, float]:
     denominator = 1 + z * z / total
     centre = (p + z * z / (2 * total)) / denominator
     half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
-    return max(centre - half, 0.0), min(centre + half, 1.0)
+    low = 0.0 if correct == 0 else max(centre - half, 0.0)  # exact at the ends
+    high = 1.0 if correct == total else min(centre + half, 1.0)
+    return low, high

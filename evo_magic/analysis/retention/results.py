@@ -110,13 +110,16 @@ class Retention:
             accuracy = rows["probe_accuracy"].to_numpy(dtype=float, na_value=float("nan"))
             low = rows["probe_ci_low"].to_numpy(dtype=float, na_value=float("nan"))
             high = rows["probe_ci_high"].to_numpy(dtype=float, na_value=float("nan"))
+            centre = ys if y == "probe_accuracy" else accuracy
+            # The interval holds the mean; clipped so float rounding never makes a bar negative.
+            bars = [(centre - low).clip(min=0), (high - centre).clip(min=0)]
             if y == "probe_accuracy":
-                ax.errorbar(xs, ys, yerr=[ys - low, high - ys], fmt="none", capsize=3)
+                ax.errorbar(xs, ys, yerr=bars, fmt="none", capsize=3)
             else:
                 ax.errorbar(
                     xs,
                     accuracy,
-                    yerr=[accuracy - low, high - accuracy],
+                    yerr=bars,
                     fmt="o",
                     mfc="none",
                     capsize=3,

@@ -236,9 +236,9 @@ def _probe_rows(
         if follow.final is None:
             continue
         digest = context_digest(follow.final)
-        for fact in follow.facts:
-            if fact.question is None or fact.answer is None:
-                continue
+        for fact, first in zip(follow.facts, follow.first_ordinals, strict=True):
+            if fact.question is None or fact.answer is None or first is None:
+                continue  # no question, or never sent
             for replicate in range(replicates):
                 asked = prober.ask(follow.final, digest, fact.question, fact.answer, replicate)
                 rows.append(
