@@ -434,12 +434,121 @@ def test_claude_code_sessions(tmp_path: Path):
     assert none["kept_at_end_share"] == 1.0 and none["probe_accuracy"] == 1.0
 
 
-def test_codex_sessions():
-    """Extraction finds the paths a Codex shell command read, and its errors."""
-    folder = Path(__file__).parent / "fixtures" / "codex"
-    rt = retention(folder, {"none": []})
+def _codex_record(second: int, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"timestamp": f"2026-01-01T00:00:{second:02d}.000Z", "type": kind, "payload": payload}
+
+
+def _codex_usage(second: int, tokens: int) -> dict[str, Any]:
+    usage = {"input_tokens": tokens, "cached_input_tokens": 0, "output_tokens": 20}
+    info = {"total_token_usage": usage, "last_token_usage": usage, "model_context_window": 1e5}
+    return _codex_record(second, "event_msg", {"type": "token_count", "info": info})
+
+
+def test_codex_sessions(tmp_path: Path):
+    """Extraction finds instructions, the files a Codex shell command read or a patch changed,
+    and errors, in Codex's rollout format."""
+    sid = "0199bbbb-0000-7000-8000-000000000002"
+    build = 'fn main() {\n    compile("demo");\n}\n'
+    records = [
+        _codex_record(0, "session_meta", {"id": sid, "cwd": "/tmp/demo", "cli_version": "0.135"}),
+        _codex_record(0, "turn_context", {"turn_id": "t1", "cwd": "/tmp/demo", "model": "gpt-5"}),
+        _codex_record(
+            1,
+            "response_item",
+            {
+                "type": "message",
+                "role": "user",
+                "content": [
+                    {
+                        "type": "input_text",
+                        "text": "Fix the build. Do not touch vendor/, and always run the "
+                        "tests before you finish.",
+                    }
+                ],
+            },
+        ),
+        _codex_record(
+            2,
+            "response_item",
+            {
+                "type": "function_call",
+                "name": "exec_command",
+                "arguments": json.dumps({"cmd": "sed -n 1,40p src/build.rs"}),
+                "call_id": "call_1",
+            },
+        ),
+        _codex_usage(2, 1_200),
+        _codex_record(
+            3,
+            "response_item",
+            {"type": "function_call_output", "call_id": "call_1", "output": build},
+        ),
+        _codex_record(
+            4,
+            "response_item",
+            {
+                "type": "function_call",
+                "name": "exec_command",
+                "arguments": json.dumps({"cmd": "cargo build"}),
+                "call_id": "call_2",
+            },
+        ),
+        _codex_usage(4, 1_400),
+        _codex_record(
+            5,
+            "response_item",
+            {
+                "type": "function_call_output",
+                "call_id": "call_2",
+                "output": "   Compiling demo v0.1.0\nerror[E0425]: cannot find function "
+                "`compile` in this scope\nerror: could not compile `demo` (bin) due to 1 "
+                "previous error\n",
+            },
+        ),
+        _codex_record(
+            6,
+            "response_item",
+            {
+                "type": "custom_tool_call",
+                "name": "apply_patch",
+                "input": "*** Begin Patch\n*** Update File: src/build.rs\n@@\n-    compile"
+                '("demo");\n+    build("demo");\n*** End Patch\n',
+                "call_id": "call_3",
+            },
+        ),
+        _codex_usage(6, 1_600),
+        _codex_record(
+            7,
+            "response_item",
+            {"type": "custom_tool_call_output", "call_id": "call_3", "output": "Success."},
+        ),
+        _codex_record(
+            8,
+            "response_item",
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Fixed: the build compiles."}],
+            },
+        ),
+        _codex_usage(8, 1_700),
+    ]
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    (folder / f"rollout-2026-01-01T00-00-00-{sid}.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in records), encoding="utf-8"
+    )
+    rt = retention(folder, {"none": [], "masking-1": [ObservationMasking(1)]}, reader="offline")
     by_kind = rt.facts.groupby("kind", observed=True)["text"].apply(list).to_dict()
-    assert "notes.txt" in by_kind.get("path", [])
+    assert by_kind["instruction"] == [
+        "Do not touch vendor/, and always run the tests before you finish."
+    ]
+    assert by_kind["path"] == ["src/build.rs"]  # read by sed, then patched: one fact
+    assert "error: could not compile `demo` (bin) due to 1 previous error" in by_kind["error"]
+    assert by_kind["identifier"] == ["fn main() {"]
+    totals = rt.totals.set_index(["strategy", "kind"])
+    assert totals.loc[("none", "all"), "kept_at_end_share"] == 1.0
+    assert totals.loc[("masking-1", "error"), "kept_at_end_share"] == 0.0
 
 
 def test_bad_input_is_a_clear_error(planted: Path):
@@ -472,3 +581,34 @@ def test_frontier_of_probe_accuracy_at_the_top_of_the_scale(planted: Path):
         "none",
         "again",
     ]
+
+
+def test_a_session_is_a_source_and_unseen_given_facts_are_said(tmp_path: Path):
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    with Session(workspace, model="offline", sandbox=sandbox_here()) as session:
+        session.ask("List the files. Never delete anything.")
+    with pytest.warns(UserWarning, match="1 given fact.*'NOT-IN-THE-SESSION'"):
+        rt = retention(
+            session, {"none": []}, facts=["Never delete anything.", "NOT-IN-THE-SESSION"]
+        )
+    kept = rt.kept.set_index("fact_id")
+    assert kept["kept_at_end"].tolist() == [True, False]
+    assert rt.facts["first_call"].isna().tolist() == [False, True]
+
+
+def test_a_damaged_probe_cache_entry_is_asked_again(planted: Path, tmp_path: Path):
+    asked: list[int] = []
+
+    def read(request: ModelRequest) -> list[dict[str, Any]]:
+        asked.append(1)
+        return [{"type": "text", "text": "4096"}]
+
+    options = {"facts": [PLANTED[2]], "reader": FunctionModel(read), "cache_dir": tmp_path}
+    retention(planted, {"none": []}, **options)
+    (entry,) = (tmp_path / "probes").iterdir()
+    entry.write_text("{not json", encoding="utf-8")
+    rt = retention(planted, {"none": []}, **options)
+    assert len(asked) == 2 and rt.probes["correct"].all()
+    retention(planted, {"none": []}, **options)
+    assert len(asked) == 2  # rewritten, then read

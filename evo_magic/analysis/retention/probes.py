@@ -92,8 +92,13 @@ class Prober:
     ) -> tuple[str, float | None]:
         cached = self._path(model, key)
         if cached is not None and cached.is_file():
-            record = json.loads(cached.read_text(encoding="utf-8"))
-            return record["reply"], self._price(model, Usage(**record["usage"]))
+            try:
+                record = json.loads(cached.read_text(encoding="utf-8"))
+                reply_text, usage = str(record["reply"]), Usage(**record["usage"])
+            except (OSError, ValueError, KeyError, TypeError):
+                pass  # a damaged cache entry: asked again, and rewritten
+            else:
+                return reply_text, self._price(model, usage)
         reply = model.respond(request)
         text = "\n".join(b.get("text", "") for b in reply.content if b.get("type") == "text")
         if cached is not None:

@@ -3,7 +3,8 @@ in the same replay pass that prices it, then (with a reader) probed one question
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,6 +92,8 @@ def retention(
             follows[key] = follow
         follow(replayed)
 
+    if given is not None:
+        _warn_unseen(found.values())
     replayed = replay(t, strategies, on_call=observe, **replay_options)
     for follow in follows.values():
         follow.finish()
@@ -139,6 +142,30 @@ def retention(
         judge=None if judge_model is None else judge_model.name,
         temperature=getattr(reader_model, "temperature", None),
     )
+
+
+def _warn_unseen(found: Iterable[Conversation]) -> None:
+    """Say which given facts no conversation ever sent (a typo, or another session's fact)."""
+    unseen = {
+        fact.text
+        for c in found
+        for fact, first in zip(c.facts, c.first_ordinals, strict=True)
+        if first is None
+    }
+    sent = {
+        fact.text
+        for c in found
+        for fact, first in zip(c.facts, c.first_ordinals, strict=True)
+        if first is not None
+    }
+    missing = sorted(unseen - sent)
+    if missing:
+        shown = ", ".join(repr(text[:60]) for text in missing[:3])
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        warnings.warn(
+            f"{len(missing)} given fact(s) appear in no context of the session: {shown}{more}",
+            stacklevel=3,
+        )
 
 
 def _transcripts(source: Any) -> Transcripts:
