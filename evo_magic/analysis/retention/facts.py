@@ -208,7 +208,11 @@ class Found:
     answer: str | None = None
 
 
-def extract(session_id: str, messages: Iterable[tuple[str, str | None, list[dict[str, Any]]]]):
+RecordedMessage = tuple[str, str | None, list[dict[str, Any]]]
+"""(role, message_kind, content) of a recorded message."""
+
+
+def extract(session_id: str, messages: Iterable[RecordedMessage]) -> list[Tracked]:
     """The facts of one conversation from its messages, given as (role, message_kind, content)
     in order (see the module docstring for the rules)."""
     seen: dict[tuple[str, str], Tracked] = {}
@@ -224,7 +228,7 @@ def extract(session_id: str, messages: Iterable[tuple[str, str | None, list[dict
     return list(seen.values())
 
 
-def _found(messages: Iterable[tuple[str, str | None, list[dict[str, Any]]]]) -> Iterator[Found]:
+def _found(messages: Iterable[RecordedMessage]) -> Iterator[Found]:
     tools: dict[str, dict[str, Any]] = {}
     for role, kind, content in messages:
         for block in content:

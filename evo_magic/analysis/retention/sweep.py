@@ -4,7 +4,7 @@ in the same replay pass that prices it, then (with a reader) probed one question
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ from evo_magic.analysis.retention.results import (
     frame,
 )
 from evo_magic.cost import price_table
+from evo_magic.models import resolve_model
 from evo_magic.models.base import Model
 
 if TYPE_CHECKING:
@@ -93,17 +94,14 @@ def retention(
         follow(replayed)
 
     if given is not None:
-        _warn_unseen(found.values())
+        _warn_unseen(list(found.values()))
     replayed = replay(t, strategies, on_call=observe, **replay_options)
     for follow in follows.values():
         follow.finish()
+    reader_model = None if reader is None else resolve_model(reader)
+    judge_model = None if judge is None else resolve_model(judge)
     probe_rows = []
-    reader_model = judge_model = None
-    if reader is not None:
-        from evo_magic.models import resolve_model
-
-        reader_model = resolve_model(reader)
-        judge_model = resolve_model(judge) if judge is not None else None
+    if reader_model is not None:
         cache_dir = replay_options.get("cache_dir")
         prober = Prober(
             reader_model,
@@ -119,7 +117,21 @@ def retention(
         for (_, session_id), f in follows.items()
         for i in range(len(f.facts))
     ]
-    call_rows = [
+    totals = _totals(list(strategies), follows, probe_rows, costs, replicates, reader is not None)
+    return Retention(
+        facts=frame(fact_rows, FACT_COLUMNS),
+        kept=frame(kept_rows, KEPT_COLUMNS),
+        calls=frame(_call_rows(follows), CALL_COLUMNS),
+        totals=frame(totals, TOTAL_COLUMNS),
+        probes=frame(probe_rows, PROBE_COLUMNS),
+        reader=None if reader_model is None else reader_model.name,
+        judge=None if judge_model is None else judge_model.name,
+        temperature=getattr(reader_model, "temperature", None),
+    )
+
+
+def _call_rows(follows: Mapping[tuple[str, str], Follow]) -> list[dict[str, Any]]:
+    return [
         {
             "strategy": f.strategy,
             "session_id": session_id,
@@ -131,20 +143,9 @@ def retention(
         for (_, session_id), f in follows.items()
         for call, seen, kept in f.rows
     ]
-    totals = _totals(list(strategies), follows, probe_rows, costs, replicates, reader is not None)
-    return Retention(
-        facts=frame(fact_rows, FACT_COLUMNS),
-        kept=frame(kept_rows, KEPT_COLUMNS),
-        calls=frame(call_rows, CALL_COLUMNS),
-        totals=frame(totals, TOTAL_COLUMNS),
-        probes=frame(probe_rows, PROBE_COLUMNS),
-        reader=None if reader_model is None else reader_model.name,
-        judge=None if judge_model is None else judge_model.name,
-        temperature=getattr(reader_model, "temperature", None),
-    )
 
 
-def _warn_unseen(found: Iterable[Conversation]) -> None:
+def _warn_unseen(found: Sequence[Conversation]) -> None:
     """Say which given facts no conversation ever sent (a typo, or another session's fact)."""
     unseen = {
         fact.text
