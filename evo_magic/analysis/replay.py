@@ -611,9 +611,9 @@ class _Run:
         if not len(history):
             return
         view = history.view()
+        changes, self.changes = tuple(self.changes), []
         if self.calibration is not None and self.settings.on_call is not None:
             rec = self.recording
-            changes, self.changes = tuple(self.changes), []
             self.settings.on_call(
                 ReplayedCall(self.label, rec.session_id, rec.agent_id, item.call, view, changes)
             )
