@@ -617,3 +617,60 @@ def test_a_damaged_probe_cache_entry_is_asked_again(planted: Path, tmp_path: Pat
     assert len(asked) == 2 and rt.probes["correct"].all()
     retention(planted, {"none": []}, **options)
     assert len(asked) == 2  # rewritten, then read
+
+
+def test_the_incremental_count_equals_a_scan_of_every_context(planted: Path):
+    """What is followed call by call (only what changed) is what a scan of every fact against
+    every whole context finds."""
+    from evo_magic.strategies import ClearToolUses, LargeOutputs, MicroCompact
+
+    strategies = {
+        "none": [],
+        "seed": None,
+        "masking-2": [ObservationMasking(2)],
+        "window": [SlidingWindow(keep=5)],
+        "clear": [ClearToolUses(keep=1, trigger_tokens=500)],
+        "mixed": [LargeOutputs(limit=1_000, preview_chars=200), MicroCompact(keep_recent=2)],
+    }
+    options = {"policy": CompactPolicy(context_limit=3_000), "summariser": OfflineModel()}
+    rt = retention(planted, strategies, **options)
+    facts = rt.facts.set_index("fact_id")
+    scanned: dict[tuple[str, int], set[str]] = {}
+
+    def scan(replayed: Any) -> None:
+        texts = [block_text(b) for m in replayed.messages for b in m["content"]]
+        held = set()
+        for fact_id, row in facts.iterrows():
+            if row["kind"] == "instruction":
+                found = any(row["text"] in text for text in texts)
+            else:
+                found = any(normalise(row["text"]) in normalise(text) for text in texts)
+            if found:
+                held.add(fact_id)
+        scanned[(replayed.strategy, replayed.call)] = held
+
+    replay(planted, strategies, on_call=scan, **options)
+    first = facts["first_call"]
+    for row in rt.calls.itertuples():
+        held = scanned[(row.strategy, row.call)]
+        seen = {f for f in held if first[f] <= row.call}
+        assert row.facts_kept == len(seen), (row.strategy, row.call)
+        assert row.facts_seen == int((first <= row.call).sum())
+    assert len(rt.calls) == len(scanned)
+    for row in rt.kept.itertuples():
+        calls = sorted(c for s, c in scanned if s == row.strategy)
+        held = [
+            c for c in calls if c >= row.first_call and row.fact_id in scanned[(row.strategy, c)]
+        ]
+        missing = [c for c in calls if c >= row.first_call and c not in held]
+        if missing:
+            assert row.lost_at_call == missing[0], (row.strategy, row.fact_id)
+        else:
+            assert pd.isna(row.lost_at_call), (row.strategy, row.fact_id)
+        assert row.kept_at_end == (calls[-1] in held)
+        assert row.kept_share == pytest.approx(
+            len(held) / len([c for c in calls if c >= row.first_call])
+        )
+    # The settings differ, so the comparison is not between empty results.
+    assert rt.totals[rt.totals["kind"] == "all"]["kept_share"].nunique() >= 4
+    assert rt.kept["lost_at_call"].notna().sum() > 10 and rt.kept["recoverable"].notna().any()
