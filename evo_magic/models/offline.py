@@ -15,6 +15,9 @@ Its script, per user request (each response is one step):
 5. edit that file (a unique-match edit);
 6. answer in text and stop.
 
+Asked a retention probe (`evo_magic.probe`), it answers from what its context holds, by the
+probe module's keyword search (those answers carry no label: a grader reads them).
+
 Progress is read from the history (the "Step k/6" line of its own messages, or the progress line
 of a summary), so the script carries on across a compaction.
 """
@@ -34,6 +37,7 @@ from evo_magic.compact.format import (
 )
 from evo_magic.measure import estimate_tokens, to_json
 from evo_magic.models.base import ModelReply, ModelRequest, TextCallback
+from evo_magic.probe import answer_from_context, probe_question
 from evo_magic.usage import Usage
 
 LABEL = "[offline model]"
@@ -56,7 +60,10 @@ class OfflineModel:
     def respond(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelReply:
         self._calls += 1
         tools_allowed = (request.tool_choice or {}).get("type") != "none"
-        if request.tools and tools_allowed:
+        question = probe_question(request.messages)
+        if question is not None:  # a retention probe: answered from what the context holds
+            content = [{"type": "text", "text": answer_from_context(request.messages, question)}]
+        elif request.tools and tools_allowed:
             content = self._agent_step(request.messages)
         elif request.tools:  # asked in the conversation: the last text is the instructions
             conversation, instructions = _split_instructions(request.messages)

@@ -37,7 +37,7 @@ the session summarised, else stand-ins of `summary_tokens`, or real ones from `s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,7 @@ from evo_magic.analysis.replay.recording import Recording, recordings
 from evo_magic.analysis.replay.results import CALL_COLUMNS, Replay, summary_counts, totals
 from evo_magic.analysis.replay.run import (
     RECORDED,
+    ReplayedCall,
     ReplaySettings,
     ReplayWarning,
     Run,
@@ -71,6 +72,7 @@ __all__ = [
     "Recording",
     "Replay",
     "ReplayWarning",
+    "ReplayedCall",
     "StrategySpec",
     "recordings",
     "replay",
@@ -91,6 +93,7 @@ def replay(
     summariser: Model | Summariser | None = None,
     cache_dir: str | Path | None = None,
     trust: bool = False,
+    on_call: Callable[[ReplayedCall], None] | None = None,
 ) -> Replay:
     """Replay what `source` recorded under each of `strategies` (see the module docstring).
 
@@ -102,7 +105,8 @@ def replay(
     minutes, the shipped prices). Summaries: recorded where they fit, else stand-ins of
     `summary_tokens`, or real ones from `summariser` (cached under `cache_dir`). `trust=True`
     rebuilds recorded strategies that are not registered by importing their class: only for
-    files you wrote.
+    files you wrote. `on_call`, when given, is called at every call of every strategy setting
+    (not the calibration pass) with what would be sent (`ReplayedCall`).
     """
     import pandas as pd
 
@@ -118,6 +122,7 @@ def replay(
         summariser=summariser,
         cache_dir=Path(cache_dir).expanduser() if cache_dir else None,
         trust=trust,
+        on_call=on_call,
     )
     resolved = {label: _strategies(spec) for label, spec in strategies.items()}
     rows: list[dict[str, Any]] = []

@@ -5,7 +5,7 @@ each model call measured, its breakpoints placed and its usage modelled."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,23 @@ class Skipped(Exception):
     """This conversation cannot be replayed under this setting; the message says why."""
 
 
+@dataclass(frozen=True)
+class ReplayedCall:
+    """One call of one replayed conversation, as an observer (`replay(on_call=...)`) sees it."""
+
+    strategy: str
+    session_id: str
+    agent_id: str | None
+    call: int | None
+    messages: Sequence[dict[str, Any]]
+    """What would be sent, after the strategies ran (the system prompt aside). Read-only and
+    valid during the callback only; unchanged messages are the same dicts from call to call."""
+    changes: tuple[Event, ...]
+    """What compacted since the previous call, in order: `MicroCompacted` and successful
+    `CompactionFinished` events (a recorded compaction replayed as recorded: strategy
+    "recorded")."""
+
+
 @dataclass
 class ReplaySettings:
     """What `replay` was asked for, the same for every run. `policy`, `cache` and `prices`
@@ -67,6 +84,7 @@ class ReplaySettings:
     summariser: Model | Summariser | None
     cache_dir: Path | None
     trust: bool = False
+    on_call: Callable[[ReplayedCall], None] | None = None
 
 
 Chosen = list[Strategy] | None | str
@@ -92,6 +110,7 @@ class Run:
         self.calibration = calibration
         self.cleared_tokens = 0
         self.compactions = 0
+        self.changes: list[Event] = []  # since the previous call, for `on_call`
         self.history = History(self._observe)
         self.policy = settings.policy or CompactPolicy()
         self.cache_settings = settings.cache or CacheSettings()
@@ -189,8 +208,10 @@ class Run:
     def _observe(self, event: Event) -> None:
         if isinstance(event, MicroCompacted):
             self.cleared_tokens += event.cleared_tokens
+            self.changes.append(event)
         elif isinstance(event, CompactionFinished):
             if event.success:
+                self.changes.append(event)
                 self.compactions += 1
                 self.cleared_tokens += max(event.before.tokens - event.after.tokens, 0)
             if event.summary_usage.output_tokens or event.summary_usage.input_tokens:
@@ -282,7 +303,11 @@ class Run:
             self._charge_summary(self.summaries.estimate_usage(self.history.view(), None, summary))
         self.compactor.adopt(messages, summary)
         self.compactions += 1
-        self.cleared_tokens += max(before.tokens - self.history.size().tokens, 0)
+        after = self.history.size()
+        self.cleared_tokens += max(before.tokens - after.tokens, 0)
+        self.changes.append(
+            CompactionFinished("recorded", None, before, after, True, 0.0, strategy="recorded")
+        )
 
     def _append(self, message: dict[str, Any], kind: str | None) -> None:
         requested = self._note_tool_results(message)
@@ -321,6 +346,12 @@ class Run:
         if not len(history):
             return
         view = history.view()
+        changes, self.changes = tuple(self.changes), []
+        if self.calibration is not None and self.settings.on_call is not None:
+            rec = self.recording
+            self.settings.on_call(
+                ReplayedCall(self.label, rec.session_id, rec.agent_id, item.call, view, changes)
+            )
         self.chain.update(view)
         chars = history.size().chars
         digest = self.chain.key().hex()
