@@ -34,6 +34,7 @@ request they stand for (`summary_cost_usd`; the totals' `cost_usd` includes it).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -45,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evo_magic.analysis.conversation import Call, Compaction, Message, conversation, conversations
-from evo_magic.compact.base import Strategy
+from evo_magic.compact.base import Strategy, describe
 from evo_magic.compact.compactor import Compactor
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.cost import PriceTable, call_cost, price_table
@@ -708,6 +709,8 @@ class Replay:
     totals: pd.DataFrame
     summaries: pd.DataFrame
     """Per strategy: how many summaries were recorded ones, real ones, stand-ins."""
+    failures: pd.DataFrame | None = None
+    """Sessions a sweep could not replay (`session_id`, `error`); None without an engine."""
 
     def plot(self, *, figsize: tuple[float, float] = (11, 4)) -> Any:
         """Context tokens per call, one line per strategy; cost per strategy. Returns the figure."""
@@ -749,6 +752,11 @@ def replay(
     summary_tokens: int | None = None,
     summariser: Model | Summariser | None = None,
     cache_dir: str | Path | None = None,
+    engine: str | None = None,
+    workers: int | None = None,
+    client: Any = None,
+    out: str | Path | None = None,
+    progress: bool = True,
 ) -> Replay:
     """Replay what `source` recorded under each of `strategies` (see the module docstring).
 
@@ -758,12 +766,31 @@ def replay(
     the limits strategies see (default: `CompactPolicy()`); `cache` the prompt caching modelled
     (default: on, 5 minutes). Summaries: recorded where they fit, else stand-ins of
     `summary_tokens`, or real ones from `summariser` (cached under `cache_dir`).
+
+    Many sessions: `engine` ("local" or "dask") replays them session by session in `workers`
+    processes, or on Dask (`client=`: a `distributed.Client` or a scheduler address; none: a
+    local cluster started for the sweep); `out=DIR` keeps each session's result as Parquet as
+    it finishes, so a rerun resumes where it stopped. The numbers are the same as without an
+    engine; a session that fails is a row of `failures` (see `evo_magic.analysis.sweep`).
     """
     import pandas as pd
 
     from evo_magic.analysis.transcripts import Transcripts, load_transcripts
 
     t = source if isinstance(source, Transcripts) else load_transcripts(Path(source).expanduser())
+    if engine is not None or out is not None:
+        options = {
+            "model": model,
+            "policy": policy,
+            "prices": prices,
+            "cache": cache,
+            "summary_tokens": summary_tokens or _median_summary_tokens(t),
+            "summariser": summariser,
+            "cache_dir": cache_dir,
+        }
+        return _replay_sweep(
+            t, strategies, options, engine or "local", workers, client, out, progress
+        )
     conversations_ = recordings(t)
     settings = _Settings(
         model=model,
@@ -791,6 +818,65 @@ def replay(
     calls = pd.DataFrame(rows, columns=CALL_COLUMNS)
     summaries = pd.DataFrame(used, columns=["strategy", "kind"])
     return Replay(calls, _totals(calls, list(resolved)), _summary_counts(summaries, list(resolved)))
+
+
+def _replay_sweep(
+    t: Transcripts,
+    strategies: Mapping[str, StrategySpec],
+    options: dict[str, Any],
+    engine: str,
+    workers: int | None,
+    client: Any,
+    out: str | Path | None,
+    progress: bool,
+) -> Replay:
+    """`replay` session by session on an engine: the same numbers, gathered in session order."""
+    import pandas as pd
+
+    from evo_magic.analysis.sweep import Unit, run_sweep
+
+    order = list(strategies)
+    units = [Unit(session_id, t.session(session_id)) for session_id in t.session_ids()]
+    work = functools.partial(_replay_session, strategies=dict(strategies), options=options)
+    swept = run_sweep(
+        units,
+        work,
+        engine=engine,
+        workers=workers,
+        client=client,
+        out=out,
+        settings=_sweep_settings(strategies, options),
+        progress=progress,
+    )
+    calls = swept.frames.get("calls", pd.DataFrame(columns=CALL_COLUMNS))
+    counts = swept.frames.get("summaries")
+    if counts is not None and len(counts):
+        summed = counts.groupby("strategy", sort=False)[["recorded", "model", "stand-in"]].sum()
+        summaries = summed.reindex(order, fill_value=0).reset_index()
+    else:
+        summaries = _summary_counts(pd.DataFrame(columns=["strategy", "kind"]), order)
+    return Replay(calls, _totals(calls, order), summaries, swept.failures)
+
+
+def _replay_session(
+    t: Transcripts, *, strategies: dict[str, StrategySpec], options: dict[str, Any]
+) -> dict[str, pd.DataFrame]:
+    """One session's replay: the unit of work of a sweep."""
+    done = replay(t, strategies, **options)
+    return {"calls": done.calls, "summaries": done.summaries}
+
+
+def _sweep_settings(strategies: Mapping[str, StrategySpec], options: dict[str, Any]) -> str:
+    """What a sweep's results depend on, as text: results under `out` made with other
+    settings are not mixed with these."""
+
+    def spelled(spec: StrategySpec) -> Any:
+        resolved = _strategies(spec)
+        return spec if resolved is None else [describe(s) for s in resolved]
+
+    described = {label: spelled(spec) for label, spec in strategies.items()}
+    settings = {"strategies": described, "options": sorted(options.items())}
+    return json.dumps(settings, sort_keys=True, default=repr)
 
 
 CALL_COLUMNS = [

@@ -62,6 +62,42 @@ class Transcripts:
             self._events = _events_frame(self._identities, self._sources)
         return self._events
 
+    def session_ids(self) -> list[str]:
+        """The sessions' ids, in the order their records were read."""
+        if not len(self.blocks):
+            return []
+        return [str(s) for s in self.blocks["session_id"].astype(object).drop_duplicates()]
+
+    def session(self, session_id: str) -> Transcripts:
+        """One session's Transcripts (its subagents included): every frame cut to its rows."""
+        if session_id not in self.session_ids():
+            raise KeyError(f"no session {session_id!r} in these transcripts")
+
+        def cut(frame: pd.DataFrame) -> pd.DataFrame:
+            if not len(frame) or "session_id" not in frame.columns:
+                return frame
+            mine = frame[frame["session_id"].astype(object) == session_id].reset_index(drop=True)
+            return mine
+
+        identities = self._identities
+        if identities is not None and identities.num_rows:
+            import pyarrow.compute as pc
+
+            column = identities.column("session_id").cast(pa.string())
+            identities = identities.filter(pc.equal(column, session_id))
+        names = set(identities.column("file").to_pylist()) if identities is not None else set()
+        return Transcripts(
+            blocks=cut(self.blocks),
+            calls=cut(self.calls),
+            compactions=cut(self.compactions),
+            parts=cut(self.parts),
+            files=[path for path in self.files if str(path) in names] or list(self.files),
+            skipped=dict(self.skipped),
+            _identities=identities,
+            _sources=[source for source in self._sources if source.name in names],
+            _events=cut(self._events) if self._events is not None else None,
+        )
+
     def frames(self) -> dict[str, pd.DataFrame]:
         """The frames by name (`events` included only once it has been built)."""
         found = {name: getattr(self, name) for name in FRAMES}
