@@ -71,6 +71,7 @@ from evo_magic.usage import Usage
 if TYPE_CHECKING:
     import pandas as pd
 
+    from evo_magic.analysis.lake_transcripts import LakeTranscripts
     from evo_magic.analysis.transcripts import Transcripts
 
 RECORDED = "recorded"
@@ -775,10 +776,14 @@ def replay(
     """
     import pandas as pd
 
+    from evo_magic.analysis.lake_transcripts import LakeTranscripts
     from evo_magic.analysis.transcripts import Transcripts, load_transcripts
 
-    t = source if isinstance(source, Transcripts) else load_transcripts(Path(source).expanduser())
-    if engine is not None or out is not None:
+    if isinstance(source, Transcripts | LakeTranscripts):
+        t = source
+    else:
+        t = load_transcripts(Path(source).expanduser())
+    if engine is not None or out is not None or isinstance(t, LakeTranscripts):
         options = {
             "model": model,
             "policy": policy,
@@ -788,9 +793,9 @@ def replay(
             "summariser": summariser,
             "cache_dir": cache_dir,
         }
-        return _replay_sweep(
-            t, strategies, options, engine or "local", workers, client, out, progress
-        )
+        if engine is None:  # a lake without an engine: one session at a time, here
+            engine, workers = "local", 1
+        return _replay_sweep(t, strategies, options, engine, workers, client, out, progress)
     conversations_ = recordings(t)
     settings = _Settings(
         model=model,
@@ -821,7 +826,7 @@ def replay(
 
 
 def _replay_sweep(
-    t: Transcripts,
+    t: Transcripts | LakeTranscripts,
     strategies: Mapping[str, StrategySpec],
     options: dict[str, Any],
     engine: str,
@@ -833,10 +838,14 @@ def _replay_sweep(
     """`replay` session by session on an engine: the same numbers, gathered in session order."""
     import pandas as pd
 
+    from evo_magic.analysis.lake_transcripts import LakeTranscripts
     from evo_magic.analysis.sweep import Unit, run_sweep
 
     order = list(strategies)
-    units = [Unit(session_id, t.session(session_id)) for session_id in t.session_ids()]
+    if isinstance(t, LakeTranscripts):  # the worker reads its session from the lake
+        units = [Unit(sid, (str(t.lake), sid)) for sid in t.session_ids()]
+    else:
+        units = [Unit(sid, t.session(sid)) for sid in t.session_ids()]
     work = functools.partial(_replay_session, strategies=dict(strategies), options=options)
     swept = run_sweep(
         units,
@@ -859,9 +868,18 @@ def _replay_sweep(
 
 
 def _replay_session(
-    t: Transcripts, *, strategies: dict[str, StrategySpec], options: dict[str, Any]
+    t: Transcripts | tuple[str, str],
+    *,
+    strategies: dict[str, StrategySpec],
+    options: dict[str, Any],
 ) -> dict[str, pd.DataFrame]:
-    """One session's replay: the unit of work of a sweep."""
+    """One session's replay: the unit of work of a sweep (a session's Transcripts, or a lake's
+    folder and the session's id)."""
+    if isinstance(t, tuple):
+        from evo_magic.analysis.lake_transcripts import LakeTranscripts
+        from evo_magic.analysis.transcripts import Transcripts
+
+        t = LakeTranscripts(t[0], Transcripts).session(t[1])
     done = replay(t, strategies, **options)
     return {"calls": done.calls, "summaries": done.summaries}
 

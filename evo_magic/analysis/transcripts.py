@@ -6,6 +6,7 @@ import html
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow as pa
@@ -20,6 +21,9 @@ from evo_magic.analysis.frames import (
     to_pandas,
 )
 from evo_magic.analysis.loader import Engine, SourceFile, resolve, warn_bad_lines
+
+if TYPE_CHECKING:
+    from evo_magic.analysis.lake_transcripts import LakeTranscripts
 
 _READERS = {"evo_magic": evo.read, "claude_code": claude_code.read, "codex": codex.read}
 _HINTS = {
@@ -172,7 +176,9 @@ def _key_columns(name: str, frame: pd.DataFrame | None) -> str:
     return ", ".join(leading) + (f" (+ {more} more)" if more > 0 else "")
 
 
-def load_transcripts(path: str | Path) -> Transcripts:
+def load_transcripts(
+    path: str | Path, lake: str | Path | None = None
+) -> Transcripts | LakeTranscripts:
     """Load transcripts into typed DataFrames.
 
     `path` is a session directory, a transcripts root, a Claude Code project folder
@@ -186,8 +192,25 @@ def load_transcripts(path: str | Path) -> Transcripts:
     with a warning. Raises `TranscriptError` when the path does not exist, a glob matches
     nothing, there are no records, a file named on its own is in no known format, or a record
     has a schema version newer than this evo_magic reads.
+
+    With `lake=DIR` the files are parsed once into a lake of Parquet files (built, or brought
+    up to date: only new or changed sessions are read, one at a time) and a `LakeTranscripts`
+    over it is returned: see `evo_magic.analysis.lake_transcripts`.
     """
+    if lake is not None:
+        from evo_magic.analysis.lake_transcripts import LakeTranscripts, update_lake
+
+        def read(files: list[Path]) -> Transcripts:
+            return read_files(files, single=False, label=str(files[0]))
+
+        return LakeTranscripts(lake, Transcripts, update_lake(path, lake, read))
     files, single = resolve(path)
+    return read_files(files, single=single, label=str(path))
+
+
+def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
+    """The Transcripts of exactly `files` (see `load_transcripts`; `label` names them in an
+    error, `single` says a file was named on its own)."""
     sources = [SourceFile.read(i, file) for i, file in enumerate(files)]
     skipped: dict[str, int] = {}
     by_format: dict[str, list[SourceFile]] = {}
@@ -202,12 +225,12 @@ def load_transcripts(path: str | Path) -> Transcripts:
     finally:
         engine.close()
     for source in sources:
-        warn_bad_lines(source, stacklevel=3)
+        warn_bad_lines(source, stacklevel=4)
         if source.bad:
             skipped["unreadable line"] = skipped.get("unreadable line", 0) + len(set(source.bad))
     if sum(part.records for part in parts) == 0:
         shown = ", ".join(str(f) for f in files[:3]) + (" and more" if len(files) > 3 else "")
-        raise TranscriptError(f"no transcript records in {path} (read {shown})")
+        raise TranscriptError(f"no transcript records in {label} (read {shown})")
     for part in parts:
         for reason, count in part.skipped.items():
             skipped[reason] = skipped.get(reason, 0) + count
@@ -244,7 +267,7 @@ def _format(source: SourceFile, single: bool, skipped: dict[str, int]) -> str | 
     )
     if single:
         raise TranscriptError(message)
-    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=4)
+    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=5)
     skipped["file in no known format"] = skipped.get("file in no known format", 0) + 1
     return None
 
