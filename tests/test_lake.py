@@ -10,6 +10,7 @@ import pytest
 from claude_code_session import SID, write_session
 
 from evo_magic import load_transcripts, replay
+from evo_magic.analysis import lake_transcripts
 from evo_magic.analysis.errors import TranscriptError
 from evo_magic.analysis.lake_transcripts import LakeTranscripts
 from evo_magic.compact.policy import CompactPolicy
@@ -65,7 +66,12 @@ def _same(left: pd.DataFrame, right: pd.DataFrame, *, any_order: bool = False) -
     pd.testing.assert_frame_equal(_plain(left), _plain(right), check_dtype=False)
 
 
-def test_frames_over_a_lake_equal_frames_without_one(corpus: Path, tmp_path: Path):
+@pytest.mark.parametrize("batch", [1, lake_transcripts.BATCH_BYTES])
+def test_frames_over_a_lake_equal_frames_without_one(
+    corpus: Path, tmp_path: Path, batch: int, monkeypatch: pytest.MonkeyPatch
+):
+    # Sessions are read in batches of files up to BATCH_BYTES; 1: each session on its own.
+    monkeypatch.setattr(lake_transcripts, "BATCH_BYTES", batch)
     whole = load_transcripts(corpus)
     t = load_transcripts(corpus, lake=tmp_path / "lake")
     assert isinstance(t, LakeTranscripts)

@@ -23,19 +23,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
+from evo_magic.analysis.errors import TranscriptError
 from evo_magic.analysis.formats import detect
 from evo_magic.analysis.frames import FRAMES
 from evo_magic.analysis.loader import SourceFile, resolve
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
 Transcripts = Any
 """`evo_magic.analysis.transcripts.Transcripts`: given by the caller (it imports this module)."""
@@ -49,6 +49,9 @@ STORED = (*FRAMES, "events")
 _EDGE = 1 << 16
 """Bytes of a file's head and of its tail that its fingerprint hashes."""
 _SOURCES = ("evo_magic", "claude_code", "codex")
+BATCH_BYTES = 16 << 20
+"""Sessions are read together up to this many bytes of files (one larger is read alone): a
+read has a fixed cost, and memory stays bounded by this or by the largest session."""
 
 
 @dataclass
@@ -74,6 +77,7 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
         _drop(root, manifest["groups"].pop(key))
         done.dropped += 1
         _write_manifest(root, manifest)
+    todo: list[tuple[str, list[Path], dict[str, Any]]] = []
     for key, members in groups.items():
         stamps = {str(file): _stamp(file) for file in members}
         entry = manifest["groups"].get(key)
@@ -81,12 +85,30 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
             done.kept += 1
             continue
         if entry is not None:
-            _drop(root, entry)
-        manifest["groups"][key] = _read_group(root, key, members, stamps, read)
-        done.read += 1
-        done.files_read += list(stamps)
+            _drop(root, manifest["groups"].pop(key))
+        todo.append((key, members, stamps))
+    for batch in _batches(todo):
+        manifest["groups"].update(_read_batch(root, batch, read))
         _write_manifest(root, manifest)
+        done.read += len(batch)
+        done.files_read += [name for _, _, stamps in batch for name in stamps]
     return done
+
+
+def _batches(
+    todo: list[tuple[str, list[Path], dict[str, Any]]],
+) -> Iterator[list[tuple[str, list[Path], dict[str, Any]]]]:
+    batch: list[tuple[str, list[Path], dict[str, Any]]] = []
+    size = 0
+    for item in todo:
+        grows = sum(stamp["size"] for stamp in item[2].values())
+        if batch and size + grows > BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+        batch.append(item)
+        size += grows
+    if batch:
+        yield batch
 
 
 def _groups(files: list[Path]) -> Iterator[tuple[str, list[Path]]]:
@@ -129,44 +151,95 @@ def _stamp(file: Path) -> dict[str, Any]:
     return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "hash": digest.hexdigest()}
 
 
-def _read_group(
-    root: Path, key: str, members: list[Path], stamps: dict[str, Any], read: Reader
-) -> dict[str, Any]:
-    name = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    entry: dict[str, Any] = {"files": stamps, "name": name, "sessions": [], "written": []}
+def _read_batch(
+    root: Path, batch: list[tuple[str, list[Path], dict[str, Any]]], read: Reader
+) -> dict[str, dict[str, Any]]:
+    """Read the batch's files at once, then write each group's rows as its own files."""
+    entries = {}
+    group_of: dict[str, str] = {}
+    for key, members, stamps in batch:
+        name = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        entries[key] = {"files": stamps, "name": name, "sessions": [], "written": []}
+        group_of.update({str(file): key for file in members})
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", TranscriptWarning)
-            t = read(members)
-    except TranscriptError as exc:  # nothing to keep (an empty file, ...): said once, kept
-        entry["skipped"] = {str(exc): 1}
-        return entry
-    for warning in caught:
-        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+        t = read([file for _, members, _ in batch for file in members])
+    except TranscriptError as exc:
+        if "no transcript records" not in str(exc):
+            raise
+        for entry in entries.values():  # nothing to keep (empty files, ...): said, kept
+            entry["skipped"] = {"file without records": len(entry["files"])}
+        return entries
     frames = {**t.frames(), "events": t.events}
-    sources = set()
     for frame_name in STORED:
-        frame = frames[frame_name]
-        for source in _sources_of(frame):
-            part = frame if source is None else frame[frame["source"].astype(object) == source]
-            folder = root / frame_name / f"source={source or 'none'}"
-            folder.mkdir(parents=True, exist_ok=True)
-            target = folder / f"{name}.parquet"
-            tmp = folder / f".{name}.parquet.tmp"
-            part.to_parquet(tmp, index=False)
-            os.replace(tmp, target)
-            entry["written"].append(str(target.relative_to(root)))
-            sources.add(source)
-    entry["sessions"] = t.session_ids()
-    entry["skipped"] = dict(t.skipped)
-    return entry
+        for key, part in _split(frames[frame_name], group_of):
+            _write_part(root, frame_name, entries[key], part)
+    first = entries[batch[0][0]]
+    first["skipped"] = dict(t.skipped)  # the batch's, counted once
+    blocks = frames["blocks"]
+    if len(blocks):
+        owners = blocks["file"].astype(object).map(group_of)
+        sessions = blocks.assign(_g=owners)[["_g", "session_id"]].astype(object).drop_duplicates()
+        for key, session in sessions.itertuples(index=False):
+            entries[key]["sessions"].append(str(session))
+    return entries
 
 
-def _sources_of(frame: pd.DataFrame) -> list[str | None]:
-    if not len(frame) or "source" not in frame.columns:
-        return [None]
-    found = [str(s) for s in frame["source"].astype(object).dropna().unique()]
-    return [s for s in found if s in _SOURCES] or [None]
+def _split(frame: pd.DataFrame, group_of: dict[str, str]) -> Iterator[tuple[str, pa.Table]]:
+    """The frame's rows per group (by each row's file), as Arrow tables: converted once, then
+    cut into contiguous slices (a group with no rows gets an empty table)."""
+    import numpy as np
+    import pyarrow as pa
+
+    owners = frame["file"].astype(object).map(group_of).to_numpy() if len(frame) else None
+    groups = list(dict.fromkeys(group_of.values()))
+    if owners is None:
+        empty = _widened(pa.Table.from_pandas(frame, preserve_index=False))
+        for key in groups:
+            yield key, empty
+        return
+    rank = {key: n for n, key in enumerate(groups)}
+    ranks = np.array([rank[owner] for owner in owners], dtype=np.int64)
+    order = np.argsort(ranks, kind="stable")
+    table = _widened(pa.Table.from_pandas(frame.iloc[order], preserve_index=False))
+    bounds = np.searchsorted(ranks[order], np.arange(len(groups) + 1))
+    for n, key in enumerate(groups):
+        yield key, table.slice(int(bounds[n]), int(bounds[n + 1] - bounds[n]))
+
+
+def _widened(table: pa.Table) -> pa.Table:
+    """The table with every category column's codes as int32: pandas picks the narrowest
+    width per frame, and files of different widths would not read back as one table."""
+    import pyarrow as pa
+
+    fields = [
+        field.with_type(pa.dictionary(pa.int32(), field.type.value_type))
+        if pa.types.is_dictionary(field.type)
+        else field
+        for field in table.schema
+    ]
+    return table.cast(pa.schema(fields, metadata=table.schema.metadata))
+
+
+def _write_part(root: Path, frame_name: str, entry: dict[str, Any], part: pa.Table) -> None:
+    """One group's rows of one frame as `<frame>/source=<source>/<group>.parquet`."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    sources = [None]
+    if part.num_rows and "source" in part.column_names:
+        found = pc.unique(part.column("source").cast("string")).to_pylist()
+        sources = [s for s in found if s in _SOURCES] or [None]
+    for source in sources:
+        rows = part
+        if source is not None and len(sources) > 1:
+            rows = part.filter(pc.equal(part.column("source").cast("string"), source))
+        folder = root / frame_name / f"source={source or 'none'}"
+        folder.mkdir(parents=True, exist_ok=True)
+        name = entry["name"]
+        tmp = folder / f".{name}.parquet.tmp"
+        pq.write_table(rows, tmp)
+        os.replace(tmp, folder / f"{name}.parquet")
+        entry["written"].append(f"{frame_name}/source={source or 'none'}/{name}.parquet")
 
 
 def _drop(root: Path, entry: dict[str, Any]) -> None:
