@@ -37,6 +37,8 @@ the session summarised, else stand-ins of `summary_tokens`, or real ones from `s
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,10 +62,13 @@ from evo_magic.cost import price_table
 from evo_magic.measure import TokenRate
 from evo_magic.models.base import Model
 from evo_magic.prompt_cache import CacheSettings
-from evo_magic.strategies.registry import make_strategy
+from evo_magic.strategies.registry import describe, make_strategy
 from evo_magic.summariser import Summariser
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+    from evo_magic.analysis.lake_transcripts import LakeTranscripts
     from evo_magic.analysis.transcripts import Transcripts
 
 __all__ = [
@@ -94,6 +99,11 @@ def replay(
     cache_dir: str | Path | None = None,
     trust: bool = False,
     on_call: Callable[[ReplayedCall], None] | None = None,
+    engine: str | None = None,
+    workers: int | None = None,
+    client: Any = None,
+    out: str | Path | None = None,
+    progress: bool = True,
 ) -> Replay:
     """Replay what `source` recorded under each of `strategies` (see the module docstring).
 
@@ -107,12 +117,40 @@ def replay(
     rebuilds recorded strategies that are not registered by importing their class: only for
     files you wrote. `on_call`, when given, is called at every call of every strategy setting
     (not the calibration pass) with what would be sent (`ReplayedCall`).
+
+    Many sessions: `engine` ("local" or "dask") replays them session by session in `workers`
+    processes, or on Dask (`client=`: a `distributed.Client` or a scheduler address; none: a
+    local cluster started for the sweep); `out=DIR` keeps each session's result as Parquet as
+    it finishes, so a rerun resumes where it stopped. The numbers are the same as without an
+    engine; a session that fails is a row of `failures` (see `evo_magic.analysis.sweep`). A
+    lake (`load_transcripts(..., lake=DIR)`) is replayed session by session, each read from the
+    lake as it comes (in this process without an engine).
     """
     import pandas as pd
 
+    from evo_magic.analysis.lake_transcripts import LakeTranscripts
     from evo_magic.analysis.transcripts import Transcripts, load_transcripts
 
-    t = source if isinstance(source, Transcripts) else load_transcripts(Path(source).expanduser())
+    if isinstance(source, Transcripts | LakeTranscripts):
+        t = source
+    else:
+        t = load_transcripts(Path(source).expanduser())
+    if engine is not None or out is not None or isinstance(t, LakeTranscripts):
+        if on_call is not None:
+            raise ValueError("on_call cannot follow a replay that runs on an engine")
+        options = {
+            "model": model,
+            "policy": policy,
+            "prices": prices,
+            "cache": cache,
+            "summary_tokens": summary_tokens or _median_summary_tokens(t),
+            "summariser": summariser,
+            "cache_dir": cache_dir,
+            "trust": trust,
+        }
+        if engine is None:  # a lake without an engine: one session at a time, here
+            engine, workers = "local", 1
+        return _replay_sweep(t, strategies, options, engine, workers, client, out, progress)
     settings = ReplaySettings(
         model=model,
         policy=policy,
@@ -145,6 +183,78 @@ def replay(
     calls["context_window"] = calls["context_window"].astype("Int64")
     summaries = pd.DataFrame(used, columns=["strategy", "kind"])
     return Replay(calls, totals(calls, list(resolved)), summary_counts(summaries, list(resolved)))
+
+
+def _replay_sweep(
+    t: Transcripts | LakeTranscripts,
+    strategies: Mapping[str, StrategySpec],
+    options: dict[str, Any],
+    engine: str,
+    workers: int | None,
+    client: Any,
+    out: str | Path | None,
+    progress: bool,
+) -> Replay:
+    """`replay` session by session on an engine: the same numbers, gathered in session order."""
+    import pandas as pd
+
+    from evo_magic.analysis.lake_transcripts import LakeTranscripts
+    from evo_magic.analysis.sweep import Unit, run_sweep
+
+    order = list(strategies)
+    if isinstance(t, LakeTranscripts):  # the worker reads its session from the lake
+        units = [Unit(sid, (str(t.lake), sid)) for sid in t.session_ids()]
+    else:
+        units = [Unit(sid, t.session(sid)) for sid in t.session_ids()]
+    work = functools.partial(_replay_session, strategies=dict(strategies), options=options)
+    swept = run_sweep(
+        units,
+        work,
+        engine=engine,
+        workers=workers,
+        client=client,
+        out=out,
+        settings=_sweep_settings(strategies, options),
+        progress=progress,
+    )
+    calls = swept.frames.get("calls", pd.DataFrame(columns=CALL_COLUMNS))
+    counts = swept.frames.get("summaries")
+    if counts is not None and len(counts):
+        summed = counts.groupby("strategy", sort=False)[["recorded", "model", "stand-in"]].sum()
+        summaries = summed.reindex(order, fill_value=0).reset_index()
+    else:
+        summaries = summary_counts(pd.DataFrame(columns=["strategy", "kind"]), order)
+    return Replay(calls, totals(calls, order), summaries, swept.failures)
+
+
+def _replay_session(
+    t: Transcripts | tuple[str, str],
+    *,
+    strategies: dict[str, StrategySpec],
+    options: dict[str, Any],
+) -> dict[str, pd.DataFrame]:
+    """One session's replay: the unit of work of a sweep (a session's Transcripts, or a lake's
+    folder and the session's id)."""
+    if isinstance(t, tuple):
+        from evo_magic.analysis.lake_transcripts import LakeTranscripts
+        from evo_magic.analysis.transcripts import Transcripts
+
+        t = LakeTranscripts(t[0], Transcripts).session(t[1])
+    done = replay(t, strategies, **options)
+    return {"calls": done.calls, "summaries": done.summaries}
+
+
+def _sweep_settings(strategies: Mapping[str, StrategySpec], options: dict[str, Any]) -> str:
+    """What a sweep's results depend on, as text: results under `out` made with other
+    settings are not mixed with these."""
+
+    def spelled(spec: StrategySpec) -> Any:
+        resolved = _strategies(spec)
+        return spec if not isinstance(resolved, list) else [describe(s) for s in resolved]
+
+    described = {label: spelled(spec) for label, spec in strategies.items()}
+    settings = {"strategies": described, "options": sorted(options.items())}
+    return json.dumps(settings, sort_keys=True, default=repr)
 
 
 def _strategies(spec: StrategySpec) -> list[Strategy] | str | None:

@@ -51,6 +51,8 @@ class Replay:
     totals: pd.DataFrame
     summaries: pd.DataFrame
     """Per strategy: how many summaries were recorded ones, real ones, stand-ins."""
+    failures: pd.DataFrame | None = None
+    """Sessions a sweep could not replay (`session_id`, `error`); None without an engine."""
 
     def plot(self, *, figsize: tuple[float, float] = (11, 4)) -> Any:
         """Context tokens per call, one line per strategy, broken between conversations
