@@ -7,6 +7,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import pyarrow as pa
 
@@ -19,7 +20,7 @@ from evo_magic.analysis.frames import (
     LEADING,
     to_pandas,
 )
-from evo_magic.analysis.loader import Engine, SourceFile, resolve, warn_bad_lines
+from evo_magic.analysis.loader import Engine, SourceFile, resolve, too_deep, warn_bad_lines
 
 _READERS = {"evo_magic": evo.read, "claude_code": claude_code.read, "codex": codex.read}
 _HINTS = {
@@ -162,14 +163,17 @@ def load_transcripts(path: str | Path) -> Transcripts:
     engine = Engine()
     try:
         engine.con.register("files", _files_table(sources))
-        parts = [_READERS[kind](engine, group) for kind, group in by_format.items()]
+        parts = [_read(engine, kind, group) for kind, group in by_format.items()]
     finally:
         engine.close()
     for source in sources:
         warn_bad_lines(source, stacklevel=3)
         if source.bad:
             skipped["unreadable line"] = skipped.get("unreadable line", 0) + len(set(source.bad))
-    if sum(part.records for part in parts) == 0:
+    empty = [s.name for s in sources if len(s.numbers) == 0]
+    empty += [name for part in parts for name in part.without_messages]
+    _warn_without_messages(empty)
+    if sum(part.records for part in parts) == 0 and not empty:
         shown = ", ".join(str(f) for f in files[:3]) + (" and more" if len(files) > 3 else "")
         raise TranscriptError(f"no transcript records in {path} (read {shown})")
     for part in parts:
@@ -184,6 +188,34 @@ def load_transcripts(path: str | Path) -> Transcripts:
         _identities=pa.concat_tables(events) if events else None,
         _sources=[source.release() for source in sources],
     )
+
+
+def _warn_without_messages(names: list[str]) -> None:
+    """One warning for every file that held no message (empty, a title only, metadata only):
+    they give no rows, which should not pass unnoticed."""
+    if not names:
+        return
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    plural = "s" if len(names) > 1 else ""
+    warnings.warn(
+        f"{len(names)} file{plural} without messages (empty, a title or session metadata "
+        f"only) gave no rows: {shown} (counted in .skipped)",
+        TranscriptWarning,
+        stacklevel=3,
+    )
+
+
+def _read(engine: Engine, kind: str, sources: list[SourceFile]) -> Part:
+    """The rows of `sources` (all of format `kind`). A line nested deeper than the readers go
+    is found only when a reader refuses it (looking for one costs a pass over every byte):
+    then such lines are dropped and counted as unreadable, and the files read again."""
+    try:
+        return _READERS[kind](engine, sources)
+    except (RecursionError, duckdb.Error) as error:
+        dropped = [source.drop_deep_lines() for source in sources] if too_deep(error) else []
+        if not any(dropped):
+            raise
+    return _READERS[kind](engine, sources)
 
 
 def _format(source: SourceFile, single: bool, skipped: dict[str, int]) -> str | None:
@@ -264,7 +296,14 @@ def _events_frame(identities: pa.Table | None, sources: list[SourceFile]) -> pd.
     engine = Engine()
     try:
         engine.con.register("files", _files_table(sources))
-        fields = engine.detected(sources)
+        try:
+            fields = engine.detected(sources)
+        except (RecursionError, duckdb.Error) as error:
+            # A line readable at load but nested too deep for DuckDB's JSON functions.
+            if not too_deep(error):
+                raise
+            sources = [_without_deep_lines(source) for source in sources]
+            fields = engine.detected(sources)
         own = [n for n in fields.column_names if n not in EVENT_COLUMNS and n != "file_id"]
         picked = ", ".join(f'd."{n}"' for n in own)
         table = engine.query(
@@ -279,6 +318,15 @@ def _events_frame(identities: pa.Table | None, sources: list[SourceFile]) -> pd.
         engine.close()
     spec = {name: _dtype(name, table.column(name).type) for name in own}
     return to_pandas(table, {**EVENT_COLUMNS, **spec})
+
+
+def _without_deep_lines(source: SourceFile) -> SourceFile:
+    """`source` read again, its lines nested too deep blanked (its line numbers kept)."""
+    if source.copy:
+        return source
+    fresh = SourceFile.read(source.file_id, source.path)
+    fresh.drop_deep_lines()
+    return fresh
 
 
 def _dtype(name: str, kind: pa.DataType) -> str:

@@ -170,6 +170,7 @@ def read(engine: Engine, sources: list[SourceFile]) -> Part:
     readers = [_File(s, by_file[s.file_id], spawned, skipped) for s in sources]
     for reader in readers:
         reader.read()
+    without = [r.source.name for r in readers if r.without_messages]
     calls = [row for reader in readers for row in reader.calls]
     compactions = [row for reader in readers for row in reader.compactions]
     _number(calls)
@@ -186,6 +187,7 @@ def read(engine: Engine, sources: list[SourceFile]) -> Part:
         events=rows_table([row for reader in readers for row in reader.identities], EVENT_COLUMNS),
         records=records.num_rows,
         skipped=skipped,
+        without_messages=without,
     )
 
 
@@ -221,11 +223,12 @@ class _File:
         self.compactions: list[dict[str, Any]] = []
         self.identities: list[dict[str, Any]] = []
         self.place: dict[int, dict[str, Any]] = {}  # line -> identity of a placed record
+        self.without_messages = not any(r.get("type") in ("user", "assistant") for r in records)
         stem = source.path.stem
         self.file_agent = stem.removeprefix("agent-") if stem.startswith("agent-") else None
 
     def read(self) -> None:
-        if not any(r.get("type") in ("user", "assistant") for r in self.records):
+        if self.without_messages:
             self._skip("claude_code: file without messages")
         seen: set[str] = set()
         conversations: dict[Any, list[dict[str, Any]]] = {}
@@ -258,21 +261,10 @@ class _File:
         if not messages:
             return
         by_uuid = {r["uuid"]: r for r in records if r.get("uuid")}
-        active = _chain(messages[-1], by_uuid)
-        used = {
-            b.get("id")
-            for r in records
-            if r.get("uuid") in active and r.get("type") == "assistant"
-            for b in _content(r)
-            if b.get("type") == "tool_use"
-        }
-        for record in messages:  # results of parallel tool calls hang beside the chain
-            ids = [b.get("tool_use_id") for b in _content(record) if b.get("type") == "tool_result"]
-            if ids and all(i in used for i in ids):
-                active.add(record.get("uuid"))
+        active = _with_parallel_calls(_chain(messages[-1], by_uuid), messages)
         branches = _branches(records, active, by_uuid)
         _classify(messages, branches)
-        main = [r for r in records if branches.get(r.get("uuid"), 0) == 0]
+        main = _responses_together([r for r in records if branches.get(r.get("uuid"), 0) == 0])
         state = _State()
         self._walk(agent, main, state, 0)
         forks: dict[int, list[dict[str, Any]]] = {}
@@ -433,6 +425,71 @@ def _chain(last: dict[str, Any], by_uuid: dict[str, dict[str, Any]]) -> set[Any]
         parent = record.get("parentUuid") or record.get("logicalParentUuid")
         record = by_uuid.get(parent) if parent else None
     return found
+
+
+def _with_parallel_calls(active: set[Any], messages: list[dict[str, Any]]) -> set[Any]:
+    """The chain `active` with what hangs beside it but belongs to it: the other records of a
+    response on it (Claude Code writes each block of a response as a record, and with
+    parallel tool calls parents a later tool_use on an earlier one's result, or on the
+    previous block), and the results of its tool calls."""
+    responses: set[Any] = set()
+    used: set[Any] = set()
+    while True:
+        for record in messages:
+            if record.get("uuid") in active and record.get("type") == "assistant":
+                responses.add((record.get("message") or {}).get("id"))
+                used.update(b.get("id") for b in _content(record) if b.get("type") == "tool_use")
+        grown = set(active)
+        for record in messages:
+            if record.get("uuid") in grown:
+                continue
+            if record.get("type") == "assistant":
+                if (record.get("message") or {}).get("id") in responses - {None}:
+                    grown.add(record.get("uuid"))
+                continue
+            ids = [b.get("tool_use_id") for b in _content(record) if b.get("type") == "tool_result"]
+            if ids and all(i in used for i in ids):
+                grown.add(record.get("uuid"))
+        if grown == active:
+            return active
+        active = grown
+
+
+def _responses_together(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`records` in file order, except that a record of a response written after the results
+    of its earlier tool calls joins the response's other records, before those results: one
+    response is one message (and one call), its tool results the message after it."""
+    out: list[dict[str, Any]] = []
+    last_at: dict[Any, int] = {}  # response id -> position of its last record in `out`
+    for record in records:
+        response = (
+            (record.get("message") or {}).get("id") if record.get("type") == "assistant" else None
+        )
+        at = last_at.get(response) if response is not None else None
+        between = out[at + 1 :] if at is not None else []
+        if at is not None and between and all(_is_result_or_aside(r) for r in between):
+            out.insert(at + 1, record)
+            for key, position in last_at.items():
+                if position > at:
+                    last_at[key] = position + 1
+            last_at[response] = at + 1
+            continue
+        if response is not None:
+            last_at[response] = len(out)
+        out.append(record)
+    return out
+
+
+def _is_result_or_aside(record: dict[str, Any]) -> bool:
+    """A tool_result record, or a record that is no message (progress, snapshots, ...)."""
+    if record.get("type") not in ("user", "assistant"):
+        return True
+    content = _content(record)
+    return (
+        record.get("type") == "user"
+        and bool(content)
+        and all(b.get("type") == "tool_result" for b in content)
+    )
 
 
 def _branches(
