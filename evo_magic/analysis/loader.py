@@ -41,6 +41,8 @@ class SourceFile:
     data: bytes = field(repr=False)
     bad: list[int] = field(default_factory=list)
     """Line numbers that are not a JSON object (torn, corrupt, or nested too deep)."""
+    bad_usage: list[int] = field(default_factory=list)
+    """Line numbers of usage counts that are not counts (set to NA), one entry per count."""
     copy: bool = False
     """Whether its lines differ from the file's (deep lines dropped): read from `data`."""
 
@@ -369,6 +371,22 @@ def too_deep(error: BaseException) -> bool:
     """Whether `error` is a reader refusing a line nested too deep (DuckDB or Python)."""
     return isinstance(error, RecursionError) or (
         isinstance(error, duckdb.Error) and "recursion depth" in str(error)
+    )
+
+
+def warn_bad_usage(source: SourceFile, stacklevel: int) -> None:
+    """One warning naming the file and the lines of its usage counts set to NA."""
+    if not source.bad_usage:
+        return
+    lines = sorted(set(source.bad_usage))
+    shown = ", ".join(str(n) for n in lines[:10]) + (", ..." if len(lines) > 10 else "")
+    count = len(source.bad_usage)
+    warnings.warn(
+        f"{source.path}: {count} usage count{'s' if count > 1 else ''} that are not token "
+        f"counts (negative, not a whole number, text, or over 10^12) set to NA; line"
+        f"{'s' if len(lines) > 1 else ''} {shown}",
+        TranscriptWarning,
+        stacklevel=stacklevel,
     )
 
 

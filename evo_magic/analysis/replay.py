@@ -598,7 +598,8 @@ class _Run:
         else:
             tokens, exact = self.calibration.tokens(item.call or -1, digest, chars, tokens_recorded)
         history.anchor(history.size().chars, tokens)
-        self.now = float(recorded.get("timestamp") or self.now)
+        # Calls come in record order; a clock that ran backwards does not move time back.
+        self.now = max(self.now, float(recorded.get("timestamp") or self.now))
         usage = self._cache_usage(tokens)
         output = recorded.get("output_tokens") or 0
         model = self.model or recorded.get("model") or ""

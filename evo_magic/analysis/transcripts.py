@@ -20,7 +20,14 @@ from evo_magic.analysis.frames import (
     LEADING,
     to_pandas,
 )
-from evo_magic.analysis.loader import Engine, SourceFile, resolve, too_deep, warn_bad_lines
+from evo_magic.analysis.loader import (
+    Engine,
+    SourceFile,
+    resolve,
+    too_deep,
+    warn_bad_lines,
+    warn_bad_usage,
+)
 
 _READERS = {"evo_magic": evo.read, "claude_code": claude_code.read, "codex": codex.read}
 _HINTS = {
@@ -168,8 +175,13 @@ def load_transcripts(path: str | Path) -> Transcripts:
         engine.close()
     for source in sources:
         warn_bad_lines(source, stacklevel=3)
+        warn_bad_usage(source, stacklevel=3)
         if source.bad:
             skipped["unreadable line"] = skipped.get("unreadable line", 0) + len(set(source.bad))
+        if source.bad_usage:
+            skipped["usage count not a count"] = skipped.get("usage count not a count", 0) + len(
+                source.bad_usage
+            )
     empty = [s.name for s in sources if len(s.numbers) == 0]
     empty += [name for part in parts for name in part.without_messages]
     _warn_without_messages(empty)

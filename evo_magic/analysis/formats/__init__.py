@@ -5,6 +5,7 @@ Each format module has `SOURCE` (the `source` column's value) and `read(engine, 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,14 @@ USAGE = {
     },
 }
 """A Messages API usage object, as `read_json` reads it."""
+USAGE_AS_READ = {
+    **{name: "JSON" for name in USAGE if name != "cache_creation"},
+    "cache_creation": {name: "JSON" for name in USAGE["cache_creation"]},
+}
+"""The same, each count as the file spells it, for readers that check the counts in Python."""
+MAX_TOKENS = 10**12
+"""The largest token count believed: far above any context window or session total."""
+
 CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 CLAUDE_CODE_ONLY = frozenset({"summary", "file-history-snapshot", "queue-operation"})
 CODEX_ITEMS = frozenset(
@@ -54,6 +63,31 @@ class Part:
     without_messages: list[str] = field(default_factory=list)
     """Files that hold records but no message (a title, snapshots or session metadata only):
     each also counted in `skipped` with the reason."""
+
+
+def usage_count(value: Any) -> tuple[int | None, bool]:
+    """A usage count as decoded from JSON: the count, and whether it was bad. A count is a
+    whole number from 0 to `MAX_TOKENS`; anything else (negative, NaN, a string, 1e30) is bad
+    and gives None, for the caller to warn about. A missing count is not bad."""
+    if value is None:
+        return None, False
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None, True
+    if isinstance(value, float) and not value.is_integer():
+        return None, True
+    if not 0 <= value <= MAX_TOKENS:
+        return None, True
+    return int(value), False
+
+
+def usage_count_text(text: str | None) -> tuple[int | None, bool]:
+    """`usage_count` of a count as its JSON text (how DuckDB gives a `JSON` column)."""
+    if text is None:
+        return None, False
+    try:
+        return usage_count(json.loads(text))
+    except ValueError:
+        return None, True
 
 
 def detect(records: list[dict[str, Any]]) -> str | None:

@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evo_magic.analysis.blocks import as_blocks, block_frames, blocks_sql
-from evo_magic.analysis.formats import USAGE as USAGE_FIELDS
-from evo_magic.analysis.formats import Part
+from evo_magic.analysis.formats import USAGE_AS_READ, Part, usage_count_text
 from evo_magic.analysis.frames import (
     BLOCK_COLUMNS,
     CALL_COLUMNS,
@@ -62,7 +61,7 @@ STRUCTURE = {
         "role": "VARCHAR",
         "model": "VARCHAR",
         "stop_reason": "VARCHAR",
-        "usage": USAGE_FIELDS,
+        "usage": USAGE_AS_READ,
         "content": "JSON",
     },
     "compactMetadata": {
@@ -346,7 +345,7 @@ class _File:
                 else:
                     calls[key] = {"identity": dict(identity), "records": [record]}
         for call in calls.values():
-            self.calls.append(_call_row(call["identity"], call["records"]))
+            self.calls.append(_call_row(call["identity"], call["records"], self.source))
 
     def _boundary(
         self, agent: str | None, record: dict[str, Any], state: _State, branch: int
@@ -539,11 +538,13 @@ def _classify(messages: list[dict[str, Any]], branches: dict[Any, int]) -> None:
                 break
 
 
-def _call_row(identity: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+def _call_row(
+    identity: dict[str, Any], records: list[dict[str, Any]], source: SourceFile
+) -> dict[str, Any]:
     """One model call from the records of one response (streamed blocks share its id; the last
-    record's usage is the final one)."""
+    record's usage is the final one). A count that is not a count is NA, noted on `source`."""
     message = records[-1].get("message") or {}
-    usage = message.get("usage") or {}
+    usage = _counts(message.get("usage") or {}, records[-1]["line"], source)
     stop = next(
         (r["message"]["stop_reason"] for r in reversed(records) if r["message"].get("stop_reason")),
         None,
@@ -574,6 +575,20 @@ def _call_row(identity: dict[str, Any], records: list[dict[str, Any]]) -> dict[s
         "context_sent_tokens": sent,
         "context_sent_tokens_exact": sent is not None,
     }
+
+
+def _counts(usage: dict[str, Any], line: int, source: SourceFile) -> dict[str, Any]:
+    """`usage` with each count checked (see `usage_count`), nested `cache_creation` too."""
+    checked: dict[str, Any] = {}
+    for name, value in usage.items():
+        if isinstance(value, dict):
+            checked[name] = _counts(value, line, source)
+            continue
+        count, bad = usage_count_text(value)
+        if bad:
+            source.bad_usage.append(line)
+        checked[name] = count
+    return checked
 
 
 def _number(calls: list[dict[str, Any]]) -> None:

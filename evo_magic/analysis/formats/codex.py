@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evo_magic.analysis.formats import CODEX_ITEMS, Part
+from evo_magic.analysis.formats import CODEX_ITEMS, Part, usage_count
 from evo_magic.analysis.frames import (
     BLOCK_COLUMNS,
     CALL_COLUMNS,
@@ -341,7 +341,11 @@ class _Rollout:
         if totals == self.totals:  # the same count reported again
             return
         self.totals = totals
-        last = info["last_token_usage"]
+        last = {}
+        for name, value in info["last_token_usage"].items():
+            last[name], bad = usage_count(value)
+            if bad:
+                self.source.bad_usage.append(record["line"])
         sent = last.get("input_tokens")
         cached = last.get("cached_input_tokens")
         self.call += 1
