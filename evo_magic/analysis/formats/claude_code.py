@@ -169,6 +169,8 @@ def read(engine: Engine, sources: list[SourceFile]) -> Part:
     readers = [_File(s, by_file[s.file_id], spawned, skipped) for s in sources]
     for reader in readers:
         reader.read()
+        reader.after_tokens()
+    _link_compaction_calls(readers, skipped)
     without = [r.source.name for r in readers if r.without_messages]
     calls = [row for reader in readers for row in reader.calls]
     compactions = [row for reader in readers for row in reader.compactions]
@@ -188,6 +190,49 @@ def read(engine: Engine, sources: list[SourceFile]) -> Part:
         skipped=skipped,
         without_messages=without,
     )
+
+
+_SUMMARY_USAGE = {
+    "summary_input_tokens": "input_tokens",
+    "summary_output_tokens": "output_tokens",
+    "summary_cache_creation_input_tokens": "cache_creation_input_tokens",
+    "summary_cache_read_input_tokens": "cache_read_input_tokens",
+}
+
+
+def _link_compaction_calls(readers: list[_File], skipped: dict[str, int]) -> None:
+    """A compaction's own call (`<session>/subagents/agent-acompact-*.jsonl`: the conversation
+    sent again with the request to summarise it) is not a subagent: its usage becomes the
+    `summary_*` usage of the compaction of its session that came next (by time), and its
+    records are left out of `blocks` and `calls` (they stay in `events`). A file whose
+    compaction is not among those read is kept as a subagent."""
+    compactions = [
+        row
+        for r in readers
+        if not r.compaction_call
+        for row in r.compactions
+        if not row["agent_id"]
+    ]
+    for reader in (r for r in readers if r.compaction_call and r.calls):
+        session = reader.calls[0]["session_id"]
+        end = max(c["timestamp"] for c in reader.calls if c["timestamp"] is not None)
+        after = [
+            row
+            for row in compactions
+            if row["session_id"] == session
+            and row["timestamp"] is not None
+            and row["timestamp"] >= end
+        ]
+        if not after:
+            continue
+        row = min(after, key=lambda r: r["timestamp"])
+        for column, name in _SUMMARY_USAGE.items():
+            values = [c[name] for c in reader.calls if c.get(name) is not None]
+            row[column] = (row.get(column) or 0) + sum(values) if values else row.get(column)
+        reader.units, reader.calls = [], []
+        skipped["claude_code: compaction's own call (linked to its compaction)"] = (
+            skipped.get("claude_code: compaction's own call (linked to its compaction)", 0) + 1
+        )
 
 
 def _spawned_agents(records: list[dict[str, Any]]) -> dict[tuple[Any, str], str]:
@@ -243,6 +288,31 @@ class _File:
         for agent, records in conversations.items():
             self._conversation(agent, records)
         self._identities()
+
+    @property
+    def compaction_call(self) -> bool:
+        """Whether the file is a compaction's own summarising call (`agent-acompact-*`)."""
+        return (self.file_agent or "").startswith("acompact")
+
+    def after_tokens(self) -> None:
+        """A compaction without `postTokens` gets its size after from the next call of its
+        conversation: that call's prompt (the summary and what followed it, system and
+        tools included), so not exact."""
+        for row in self.compactions:
+            if row.get("after_tokens") is not None:
+                continue
+            later = [
+                c
+                for c in self.calls
+                if c["agent_id"] == row["agent_id"]
+                and c["epoch"] == row["epoch"] + 1
+                and not c["abandoned"]
+                and c.get("context_sent_tokens") is not None
+            ]
+            if later:
+                first = min(later, key=lambda c: c["line"])
+                row["after_tokens"] = first["context_sent_tokens"]
+                row["after_tokens_exact"] = False
 
     def _skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
