@@ -8,13 +8,20 @@ Each line is `{"timestamp", "type", "payload"}`. How the records map onto the fr
 - `response_item`s are the conversation, in the Messages API's shape: consecutive items of the
   same role form one message. `message` parts (`input_text`, `output_text`) are text blocks and
   `input_image` image blocks; `reasoning` is a `thinking` block (its summary text);
-  `function_call`, `custom_tool_call`, `local_shell_call` and `web_search_call` are `tool_use`
-  blocks (`text` is the call's arguments exactly as recorded); their outputs are `tool_result`
-  blocks of a user message. `developer` messages keep their role.
+  `function_call`, `custom_tool_call` and `local_shell_call` are `tool_use` blocks (`text` is
+  the call's arguments exactly as recorded); their outputs are `tool_result` blocks of a user
+  message. A `web_search_call` (run by the server, no output follows) is a `server_tool_use`
+  block named `web_search`, with the item's id or one made from its line. `developer`
+  messages keep their role. Where the rollout has `user_message` events, they mark the user
+  messages a person typed (prompts, counted by `turn`); the other user messages are `meta`.
 - `event_msg` `token_count` with usage is a call: `last_token_usage` (Codex counts cached
   tokens inside `input_tokens`: here `input_tokens` is the uncached part and
   `cache_read_input_tokens` the cached, so `context_sent_tokens` is Codex's `input_tokens`).
-  A repeat of the same totals is not a new call.
+  A repeat of the same totals is not a new call. Its response is the assistant message just
+  written, or the next one when that has its call already or the last message is not the
+  model's (Codex 0.58 writes the count before the items of its response).
+- A rollout of 2025 from before `session_meta` (a header line `{id, timestamp, ...}`, then
+  `{"record_type": "state"}` markers and response items as whole lines) is read the same way.
 - `compacted` is a compaction: the next epoch starts with its `replacement_history` when the
   record has one (an opaque server-side `compaction` item in it is a `compaction` block, its
   size in `chars`), else with the summary (`payload.message`) as a user message.
