@@ -6,10 +6,12 @@ one, and each subagent's, flagged `sidechain` with its `agent_id`):
 
 - **Branches.** Records form a tree by `parentUuid`. The conversation is the chain from its last
   message back to the root (as Claude Code resumes it), crossing compact boundaries by
-  `logicalParentUuid`; tool results of parallel tool calls hang beside that chain and belong to
-  it. Any other record below a record of the chain is on an abandoned branch (a rewind): it is
-  flagged `abandoned`, indexed as its own continuation of the fork, and sorted after the
-  conversation instead of into it.
+  `logicalParentUuid`; what hangs beside that chain belongs to it: the other records of a
+  response on it (Claude Code 2.1 parents a later parallel `tool_use` on an earlier one or its
+  result) and the results of its tool calls. A response's records are put together, before its
+  results: one response, one message, one call. Any other record below a record of the chain
+  is on an abandoned branch (a rewind): it is flagged `abandoned`, indexed as its own
+  continuation of the fork, and sorted after the conversation instead of into it.
 - **Messages.** Consecutive records of the same role form one message (Claude Code writes each
   block of a streamed response as its own record); a `compact_boundary` starts a new epoch.
 - **Kinds of user message** (`message_kind`): `prompt` (typed by a person), `command` (a slash
@@ -19,6 +21,10 @@ one, and each subagent's, flagged `sidechain` with its `agent_id`):
 - **Manual /compact.** Claude Code writes the command, its caveat and its output after the
   boundary and the summary, with earlier timestamps: they are put back at the end of the epoch
   they happened in.
+- **Compactions.** Without `postTokens`, the size after is the next call's prompt. The
+  compaction's own call (`agent-acompact-*.jsonl`) is linked to it (its `summary_*` usage),
+  not read as a subagent.
+- **Usage** counts are read as written and checked: one that is not a count is NA, warned.
 - **Not calls.** Claude Code's placeholders for failed requests (`isApiErrorMessage`, model
   `<synthetic>`) are neither messages nor calls; the failures themselves (`system` records,
   subtype `api_error`) are in `events`.
