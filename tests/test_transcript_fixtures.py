@@ -225,3 +225,18 @@ def test_the_rebuilt_conversation_is_a_request_the_api_accepts(fake):
         elif isinstance(item, Message):
             sent = [*sent, item.as_api()]
     assert len(fake.requests) == sum(isinstance(item, Call) for item in items) == 3
+
+
+def test_replay_priced_with_the_gpt_5_rows_and_one_notice_for_an_unpriced_model():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        priced = replay(CODEX, {"none": []})
+    assert not [w for w in caught if "No price" in str(w.message)]
+    assert priced.calls["cost_usd"].notna().all() and priced.totals["cost_usd"].iloc[0] > 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        unpriced = replay(CODEX, {"none": [], "recorded": "recorded"}, model="gpt-9-preview")
+    notices = [str(w.message) for w in caught if "No price" in str(w.message)]
+    assert len(notices) == 1 and "'gpt-9-preview'" in notices[0]
+    assert unpriced.calls["cost_usd"].isna().all()
+    assert unpriced.totals["cost_usd"].isna().all()

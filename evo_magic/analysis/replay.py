@@ -48,7 +48,7 @@ from evo_magic.analysis.conversation import Call, Compaction, Message, conversat
 from evo_magic.compact.base import Strategy
 from evo_magic.compact.compactor import Compactor
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.cost import PriceTable, call_cost, price_table
+from evo_magic.cost import PriceTable, call_cost, price_table, unpriced_notice
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
 from evo_magic.history import History
 from evo_magic.measure import TokenRate, to_json
@@ -776,6 +776,11 @@ def replay(
         cache_dir=Path(cache_dir).expanduser() if cache_dir else None,
     )
     resolved = {label: _strategies(spec) for label, spec in strategies.items()}
+    priced = (
+        [model] if model else [c.get("model") for r in conversations_ for c in r.calls.values()]
+    )
+    if (notice := unpriced_notice(priced, settings.prices)) is not None:
+        warnings.warn(notice, stacklevel=2)  # once for the replay: their costs are NA
     rows: list[dict[str, Any]] = []
     used: list[dict[str, Any]] = []
     for recording in conversations_:
