@@ -537,18 +537,16 @@ def _responses_together(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     last_at: dict[Any, int] = {}  # response id -> position of its last record in `out`
     for record in records:
-        response = (
-            (record.get("message") or {}).get("id") if record.get("type") == "assistant" else None
-        )
+        message = record.get("message") or {}
+        response = message.get("id") if record.get("type") == "assistant" else None
         at = last_at.get(response) if response is not None else None
-        between = out[at + 1 :] if at is not None else []
-        if at is not None and between and all(_is_result_or_aside(r) for r in between):
-            out.insert(at + 1, record)
-            for key, position in last_at.items():
-                if position > at:
-                    last_at[key] = position + 1
-            last_at[response] = at + 1
-            continue
+        if at is not None and at + 1 < len(out):
+            tail = range(at + 1, len(out))
+            if all(_is_result_or_aside(out[i]) for i in tail):
+                # Only results and asides follow it, so no response's position moves.
+                out.insert(at + 1, record)
+                last_at[response] = at + 1
+                continue
         if response is not None:
             last_at[response] = len(out)
         out.append(record)
