@@ -153,9 +153,13 @@ def load_transcripts(path: str | Path) -> Transcripts:
     Every `*.jsonl` below a directory is read (except evo_magic's history snapshots), and the
     format is detected per file.
 
-    Torn or corrupt lines are skipped with one `TranscriptWarning` per file naming the file, the
-    line numbers and the count; a file found in a folder that is in no known format is skipped
-    with a warning. Raises `TranscriptError` when the path does not exist, a glob matches
+    Names are data: every file is read as itself, whatever characters its path holds (only a
+    `path` that does not exist is a glob). Torn or corrupt lines, and lines nested too deep to
+    read, are skipped with one `TranscriptWarning` per file naming the file, the line numbers
+    and the count; so are usage counts that are not counts (set to NA). A file found in a
+    folder that is in no known format is skipped with a warning; files without messages
+    (empty, a title or session metadata only) give no rows, a `skipped` count and one warning
+    for the load. Raises `TranscriptError` when the path does not exist, a glob matches
     nothing, there are no records, a file named on its own is in no known format, or a record
     has a schema version newer than this evo_magic reads.
     """
