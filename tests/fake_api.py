@@ -498,6 +498,31 @@ def _check_block(path: str, block: Any) -> str | None:
         return _check_tool_use_block(path, block)
     if kind == "tool_result":
         return _check_tool_result_block(path, block)
+    if kind in ("image", "document"):
+        return _check_media_block(path, block)
+    if kind == "thinking":
+        for name in ("thinking", "signature"):
+            if not isinstance(block.get(name), str):
+                return f"{path}.thinking.{name}: Field required"
+    return None
+
+
+def _check_media_block(path: str, block: dict) -> str | None:
+    """An image or document needs its source: base64 data with its media type, or a URL."""
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return f"{path}.source: Field required"
+    if source.get("type") == "url":
+        return None if isinstance(source.get("url"), str) else f"{path}.source.url: Field required"
+    if source.get("type") not in ("base64", "text", "content", "file"):
+        kind = source.get("type")
+        return (
+            f"{path}.source: Input tag '{kind}' found using 'type' does not match any of the tags"
+        )
+    if source.get("type") == "base64":
+        for name in ("media_type", "data"):
+            if not isinstance(source.get(name), str):
+                return f"{path}.source.base64.{name}: Field required"
     return None
 
 
@@ -550,6 +575,8 @@ def _check_tool_result_block(path: str, block: dict) -> str | None:
                 "the expected tags: 'image', 'text'"
             )
         if inner["type"] == "text" and (error := _check_text_block(inner_path, inner)):
+            return error
+        if inner["type"] == "image" and (error := _check_media_block(inner_path, inner)):
             return error
         if (error := _check_marker(inner_path, inner)) is not None:
             return error

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import json
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,7 +59,7 @@ from evo_magic.analysis.replay.run import (
 from evo_magic.analysis.replay.summaries import median_summary_tokens
 from evo_magic.compact.base import Strategy
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.cost import price_table
+from evo_magic.cost import price_table, unpriced_notice
 from evo_magic.measure import TokenRate
 from evo_magic.models.base import Model
 from evo_magic.prompt_cache import CacheSettings
@@ -163,9 +164,13 @@ def replay(
         on_call=on_call,
     )
     resolved = {label: _strategies(spec) for label, spec in strategies.items()}
+    found = recordings(t)
+    priced = [model] if model else [c.get("model") for r in found for c in r.calls.values()]
+    if (notice := unpriced_notice(priced, settings.prices)) is not None:
+        warnings.warn(notice, stacklevel=2)  # once for the replay: their costs are NA
     rows: list[dict[str, Any]] = []
     used: list[dict[str, Any]] = []
-    for recording in recordings(t):
+    for recording in found:
         reference = Run(recording, "reference", RECORDED, settings, None)
         reference.run()
         calibration = Calibration(TokenRate.of(reference.points), reference.reference)

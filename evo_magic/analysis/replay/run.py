@@ -367,7 +367,8 @@ class Run:
             tokens, exact = self.calibration.tokens(call, digest, chars, tokens_recorded)
             self.identical = self.identical and self.calibration.same_request(call, digest)
         history.anchor(chars, tokens)
-        self.now = float(recorded.get("timestamp") or self.now)
+        # Calls come in record order; a clock that ran backwards does not move time back.
+        self.now = max(self.now, float(recorded.get("timestamp") or self.now))
         spots = self._spots(view)
         output = recorded.get("output_tokens") or 0
         usage = replace(self._cache_usage(tokens, spots), output_tokens=output)
