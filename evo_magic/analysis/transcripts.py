@@ -276,7 +276,7 @@ def _warn_without_messages(names: list[str]) -> None:
         f"{len(names)} file{plural} without messages (empty, a title or session metadata "
         f"only) gave no rows: {shown} (counted in .skipped)",
         TranscriptWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
 
 
