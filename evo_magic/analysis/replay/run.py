@@ -324,12 +324,15 @@ class Run:
 
     def _replace(self, messages: list[dict[str, Any]], summary: str | None) -> None:
         before = self.history.size()
-        if self._replacing_epoch in self.recording.server_usage:
-            # The server's compaction iteration, as the API reported it (on its call's row).
-            if self._replacing_epoch not in self._charged:
-                self._charged.add(self._replacing_epoch)
-                self._charge_summary(self.recording.server_usage[self._replacing_epoch])
-        elif summary:  # the recorded compaction paid for a summary of the history it replaced
+        if self._replacing_epoch in self._charged:
+            # A server compaction, counted and charged on its call's row already.
+            self.compactor.adopt(messages, summary)
+            self.changes.append(
+                CompactionFinished("server", None, before, self.history.size(), True, 0.0,
+                                   strategy="recorded")
+            )  # fmt: skip
+            return
+        if summary:  # the recorded compaction paid for a summary of the history it replaced
             self._charge_summary(self.summaries.estimate_usage(self.history.view(), None, summary))
         self.compactor.adopt(messages, summary)
         self.compactions += 1
@@ -415,8 +418,10 @@ class Run:
             tokens = tokens_recorded or tokens
             key = recorded["server_compaction"]
             if key in self.recording.server_usage and key not in self._charged:
-                self._charged.add(key)
+                self._charged.add(key)  # counted here, its replacement applied when it comes
                 self._charge_summary(self.recording.server_usage[key])
+                self.compactions += 1
+                self.cleared_tokens += max(sent_tokens - tokens, 0)
         changes, self.changes = tuple(self.changes), []
         if self.calibration is not None and self.settings.on_call is not None:
             rec = self.recording
