@@ -17,12 +17,13 @@ from test_replay_fidelity import agent_requests, replayed, sent
 
 from evo_magic import load_transcripts, replay
 from evo_magic.analysis.replay import ReplayedCall
+from evo_magic.compact.policy import CompactPolicy
 from evo_magic.cost import call_cost, price_table
 from evo_magic.demo import make_demo_workspace
 from evo_magic.events import MicroCompacted
 from evo_magic.models import AnthropicModel
 from evo_magic.session import Session
-from evo_magic.strategies import ServerClearToolUses, ServerCompact
+from evo_magic.strategies import ServerClearToolUses, ServerCompact, ServerSummarise
 from evo_magic.usage import Usage
 
 MODEL = "claude-sonnet-4-6"
@@ -213,3 +214,59 @@ def _live_cleared_counts(t: Any) -> dict[int, list[int]]:
                 counts = [e["cleared_tool_uses"] for e in record["applied_edits"]]
                 found[int(record["call"])] = counts
     return found
+
+
+def test_server_summarise_answers_the_recorded_compact_with_a_modelled_block(tmp_path: Path):
+    """A `%compact` the user made (here with the seed's Summarise) is asked of every setting at
+    the same place: under ServerSummarise the modelled server answers it with its block (and
+    the pending request), priced as a request that reads the conversation."""
+    workspace = make_demo_workspace(tmp_path / "work")
+    with FakeAnthropic(offline_responder()) as server:
+        model = AnthropicModel(MODEL, client=server.client(max_retries=0))
+        with Session(workspace, model=model) as s:
+            s.ask(ASKS[0])
+            assert s.compact("the TODOs").success
+            s.ask(ASKS[2])
+        server.assert_no_rejections()
+    seen: dict[int, list[dict]] = {}
+
+    def observe(call: ReplayedCall) -> None:
+        if call.call is not None:
+            seen[call.call] = [dict(m) for m in call.messages]
+
+    r = replay(s.directory, {"server-summarise": [ServerSummarise()]}, on_call=observe)
+    mine = rows(r, "server-summarise")
+    assert mine["server_modelled"].all()
+    compacted = mine[mine["compactions_so_far"] == 1]
+    assert len(compacted) and (mine["compactions_so_far"] <= 1).all()
+    first = compacted.iloc[0]
+    assert first["summary_cost_usd"] > 0
+    block = seen[int(first["call"])][0]["content"][0]
+    assert block["type"] == "compaction" and block["content"]
+
+
+def test_a_model_the_table_says_lacks_compaction_falls_back_or_is_skipped(sessions):
+    """As live: priced as a model without server compaction (claude-sonnet-4-5 in the table),
+    ServerCompact hands over to its fallback, or without one the setting is skipped, saying
+    why."""
+    from evo_magic.analysis.replay import ReplayWarning
+    from evo_magic.strategies import Summarise
+
+    folder, _ = sessions["plain"]
+    policy = CompactPolicy(context_limit=150_000)
+    with pytest.warns(ReplayWarning, match="does not offer server-compact"):
+        r = replay(
+            folder,
+            {
+                "fallback": [ServerCompact(fallback=Summarise())],
+                "bare": [ServerCompact()],
+                "summarise": [Summarise()],
+            },
+            model="claude-sonnet-4-5",
+            policy=policy,
+        )
+    assert set(r.calls["strategy"]) == {"fallback", "summarise"}
+    fallback, summarise = rows(r, "fallback"), rows(r, "summarise")
+    assert fallback["compactions_so_far"].max() >= 1
+    assert list(fallback["context_tokens"]) == list(summarise["context_tokens"])
+    assert not fallback["server_modelled"].any()

@@ -17,7 +17,6 @@ from evo_magic.analysis.replay.server import (
     ModelledServer,
     ServerCall,
     chars_of,
-    modelled_edits,
     stand_in_block,
     without_compaction,
 )
@@ -72,7 +71,8 @@ class ReplayedCall:
     agent_id: str | None
     call: int | None
     messages: Sequence[dict[str, Any]]
-    """What would be sent, after the strategies ran (the system prompt aside). Read-only and
+    """What the model would read, after the strategies ran (the system prompt aside): what
+    would be sent, after the modelled server's edits under server strategies. Read-only and
     valid during the callback only; unchanged messages are the same dicts from call to call."""
     changes: tuple[Event, ...]
     """What compacted since the previous call, in order: `MicroCompacted` and successful
@@ -475,7 +475,8 @@ class Run:
                 "summary_cost_usd": self.summary_cost,
                 "cleared_tokens": self.cleared_tokens,
                 "compactions_so_far": self.compactions,
-                "server_modelled": served is not None,
+                "server_modelled": served is not None
+                or (not self.recorded_mode and bool(server_strategies(self.compactor.strategies))),
                 "recorded_tokens": tokens_recorded,
                 "estimated_tokens": None
                 if self.calibration is None
@@ -493,7 +494,12 @@ class Run:
         recorded ones), the compactions being recorded.
         Its clearings and compaction are events of this call, its compaction iteration part
         of the call's summary cost."""
-        edits = modelled_edits(self.compactor.strategies)
+        if not server_strategies(self.compactor.strategies):
+            return None
+        try:  # as live: a model the capability table says lacks one hands over to its fallback
+            edits = self.compactor.server_params(self.model).edits
+        except ValueError as exc:
+            raise Skipped(str(exc)) from None
         if self.recorded_mode:  # its compactions are recorded; its clearings are modelled
             edits = [edit for edit in edits if edit.get("type") != COMPACT_EDIT]
         if not edits:

@@ -2,7 +2,8 @@
 
 The server strategies of a setting (`ServerClearThinking`, `ServerClearToolUses`,
 `ServerCompact`) edit no history: the live loop sends their edits and the server applies them.
-Replay builds the same edits (`compact.server.request_params`, the code the live loop sends) and
+Replay builds the same edits (`Compactor.server_params`, the code the live loop sends, which
+also hands a strategy the capability table says the model lacks over to its fallback) and
 applies them with the one implementation of their rules (`compact.server_edits`, which the test
 suite's loopback fake runs too) to the prompt each call would send, counted in tokens as the API
 counts it (the whole prompt, calibrated on the recorded usage). What the server cleared is not
@@ -25,18 +26,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evo_magic.compact.base import Strategy
-from evo_magic.compact.server import request_params, server_strategies
 from evo_magic.compact.server_edits import apply_edits
 from evo_magic.measure import to_json
 
 Message = dict[str, Any]
-
-
-def modelled_edits(strategies: Sequence[Strategy]) -> list[dict[str, Any]]:
-    """The `context_management` edits the live loop would send for `strategies` (in the
-    API's order); [] when none is a server strategy that edits every request."""
-    return request_params(server_strategies(strategies)).edits
 
 
 @dataclass
