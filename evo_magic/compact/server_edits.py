@@ -35,6 +35,11 @@ CLEARED_PLACEHOLDER = "[cleared by context management]"
 Message = dict[str, Any]
 Count = Callable[[list[Message]], int]
 """Input tokens of a prompt made of these messages (the rest of the request unchanged)."""
+Memo = dict[tuple[int, tuple[bool, ...]], tuple[Message, Message]]
+"""Edited messages already made: (id of the original, which of its blocks changed) -> (the
+original, kept so that its id stays its own, and the edited copy). With one, the same edit of
+the same message is the same object from call to call (a caller that follows the prompt from
+call to call then measures and hashes only what changed)."""
 
 
 @dataclass
@@ -55,16 +60,18 @@ def apply_edits(
     count: Count,
     *,
     counting: bool = False,
+    memo: Memo | None = None,
 ) -> EditedPrompt:
     """The prompt `messages` after the `context_management` `edits` (validated before: the
-    caller's job). `counting`: for `count_tokens` (the clearing edits only)."""
+    caller's job). `counting`: for `count_tokens` (the clearing edits only); `memo`: see
+    `Memo`."""
     result = EditedPrompt(list(messages))
     for edit in edits:
         kind = edit.get("type")
         if kind == CLEAR_THINKING:
             _apply(result, clear_thinking(result.messages, edit, count))
         elif kind == CLEAR_TOOL_USES:
-            _apply(result, clear_tool_uses(result.messages, edit, count))
+            _apply(result, clear_tool_uses(result.messages, edit, count, memo))
         elif kind == COMPACT_EDIT and not counting:
             tokens = count(result.messages)
             if tokens >= compact_trigger(edit):
@@ -113,7 +120,7 @@ def clear_thinking(
 
 
 def clear_tool_uses(
-    messages: list[Message], edit: Mapping[str, Any], count: Count
+    messages: list[Message], edit: Mapping[str, Any], count: Count, memo: Memo | None = None
 ) -> tuple[list[Message], dict[str, Any]] | None:
     """`messages` with the oldest tool results cleared as the edit says, and the applied edit;
     None when under the trigger, nothing to clear, or less than `clear_at_least` freed."""
@@ -142,8 +149,9 @@ def clear_tool_uses(
         if not isinstance(content, list):
             continue
         blocks = [_cleared(message["role"], b, clearable, inputs) for b in content]
-        if any(new is not old for new, old in zip(blocks, content, strict=True)):
-            edited[i] = {**message, "content": blocks}
+        changed = tuple(new is not old for new, old in zip(blocks, content, strict=True))
+        if any(changed):
+            edited[i] = _edited(memo, message, changed, blocks)
             cleared += sum(
                 1
                 for new, old in zip(blocks, content, strict=True)
@@ -173,3 +181,16 @@ def _cleared(
         if inputs is True or (isinstance(inputs, list) and name in inputs):
             return {**block, "input": {}}
     return block
+
+
+def _edited(
+    memo: Memo | None, message: Message, changed: tuple[bool, ...], blocks: list[dict[str, Any]]
+) -> Message:
+    """The message with `blocks`, the one made before for the same change when there is one."""
+    if memo is None:
+        return {**message, "content": blocks}
+    key = (id(message), changed)
+    found = memo.get(key)
+    if found is None or found[0] is not message:
+        found = memo[key] = (message, {**message, "content": blocks})
+    return found[1]

@@ -165,6 +165,8 @@ class Run:
         self.model = model
         self._windows: dict[str, int | None] = {}
         self.chain = PrefixChain(start_key(model))
+        self.served_chain = PrefixChain(start_key(model))
+        """The prompt the modelled server leaves (the cache sees it; `chain` is what is sent)."""
         self.cache = PrefixCache(min_tokens=min_cacheable_tokens(model) or 0)
         self.identical = True
         """True while every call so far sent what the recorded session sent."""
@@ -411,7 +413,7 @@ class Run:
                 tokens = tokens_recorded  # what the server counted after its edits
             else:
                 tokens, exact = served.tokens, exact and served.tokens == sent_tokens
-            self.chain.update(prompt)
+            self.served_chain.update(prompt)
         elif self.recorded_mode and recorded.get("server_compaction") is not None:
             # The server compacted during the call: the call is its message iteration, and
             # its compaction iteration is the call's summary cost.
@@ -435,7 +437,9 @@ class Run:
         # is in it (the tools and system prompt stay cached).
         compacted = served is not None and served.compacted
         output = recorded.get("output_tokens") or 0
-        usage = replace(self._cache_usage(tokens, [] if compacted else spots), output_tokens=output)
+        chain = self.served_chain if served is not None else None
+        usage = self._cache_usage(tokens, [] if compacted else spots, chain=chain)
+        usage = replace(usage, output_tokens=output)
         model = self.model or recorded.get("model") or ""
         priced = call_cost(usage, model, self.prices)
         price = self._price(model)
@@ -526,11 +530,12 @@ class Run:
         tokens): the change in characters at the conversation's rate."""
         rate = self.calibration.tokens_per_char if self.calibration else TokenRate().rate
         history = self.history
+        measure = self.server.chars
 
         def count(messages: Sequence[dict[str, Any]]) -> int:
             if len(messages) == len(view):
                 delta = sum(
-                    chars_of(m) - history.message_chars(i)
+                    measure(m) - history.message_chars(i)
                     for i, m in enumerate(messages)
                     if m is not view[i]
                 )
@@ -549,9 +554,9 @@ class Run:
         iteration on the block alone; the history becomes the block and the reply."""
         summary = self.summaries(list(view), served.instructions)
         block = stand_in_block(summary.text)
-        self.chain.update(served.messages)
+        self.served_chain.update(served.messages)
         spots = self._spots(view)
-        read = self._cache_usage(served.compact_tokens, spots)
+        read = self._cache_usage(served.compact_tokens, spots, chain=self.served_chain)
         usage = replace(read, output_tokens=self._tokens_of(len(summary.text)))
         tokens = count([block])
         before = ContextSize(len(view), self.history.size().chars, served.compact_tokens)
@@ -620,16 +625,23 @@ class Run:
             self._prices_seen[key] = self.decision_prices.lookup(model)
         return self._prices_seen[key]
 
-    def _cache_usage(self, tokens: int, spots: list[Spot], summary: int = 0) -> Usage:
+    def _cache_usage(
+        self,
+        tokens: int,
+        spots: list[Spot],
+        summary: int = 0,
+        chain: PrefixChain | None = None,
+    ) -> Usage:
         """The usage of a call of `tokens` prompt tokens under the modelled prompt cache, with
-        the tools and system prompt cached at their end and the conversation at `spots`. With
+        the tools and system prompt cached at their end and the conversation (`chain`: the
+        one sent, else the prompt the modelled server left) at `spots`. With
         `summary` tokens, a summary asked after the conversation: its instructions end the
         prompt."""
         settings = self.cache_settings
         if not settings.enabled:
             return Usage(input_tokens=tokens + summary)
         scale = self.calibration.tokens_per_char if self.calibration else TokenRate().rate
-        chain = self.chain
+        chain = chain or self.chain
         # What is not messages (tools, system prompt), as the history's anchor counts it.
         overhead = TokenAnchor(chain.chars, tokens, scale).overhead_tokens
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evo_magic.compact.server_edits import apply_edits
+from evo_magic.compact.server_edits import Memo, apply_edits
 from evo_magic.measure import to_json
 
 Message = dict[str, Any]
@@ -49,11 +49,13 @@ class ServerCall:
 
 
 class ModelledServer:
-    """Applies a setting's server edits call after call, keeping each edited message the same
-    object while it stays the same (the prompt cache's chain then rehashes only what changed)."""
+    """Applies a setting's server edits call after call. Each edited message stays the same
+    object while its edit stays the same (the prompt cache's chain then rehashes, and the
+    counting measures, only what changed)."""
 
     def __init__(self) -> None:
-        self._copies: dict[int, tuple[Message, Message]] = {}
+        self.memo: Memo = {}
+        self._chars: dict[int, tuple[Message, int]] = {}
 
     def call(
         self,
@@ -62,8 +64,8 @@ class ModelledServer:
         count: Callable[[Sequence[Message]], int],
     ) -> ServerCall:
         """The call's prompt `view` after `edits`; `count` gives a prompt's tokens."""
-        edited = apply_edits(view, edits, lambda messages: count(messages))
-        messages = self._stable(edited.messages, view)
+        edited = apply_edits(view, edits, lambda messages: count(messages), memo=self.memo)
+        messages = edited.messages
         tokens = count(messages) if edited.applied else count(view)
         done = ServerCall(messages, tokens, edited.applied)
         if edited.compact is not None:
@@ -72,17 +74,12 @@ class ModelledServer:
             done.instructions = (edited.compact.get("instructions") or "").strip() or None
         return done
 
-    def _stable(self, messages: list[Message], view: Sequence[Message]) -> list[Message]:
-        copies: dict[int, tuple[Message, Message]] = {}
-        for i, (new, old) in enumerate(zip(messages, view, strict=True)):
-            if new is old:
-                continue
-            previous = self._copies.get(id(old))
-            if previous is not None and previous[0] is old and previous[1] == new:
-                messages[i] = previous[1]
-            copies[id(old)] = (old, messages[i])
-        self._copies = copies
-        return messages
+    def chars(self, message: Message) -> int:
+        """Characters of an edited message's JSON, measured once per message."""
+        found = self._chars.get(id(message))
+        if found is None or found[0] is not message:
+            found = self._chars[id(message)] = (message, chars_of(message))
+        return found[1]
 
 
 def stand_in_block(summary: str) -> Message:
