@@ -270,3 +270,47 @@ def test_a_model_the_table_says_lacks_compaction_falls_back_or_is_skipped(sessio
     assert fallback["compactions_so_far"].max() >= 1
     assert list(fallback["context_tokens"]) == list(summarise["context_tokens"])
     assert not fallback["server_modelled"].any()
+
+
+def test_a_compaction_block_not_in_the_apis_shape_is_left_as_its_placeholder(
+    sessions, tmp_path: Path
+):
+    """The session file is data: a recorded compaction block with a field the API does not
+    have, or a signature that is not text, is not sent back; replay goes on with the frames'
+    placeholder (the characters then differ from what was sent, nothing fails)."""
+    import json
+    import shutil
+
+    source, requests = sessions["compact"]
+    folder = tmp_path / source.name
+    shutil.copytree(source, folder)
+    path = folder / "session.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    tampered = 0
+    for n, line in enumerate(lines):
+        record = json.loads(line)
+        content = (record.get("message") or {}).get("content")
+        if isinstance(content, list) and any(b.get("type") == "compaction" for b in content):
+            for block in content:
+                if block.get("type") == "compaction":
+                    block["signature"] = 12345 if tampered % 2 else block["signature"]
+                    block["__class__"] = "os.system" if not tampered % 2 else None
+                    if block["__class__"] is None:
+                        del block["__class__"]
+            lines[n] = json.dumps(record)
+            tampered += 1
+    assert tampered >= 2
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    prompts: list[list[dict]] = []
+    r = replay(
+        folder,
+        {"recorded": "recorded"},
+        on_call=lambda call: prompts.append([dict(m) for m in call.messages]),
+    )
+    got = replayed(r.calls, "recorded")
+    expected = [sent(body) for body in requests]
+    assert len(got) == len(expected)
+    first = next(i for i, body in enumerate(requests) if _has_block(body["messages"]))
+    assert got[:first] == expected[:first] and got[first] != expected[first]
+    assert not any(_has_block(messages) for messages in prompts)
+    assert prompts[first][0]["content"][0] == {"type": "text", "text": "[compaction]"}
