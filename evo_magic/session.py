@@ -16,6 +16,7 @@ from typing import Any
 
 from evo_magic.compact.base import Strategy, check_strategy, describe
 from evo_magic.compact.compactor import Compactor, Preview
+from evo_magic.compact.pins import Pin, pin_message
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
 from evo_magic.cost import Ledger, Overrides, PriceTable, Spending, price_table
@@ -43,6 +44,9 @@ from evo_magic.transcript import Transcript
 from evo_magic.usage import Usage
 
 Observer = Callable[[Event], None]
+
+PIN_FILE_MAX_CHARS = 100_000
+"""A pinned file holds at most this many characters (about 25,000 tokens in every request)."""
 
 DEFAULT_SYSTEM = """\
 You are a careful coding agent working inside a researcher's notebook session.
@@ -153,6 +157,8 @@ class Session:
         """What a bash command gets and how far it may go; assign a new `BashSettings` to
         change it from the next command."""
         self._notices: set[str] = set()  # what tools have said once already (sandbox warnings)
+        self._pins: dict[int, Pin] = {}
+        self._next_pin = 1
         self._policy = policy or CompactPolicy()
         self._summariser = summariser
         self._custom_strategies = strategies is not None
@@ -178,6 +184,7 @@ class Session:
             cache=self.cached_prefix,
             read_file=self._read_for_compaction,
             model=lambda: self.model.name,
+            pins=self._pin_texts,
         )
         self._record_start()
 
@@ -422,10 +429,78 @@ class Session:
         return self.compactor.preview(strategy, focus or None, summarise=summarise)
 
     def reset(self) -> None:
-        """Start afresh: empty history and compaction state, same transcript and settings."""
+        """Start afresh: empty history and compaction state, same transcript, settings and
+        pins (the pinned texts open the new history)."""
         self.history.reset()
         self.compactor.reset()
         self.emit(SessionReset())
+        for pin in self._pins.values():
+            self.history.append(pin_message(pin))
+
+    # -- pins ------------------------------------------------------------------------------
+
+    def pin(self, text: str | None = None, *, path: str | None = None) -> int:
+        """Pin `text` (or the workspace file `path`, read as read_file reads it and read again
+        after each full compaction): from now on it is part of every request, verbatim,
+        whatever any strategy does. It joins the history's end now (the cached prefix stays)
+        and follows the header of every compacted history. Returns the pin's id."""
+        if (text is None) == (path is None):
+            raise ValueError("pin() takes a text or path=..., not both or neither")
+        if path is not None:
+            text = self._read_pinned_file(path)
+        elif not isinstance(text, str) or not text.strip():
+            raise ValueError("pin() needs a non-empty text")
+        pin = Pin(self._next_pin, self.redact(text), path)
+        answer_left_over(self.history, "it was interrupted")
+        self._next_pin += 1
+        self._pins[pin.id] = pin
+        self.transcript.write("pin", {"id": pin.id, "text": pin.text, "path": pin.path})
+        self.history.append(pin_message(pin))
+        return pin.id
+
+    def unpin(self, pin_id: int) -> None:
+        """Stop carrying pin `pin_id`: no compaction keeps it any more (it stays in the history
+        as it is until the next full compaction, so that the prompt cache is not rewritten)."""
+        if pin_id not in self._pins:
+            known = ", ".join(map(str, self._pins)) or "none"
+            raise KeyError(f"no pin {pin_id!r} (pins: {known})")
+        del self._pins[pin_id]
+        self.transcript.write("unpin", {"id": pin_id})
+
+    @property
+    def pins(self) -> list[tuple[int, str]]:
+        """The pinned texts as (id, text), oldest first (a file's text as last read)."""
+        return [(pin.id, pin.text) for pin in self._pins.values()]
+
+    def _read_pinned_file(self, path: str) -> str:
+        if not isinstance(path, str) or not path.strip():
+            raise ValueError("pin(path=...) needs a workspace file's path")
+        text = read_text(self.workspace, path, PIN_FILE_MAX_CHARS)  # raises ToolError saying why
+        if text is None:
+            raise ValueError(f"{path} is too large to pin (over {PIN_FILE_MAX_CHARS:,} characters)")
+        if not text.strip():
+            raise ValueError(f"{path} is empty: nothing to pin")
+        return text
+
+    def _pin_texts(self, reread: bool) -> tuple[str, ...]:
+        """The pins' blocks, for the compactor; `reread`: a full compaction, so pinned files
+        are read again first (a file that cannot be read keeps its last text, said)."""
+        if reread:
+            for pin in list(self._pins.values()):
+                if pin.path is not None:
+                    self._reread_pin(pin)
+        return tuple(pin.block_text for pin in self._pins.values())
+
+    def _reread_pin(self, pin: Pin) -> None:
+        try:
+            text = self.redact(self._read_pinned_file(pin.path or ""))
+        except Exception as exc:
+            note = f"The pinned file {pin.path} could not be read again ({exc}); its text stays."
+            self.emit(Notice("pin_unreadable", note))
+            return
+        if text != pin.text:
+            self._pins[pin.id] = replace(pin, text=text)
+            self.transcript.write("pin", {"id": pin.id, "text": text, "path": pin.path})
 
     def close(self) -> None:
         """Flush and close the transcript (also done at interpreter exit)."""

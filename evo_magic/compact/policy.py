@@ -30,8 +30,16 @@ class CompactPolicy:
     context_limit: int = _setting(
         50_000, "Full compaction above this many characters (JSON of the messages)."
     )
-    token_limit: int | None = _setting(
-        None, "Full compaction also above this many tokens of the whole prompt (None: off)."
+    token_limit: int | float | None = _setting(
+        None,
+        "Full compaction also above this many tokens of the whole prompt; a number between 0 "
+        "and 1 is that share of the model's context window, as Inspect's threshold is "
+        "(None: off).",
+    )
+    window_tokens: int | None = _setting(
+        None,
+        "The model's context window in tokens, for a token_limit below 1 (None: from the "
+        "model table).",
     )
     keep_recent: int = _setting(3, "Micro-compaction keeps this many most recent tool results.")
     min_chars: int = _setting(120, "Only tool results longer than this are micro-compacted.")
@@ -65,6 +73,12 @@ class CompactPolicy:
     max_failures: int = _setting(
         3, "Failed automatic compactions in a row before automatic compaction pauses."
     )
+    max_refills: int = _setting(
+        3,
+        "Automatic compactions in a row after which the context was over the limit again "
+        "within two calls before automatic compaction pauses, as Claude Code stops after 3 "
+        "(0: never pauses).",
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "exclude_tools", frozenset(self.exclude_tools))
@@ -74,10 +88,45 @@ class CompactPolicy:
                 raise ValueError(f"CompactPolicy.{f.name} must be >= 0, got {value}")
         if self.context_limit <= 0:
             raise ValueError("CompactPolicy.context_limit must be > 0")
+        check_token_limit(self.token_limit)
+        if self.window_tokens is not None and (
+            isinstance(self.window_tokens, bool)
+            or not isinstance(self.window_tokens, int)
+            or self.window_tokens < 1
+        ):
+            raise ValueError(
+                f"CompactPolicy.window_tokens must be an integer >= 1 or None, "
+                f"got {self.window_tokens!r}"
+            )
+
+    def token_limit_for(self, window: int | None) -> int | None:
+        """The token limit in tokens: `token_limit` itself, or its share of the context
+        window (`window_tokens` when set, else `window`); None when off or when a share has
+        no window to apply to."""
+        limit = self.token_limit
+        if limit is None or limit >= 1:
+            return None if limit is None else int(limit)
+        window = self.window_tokens or window
+        return None if window is None else max(1, int(window * limit))
 
     def with_changes(self, **changes: object) -> CompactPolicy:
         """A copy with some settings changed (unknown names raise TypeError)."""
         return replace(self, **changes)
+
+
+def check_token_limit(value: object) -> None:
+    """Raise ValueError unless `value` is None, a share (0 < share < 1) or an integer >= 1."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"CompactPolicy.token_limit must be a number or None, got {value!r}")
+    share = isinstance(value, float) and 0 < value < 1
+    whole = value >= 1 and float(value).is_integer()
+    if not (share or whole):
+        raise ValueError(
+            "CompactPolicy.token_limit must be a share of the window (0 < share < 1) or an "
+            f"integer >= 1, got {value!r}"
+        )
 
 
 def policy_help(name: str) -> str:
