@@ -34,7 +34,7 @@ from evo_magic.events import (
 )
 from evo_magic.history import History
 from evo_magic.measure import to_json
-from evo_magic.models.base import Model, ModelError, ModelReply, ModelRequest
+from evo_magic.models.base import Model, ModelError, ModelReply, ModelRequest, prompt_too_long
 from evo_magic.prompt_cache import CacheSettings, PrefixTracker
 from evo_magic.secrets import StreamRedactor
 from evo_magic.tools import Tool, ToolContext, ToolResult, run_tool
@@ -54,6 +54,15 @@ MAX_TOKENS_NOTE = (
 BAD_INPUT = (
     "Not run: the input of this {name} call was {kind}, not a JSON object. Send the arguments "
     'as an object, e.g. {{"{example}": ...}}.'
+)
+WINDOW_EXCEEDED = "model_context_window_exceeded"
+WINDOW_NOTE = (
+    "[Your previous response was cut off: the context window is full. Tool calls in it were "
+    "dropped; continue from where you stopped.]"
+)
+WINDOW_AGAIN = (
+    "The model stopped again because its context window is full, after a compaction; the "
+    "history is kept. Compact by hand (%compact) with a strategy that keeps less."
 )
 COMPACT_FAILED = "[The compaction you asked for did not happen: {error}. The history is unchanged.]"
 _TOOL_USE_ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -107,6 +116,7 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
     stop_reason = "end_turn"
     final_text = ""
     turns = 0
+    refilled = False  # a window-exceeded stop was answered by a compaction in this ask
     why = "it was interrupted"
     try:
         while True:
@@ -121,11 +131,18 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
                 )
                 break
             turns += 1
-            reply = _call_model(parts)
+            reply = _call_reactively(parts)
             usage = usage + reply.usage
             stop_reason = reply.stop_reason or "end_turn"
             tool_uses, bad_inputs, content = _append_reply(parts, reply)
             final_text = _text_of(content) or final_text
+            if stop_reason == WINDOW_EXCEEDED:
+                if refilled:
+                    parts.emit(Notice(WINDOW_EXCEEDED, WINDOW_AGAIN))
+                    break
+                refilled = True
+                _compact_reactively(parts, "the model stopped: its context window is full")
+                continue
             if not tool_uses:
                 if stop_reason != "max_tokens":
                     # Answered: nothing is pending any more (a later compaction carries nothing).
@@ -163,6 +180,43 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
     )
     parts.emit(finished)
     return finished
+
+
+def _call_reactively(parts: LoopParts) -> ModelReply:
+    """One model call; when the API refuses the prompt as too long, compact (the over-limit
+    strategies) and call once more. A second refusal is a ModelError saying so (the history,
+    compacted or not, stays valid)."""
+    try:
+        return _call_model(parts)
+    except ModelError as exc:
+        if not prompt_too_long(exc):
+            raise
+        _compact_reactively(parts, f"the API refused the prompt as too long ({exc})")
+    try:
+        return _call_model(parts)
+    except ModelError as again:
+        if not prompt_too_long(again):
+            raise
+        raise ModelError(
+            f"The prompt is still too long after a compaction ({again}). The history is kept "
+            "and valid; compact by hand (%compact) with a strategy that keeps less, unpin large "
+            "pins, or start afresh.",
+            status=again.status,
+            error_type=again.error_type,
+        ) from again
+
+
+def _compact_reactively(parts: LoopParts, why: str) -> None:
+    """Compact now because the context does not fit the model's window, and say so."""
+    event = parts.compactor.reactive()
+    if event is None:
+        outcome = "no over-limit strategy is configured, so nothing was compacted"
+    elif event.success:
+        outcome = f"compacted with {event.strategy}"
+    else:
+        outcome = f"the compaction failed ({event.error})"
+    note = f"{why[0].upper()}{why[1:]}: {outcome}; trying the call once more."
+    parts.emit(Notice("reactive_compaction", note))
 
 
 def answer_left_over(history: History, why: str) -> None:
@@ -273,6 +327,13 @@ def _append_reply(
     if fixes:
         note = "The model's reply was adjusted: " + "; ".join(fixes)
         parts.emit(Notice("reply_normalised", note))
+    if reply.stop_reason == WINDOW_EXCEEDED:
+        # Cut off mid-reply: keep its text, drop its calls (their input may be cut too).
+        content = [block for block in content if block.get("type") != "tool_use"]
+        content = content or [{"type": "text", "text": "[response cut off: context window full]"}]
+        parts.history.append({"role": "assistant", "content": content})
+        parts.history.append({"role": "user", "content": [{"type": "text", "text": WINDOW_NOTE}]})
+        return [], {}, content
     if reply.stop_reason == "max_tokens":
         # A tool call cut off mid-input cannot be run safely: drop them all and say so.
         content = [block for block in content if block.get("type") != "tool_use"]

@@ -219,6 +219,12 @@ class Session:
             self._set_strategies(default_pipeline(policy))
 
     @property
+    def token_limit(self) -> int | None:
+        """The policy's token limit in tokens (a share resolved against the model's context
+        window, or `policy.window_tokens`), or None when off or when the window is unknown."""
+        return self.compactor.token_limit
+
+    @property
     def strategies(self) -> tuple[Strategy, ...]:
         """The compaction strategies, cheapest first. Assign a list to change them (from the
         next model call); assign None for the seed's pipeline."""
@@ -454,7 +460,7 @@ class Session:
         answer_left_over(self.history, "it was interrupted")
         self._next_pin += 1
         self._pins[pin.id] = pin
-        self.transcript.write("pin", {"id": pin.id, "text": pin.text, "path": pin.path})
+        self._record_pin("pin", pin)
         self.history.append(pin_message(pin))
         return pin.id
 
@@ -464,8 +470,7 @@ class Session:
         if pin_id not in self._pins:
             known = ", ".join(map(str, self._pins)) or "none"
             raise KeyError(f"no pin {pin_id!r} (pins: {known})")
-        del self._pins[pin_id]
-        self.transcript.write("unpin", {"id": pin_id})
+        self._record_pin("unpin", self._pins.pop(pin_id))
 
     @property
     def pins(self) -> list[tuple[int, str]]:
@@ -500,7 +505,16 @@ class Session:
             return
         if text != pin.text:
             self._pins[pin.id] = replace(pin, text=text)
-            self.transcript.write("pin", {"id": pin.id, "text": text, "path": pin.path})
+            self._record_pin("pin", self._pins[pin.id])
+
+    def _record_pin(self, kind: str, pin: Pin) -> None:
+        """A pin or unpin record, with where in the history it happened (replay applies it
+        there: before the message `index` of `epoch`)."""
+        record: dict[str, Any] = {"id": pin.id}
+        if kind == "pin":
+            record.update(text=pin.text, path=pin.path)
+        where = {"epoch": self.history.epoch, "index": len(self.history)}
+        self.transcript.write(kind, {**record, **where})
 
     def close(self) -> None:
         """Flush and close the transcript (also done at interpreter exit)."""

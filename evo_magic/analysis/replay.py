@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from evo_magic.analysis.conversation import Call, Compaction, Message, conversation, conversations
 from evo_magic.compact.base import Strategy
 from evo_magic.compact.compactor import Compactor
+from evo_magic.compact.pins import Pin
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.cost import PriceTable, call_cost, price_table
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
@@ -104,6 +105,9 @@ class Recording:
     strategies: list[Strategy] | None = None
     """The strategies an evo_magic session ran with (None for other sources)."""
     policy: CompactPolicy | None = None
+    pins: list[tuple[tuple[int, int, int], Pin | int]] = field(default_factory=list)
+    """An evo_magic session's pin records, in order: (segment, epoch, index of the message
+    they came before) -> the pin as it was set, or the id of a pin removed."""
 
 
 def recordings(t: Transcripts) -> list[Recording]:
@@ -156,7 +160,35 @@ def _recording(
     recording.summaries = _recorded_summaries(recording, compactions)
     if source == "evo_magic":
         recording.strategies, recording.policy = _session_settings(t, session_id)
+        recording.pins = _pin_records(t, session_id)
     return recording
+
+
+def _pin_records(t: Transcripts, session_id: str) -> list[tuple[tuple[int, int, int], Pin | int]]:
+    """The pin and unpin records of an evo_magic session, checked (a record that is not one
+    is skipped: a transcript is data)."""
+    import pandas as pd
+
+    rows = t.events[
+        (t.events["session_id"].astype(object) == session_id)
+        & t.events["kind"].astype(object).isin(["pin", "unpin"])
+    ]
+    found: list[tuple[tuple[int, int, int], Pin | int]] = []
+    for row in rows.itertuples():
+        try:
+            with open(str(row.file), encoding="utf-8") as lines:
+                record = json.loads(next(itertools.islice(lines, int(row.line) - 1, None)))
+        except (OSError, StopIteration, ValueError, TypeError):
+            continue
+        pin_id, epoch, index = record.get("id"), record.get("epoch"), record.get("index")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (pin_id, epoch, index)):
+            continue
+        where = (0 if pd.isna(row.segment) else int(row.segment), epoch, index)
+        if record.get("kind") == "unpin":
+            found.append((where, pin_id))
+        elif isinstance(record.get("text"), str) and isinstance(record.get("path"), str | None):
+            found.append((where, Pin(pin_id, record["text"], record.get("path"))))
+    return found
 
 
 def _recorded_summaries(recording: Recording, compactions: pd.DataFrame) -> dict[str, str]:
@@ -448,7 +480,10 @@ class _Run:
             strategies=own or [],
             cache=self.tracker,
             model=lambda: self.model or None,
+            pins=lambda reread: tuple(pin.block_text for pin in self.pins.values()),
         )
+        self.pins: dict[int, Pin] = {}
+        self.pin_records = list(recording.pins)
         model = settings.model or _first_model(recording) or ""
         self.model = model
         self.chain = _PrefixChain(model)
@@ -498,6 +533,7 @@ class _Run:
         replacing: list[dict[str, Any]] = []
         summary: str | None = None
         for item in self.recording.items:
+            self._apply_pins(item)
             if isinstance(item, Compaction):
                 summary = item.summary
                 if not self.recorded_mode and (item.segment, item.epoch) in self.recording.requests:
@@ -528,6 +564,19 @@ class _Run:
             if kept is not None:
                 self._append(kept, item.kind)
         return self.rows
+
+    def _apply_pins(self, item: Message | Call | Compaction) -> None:
+        """The pins and unpins recorded before `item` (a message: before its place; a
+        compaction: anywhere in the epoch it ended), as the live session set them."""
+        if isinstance(item, Call):
+            return
+        index = item.index if isinstance(item, Message) else float("inf")
+        while self.pin_records and self.pin_records[0][0] <= (item.segment, item.epoch, index):
+            change = self.pin_records.pop(0)[1]
+            if isinstance(change, Pin):
+                self.pins[change.id] = change
+            else:
+                self.pins.pop(change, None)
 
     def _flush(self, replacing: list[dict[str, Any]], summary: str | None) -> list[dict[str, Any]]:
         """Apply a recorded replacement when replaying what was recorded (else drop it)."""

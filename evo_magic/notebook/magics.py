@@ -17,7 +17,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode
+from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, Union
 
 from evo_magic.compact.policy import CompactPolicy, policy_help
 from evo_magic.cost import PriceTable, price_table
@@ -28,7 +28,7 @@ from evo_magic.notebook.meter import clip
 from evo_magic.prompt_cache import TTL_SECONDS, CacheSettings
 from evo_magic.render import cell_cost, size, usd
 from evo_magic.session import ObserverError, Session
-from evo_magic.tools import DEFAULT_SANDBOX, SANDBOX_MODES, describe_sandbox
+from evo_magic.tools import DEFAULT_SANDBOX, SANDBOX_MODES, ToolError, describe_sandbox
 from evo_magic.transcript import TranscriptWriteError
 
 DEFAULT_SESSION = "default"
@@ -41,7 +41,11 @@ SUBCOMMANDS = {
     "sessions": "the sessions of this kernel",
     "last": "the result of the session's last %%agent cell",
     "strategies": "the registered compaction strategies with their parameters, and the session's",
+    "pin": "pin TEXT (or --file PATH) into every request, verbatim, whatever the strategies do",
+    "unpin": "unpin ID: no compaction carries that pin any more",
+    "pins": "the session's pinned texts and their ids",
 }
+_TAKES_WORDS = ("pin", "unpin")
 _POLICY = CompactPolicy()
 _CACHE = CacheSettings()
 
@@ -191,7 +195,13 @@ class AgentMagics(Magics):
     ).tag(config=True)
     # CompactPolicy: one trait per number, default and help taken from the policy itself.
     context_limit = _policy_trait(Int, "context_limit", min=1)
-    token_limit = _policy_trait(Int, "token_limit", allow_none=True)
+    token_limit = Union(
+        [Int(min=1), Float(min=0.0)],
+        default_value=_POLICY.token_limit,
+        allow_none=True,
+        help=policy_help("token_limit"),
+    ).tag(config=True)
+    window_tokens = _policy_trait(Int, "window_tokens", allow_none=True, min=1)
     keep_recent = _policy_trait(Int, "keep_recent", min=0)
     min_chars = _policy_trait(Int, "min_chars", min=0)
     placeholder = _policy_trait(Unicode, "placeholder")
@@ -205,6 +215,7 @@ class AgentMagics(Magics):
     large_output_limit = _policy_trait(Int, "large_output_limit", min=1)
     preview_chars = _policy_trait(Int, "preview_chars", min=0)
     max_failures = _policy_trait(Int, "max_failures", min=1)
+    max_refills = _policy_trait(Int, "max_refills", min=0)
     # Prompt caching and cost (see evo_magic.prompt_cache.CacheSettings, evo_magic.cost).
     caching = Bool(
         _CACHE.enabled, help="Mark requests for prompt caching (cache_control breakpoints)."
@@ -276,6 +287,9 @@ class AgentMagics(Magics):
         Manual compaction is `%compact [focus=TEXT]` (see `%compact?`). Settings are
         `%config AgentMagics.<name> = value` (list them with `%config AgentMagics`).
         """
+        if cell is None and line.split(maxsplit=1)[:1] == ["pin"]:
+            # The text is taken as typed (quotes, apostrophes and all), not split as options.
+            return self._pin(self._session(DEFAULT_SESSION), "pin", line.split()[1:], line)
         opts = parse_argstring(self.agent, line)
         if cell is None:
             return self._subcommand(opts)
@@ -380,7 +394,7 @@ class AgentMagics(Magics):
                 f"%agent: unknown subcommand {name!r}.{hint} Choose one of: "
                 f"{', '.join(SUBCOMMANDS)}; run a task with %%agent in a cell. See %agent?"
             )
-        if len(words) > 1:
+        if len(words) > 1 and name not in _TAKES_WORDS:
             raise UsageError(f"%agent {name} takes no arguments besides -s SESSION")
         if opts.live and name != "context":
             raise UsageError(f"%agent {name}: --live is for %agent context only")
@@ -390,6 +404,8 @@ class AgentMagics(Magics):
             return ConfigTable(self)
         if name == "strategies":
             return StrategiesTable(self.sessions.get(opts.session))
+        if name in ("pin", "unpin", "pins"):
+            return self._pin(self._session(opts.session), name, words[1:], None)
         session = self._existing_session(opts.session)
         if name == "context":
             return self._context(session, live=opts.live)
@@ -409,16 +425,35 @@ class AgentMagics(Magics):
             raise UsageError(f"%agent last: session {opts.session!r} has not run a cell yet")
         return self.results[opts.session]
 
+    def _pin(self, session: Any, name: str, words: list[str], line: str | None) -> None:
+        """%agent pin / unpin / pins (their behaviour is in evo_magic.notebook.pins)."""
+        from evo_magic.notebook.pins import pin_words, pins_text, unpin_words
+
+        if name == "pin" and line is not None and words[:1] != ["--file"]:
+            words = [line.strip()[len("pin") :].strip()]  # verbatim
+        try:
+            if name == "pins":
+                print(pins_text(session))
+            else:
+                print((pin_words if name == "pin" else unpin_words)(session, words))
+        except (ValueError, KeyError, ToolError) as exc:
+            raise UsageError(str(exc).strip("'\"")) from None
+
     def _context(self, session: Any, live: bool = False) -> None:
         state = session.state
-        paused = state.consecutive_failures >= session.policy.max_failures
+        paused = session.compactor.paused
+        tokens = session.token_limit
+        limit = f"limit {session.policy.context_limit:,} chars" + (
+            f", {tokens:,} tokens" if tokens else ""
+        )
         lines = [
             f"session {session.session_id} · model {session.model.name}"
             + (" (offline scripted stand-in)" if session.model.offline else ""),
-            f"context: {size(session.context())} (limit {session.policy.context_limit:,} chars)",
+            f"context: {size(session.context())} ({limit})",
             f"compactions: {state.compact_count}; has_compacted={state.has_compacted}; "
             f"failures in a row: {state.consecutive_failures}"
-            + (" — automatic compaction PAUSED" if paused else ""),
+            + (" — automatic compaction PAUSED" if paused else "")
+            + (" (the context kept refilling: max_refills)" if session.compactor.thrashing else ""),
             f"recent files: {', '.join(state.recent_files) or 'none'}",
             describe_sandbox(session.sandbox),
             self._cost_line(session),

@@ -116,7 +116,7 @@ class ContextMeter(widgets.VBox):
             self.span,
             session.session_id,
             session.policy.context_limit,
-            session.policy.token_limit,
+            session.token_limit,
             size,
             compose() if compose else [],
         )
@@ -167,7 +167,7 @@ def static_meter(session: Session, log: MeterLog) -> dict[str, str]:
         log.whole(),
         session.session_id,
         session.policy.context_limit,
-        session.policy.token_limit,
+        session.token_limit,
         session.context(),
         compose() if compose else [],
     )
