@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 from evo_magic.analysis.conversation import Call, Compaction, Message, conversation, conversations
 from evo_magic.compact.base import Strategy
 from evo_magic.compact.compactor import Compactor
-from evo_magic.compact.pins import Pin
+from evo_magic.compact.pins import Pin, is_pin_text
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.cost import PriceTable, call_cost, price_table
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
@@ -598,7 +598,8 @@ class _Run:
             text = next(
                 (b.get("text") for b in message["content"] if b.get("type") == "text"), None
             )
-            self.history.pending_request = text
+            if text is None or not is_pin_text(text):  # a pin is no request
+                self.history.pending_request = text
         self.history.append(message)
         if message["role"] == "assistant" and not any(
             b.get("type") == "tool_use" for b in message["content"]
