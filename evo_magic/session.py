@@ -401,6 +401,7 @@ class Session:
         events: list[Event] = []
         unsubscribe = self.subscribe(events.append)
         try:
+            self._check_window()
             finished = run_ask(self._loop_parts(), text)
         finally:
             unsubscribe()
@@ -442,6 +443,20 @@ class Session:
         self.emit(SessionReset())
         for pin in self._pins.values():
             self.history.append(pin_message(pin))
+
+    def _check_window(self) -> None:
+        """Say once when a token limit given as a share has no window to apply to."""
+        share = self._policy.token_limit
+        if share is None or share >= 1 or self.token_limit is not None:
+            return
+        if "unknown_window" not in self._notices:
+            self._notices.add("unknown_window")
+            note = (
+                f"token_limit {share} is a share of the context window, but the window of "
+                f"{self.model.name!r} is not known: the token limit is off. Set "
+                "window_tokens (CompactPolicy, %config AgentMagics.window_tokens)."
+            )
+            self.emit(Notice("unknown_window", note))
 
     # -- pins ------------------------------------------------------------------------------
 

@@ -370,3 +370,15 @@ def test_a_share_of_a_small_window_compacts_when_the_prompt_passes_it(workspace:
 def test_a_token_limit_is_a_share_below_one_or_a_whole_number(bad: Any):
     with pytest.raises(ValueError, match="token_limit"):
         CompactPolicy(token_limit=bad)
+
+
+def test_a_share_without_a_known_window_is_said_once(workspace: Path):
+    with FakeAnthropic(reader()) as fake:
+        model = AnthropicModel("my-local-model", client=fake.client(max_retries=0))
+        session = Session(workspace, model=model, policy=CompactPolicy(token_limit=0.8))
+        events = collect(session)
+        session.ask("Read inventory.py.")
+        session.ask("Again.")
+    said = [e for e in events if isinstance(e, Notice) and e.code == "unknown_window"]
+    assert session.token_limit is None
+    assert len(said) == 1 and "window_tokens" in said[0].message

@@ -283,6 +283,10 @@ class AgentMagics(Magics):
           sessions     the sessions of this kernel
           last         the result of the session's last %%agent cell
           strategies   the registered compaction strategies and the session's own
+          pin TEXT     pin TEXT (the rest of the line, as typed) into every request;
+                       pin --file PATH pins a workspace file
+          unpin ID     stop carrying pin ID
+          pins         the session's pins and their ids
 
         Manual compaction is `%compact [focus=TEXT]` (see `%compact?`). Settings are
         `%config AgentMagics.<name> = value` (list them with `%config AgentMagics`).
