@@ -158,6 +158,7 @@ class Session:
         change it from the next command."""
         self._notices: set[str] = set()  # what tools have said once already (sandbox warnings)
         self._pins: dict[int, Pin] = {}
+        self._asking = False  # pins join the history between asks, never inside one
         self._next_pin = 1
         self._policy = policy or CompactPolicy()
         self._summariser = summariser
@@ -400,10 +401,12 @@ class Session:
             raise ValueError("ask() needs a non-empty request")
         events: list[Event] = []
         unsubscribe = self.subscribe(events.append)
+        self._asking = True
         try:
             self._check_window()
             finished = run_ask(self._loop_parts(), text)
         finally:
+            self._asking = False
             unsubscribe()
         return _result(finished, events)
 
@@ -464,7 +467,10 @@ class Session:
         """Pin `text` (or the workspace file `path`, read as read_file reads it and read again
         after each full compaction): from now on it is part of every request, verbatim,
         whatever any strategy does. It joins the history's end now (the cached prefix stays)
-        and follows the header of every compacted history. Returns the pin's id."""
+        and follows the header of every compacted history (a credential in it is redacted, as
+        everywhere). Returns the pin's id. Call it between asks (not from an observer)."""
+        if self._asking:
+            raise RuntimeError("pin() cannot be called while an ask is running; pin between asks")
         if (text is None) == (path is None):
             raise ValueError("pin() takes a text or path=..., not both or neither")
         if path is not None:

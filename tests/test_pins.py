@@ -382,3 +382,28 @@ def test_a_share_without_a_known_window_is_said_once(workspace: Path):
     said = [e for e in events if isinstance(e, Notice) and e.code == "unknown_window"]
     assert session.token_limit is None
     assert len(said) == 1 and "window_tokens" in said[0].message
+
+
+def test_pins_open_the_history_after_a_reset_and_cannot_join_mid_ask(workspace: Path):
+    with FakeAnthropic(reader()) as fake:
+        session = session_on(fake, workspace)
+        session.pin(PIN)
+        session.ask("Read inventory.py.")
+        session.reset()
+        assert user_texts(session.messages) == [BLOCK]
+        failures: list[Exception] = []
+
+        def pin_now(event: Event) -> None:
+            if isinstance(event, CompactionFinished | Notice) or failures:
+                return
+            try:
+                session.pin("from an observer")
+            except RuntimeError as exc:
+                failures.append(exc)
+
+        session.subscribe(pin_now)
+        session.ask("Read it again.")
+        assert failures and "between asks" in str(failures[0])
+        assert BLOCK in user_texts(agent_requests(fake)[-1]["messages"])
+        assert session.pins == [(1, PIN)]
+        fake.assert_no_rejections()

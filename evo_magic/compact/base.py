@@ -157,11 +157,13 @@ class Context:
         cached_prefix: CachedPrefix | None = None,
         model: str | None = None,
         read_file: Callable[[str, int], str | None] | None = None,
+        pins: Sequence[str] = (),
     ) -> Context:
         """A context over a plain list of messages: to try a strategy outside a session (in a
         test, a notebook, a replay). `summarise(messages, focus)` stands in for the summariser;
         `cached_prefix` says what the prompt cache holds (None: nothing); `read_file(path,
-        max_chars)` reads workspace files (see `Context.read_file`; None: none can be read)."""
+        max_chars)` reads workspace files (see `Context.read_file`; None: none can be read);
+        `pins` are the pinned blocks' texts a full compaction carries."""
         names = {
             block.get("id", ""): block.get("name")
             for message in messages
@@ -184,6 +186,7 @@ class Context:
             cached_prefix=cached_prefix,
             model=model,
             _read_file=read_file,
+            pins=tuple(pins),
         )
 
     def summarise(self, messages: Sequence[Message], focus: str | None = None) -> str:
