@@ -198,9 +198,9 @@ def _call_reactively(parts: LoopParts) -> ModelReply:
         if not prompt_too_long(again):
             raise
         raise ModelError(
-            f"The prompt is still too long after a compaction ({again}). The history is kept "
-            "and valid; compact by hand (%compact) with a strategy that keeps less, unpin large "
-            "pins, or start afresh.",
+            f"The prompt is still too long after a compaction was tried ({again}). The history "
+            "is kept and valid; compact by hand (%compact) with a strategy that keeps less, "
+            "unpin large pins, or start afresh.",
             status=again.status,
             error_type=again.error_type,
         ) from again

@@ -307,7 +307,7 @@ def test_a_second_refusal_is_a_clear_error_with_a_valid_history(workspace: Path)
         session.pin(PIN)
         session.ask("Read inventory.py.")
         fake.context_window = 100  # nothing fits
-        with pytest.raises(ModelError, match="still too long after a compaction"):
+        with pytest.raises(ModelError, match="still too long after a compaction was tried"):
             session.ask("Read it again, please.")
         # The call, the summary the compaction asked for, and the call once more.
         assert [bool(body.get("tools")) for body in fake.too_long] == [True, False, True]
