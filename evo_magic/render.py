@@ -24,9 +24,14 @@ from evo_magic.events import (
 )
 
 
+def plural(n: int, noun: str) -> str:
+    """ "1 message", "2 messages"."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def size(context: ContextSize) -> str:
     approx = "" if context.tokens_exact else "~"
-    messages = f"{context.messages} msg" + ("" if context.messages == 1 else "s")
+    messages = plural(context.messages, "message")
     return f"{messages}, {context.chars:,} chars, {approx}{context.tokens:,} tokens"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -159,7 +160,11 @@ def test_compact_alone_and_bare_focus(ip, api):
         ("--session=lab", CompactArgs("lab")),
         ("focus=the user's notes", CompactArgs(focus="the user's notes")),
         (r"focus=keep C:\data\new", CompactArgs(focus=r"keep C:\data\new")),
-        ('"unclosed', CompactArgs(focus='"unclosed')),
+        ('focus="quoted, with  two spaces"', CompactArgs(focus="quoted, with  two spaces")),
+        (
+            '--strategy "sliding-window(keep=2)" x',
+            CompactArgs(focus="x", strategy="sliding-window(keep=2)"),
+        ),
         (
             "--strategy summarise-older(keep=3) -s lab x",
             CompactArgs("lab", "x", "summarise-older(keep=3)"),
@@ -170,6 +175,23 @@ def test_compact_alone_and_bare_focus(ip, api):
 )
 def test_parse_compact_line(line, expected):
     assert parse_compact_line(line) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('focus="a" focus="b"', "a second focus="),
+        ('"unclosed', "unterminated quote"),
+        ('focus="unclosed', "not closed"),
+        ('focus="the plan" and more', "'and more' after the quoted focus"),
+        ("stray focus=the plan", "words before focus="),
+        ("--strategy", "expected one argument"),
+        ("--force", "unrecognized arguments"),
+    ],
+)
+def test_parse_compact_line_refuses_what_it_cannot_read(line, message):
+    with pytest.raises(UsageError, match=message):
+        parse_compact_line(line)
 
 
 def test_focus_reaches_the_summariser_exactly_as_typed(ip, api):
@@ -201,9 +223,10 @@ def test_a_bad_out_name_is_refused_before_the_task_runs(ip, api):
         ("line", "contxt", None, "Did you mean 'context'"),
         ("line", "history extra", None, "takes no arguments"),
         ("line", "context -s nosuch", None, "no session 'nosuch'"),
-        ("compact", "--strategy", None, "needs a value"),
-        ("compact", "--strategy nope", None, "unknown strategy 'nope'"),
-        ("compact", "--force", None, "unknown option"),
+        ("compact", "--strategy", None, "expected one argument"),
+        ("compact", "--strategy nope", None, "%compact --strategy: unknown strategy 'nope'"),
+        ("compact", "--strategy 'micro(keep_recnt=2)'", None, "%compact --strategy: .*keep_recnt"),
+        ("compact", "--force", None, "unrecognized arguments"),
         ("compact", "-s nosuch", None, "run a %%agent cell first"),
     ],
 )
@@ -285,8 +308,6 @@ def test_caching_settings_reach_the_requests(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 1", "third")
     assert cache_markers(api.accepted[-1]) == []
-    ip.run_line_magic("config", "AgentMagics.cache_ttl = '10m'")  # refused (and logged)
-    assert magics(ip).cache_ttl == "1h"
 
 
 def test_agent_context_shows_cost_and_cache_hits_with_the_prices_given(ip, api):
@@ -307,9 +328,90 @@ def test_agent_context_shows_cost_and_cache_hits_with_the_prices_given(ip, api):
     last = [e for e in ip.user_ns["_agent"].events if e.kind == "model_response"][-1]
     dear = call_cost(last.usage, last.model, session.prices)
     assert last.cost_usd == dear.total > 10 * call_cost(last.usage, last.model).total
-    ip.run_line_magic("config", "AgentMagics.prices = {'claude-sonnet-5-5': {'inputs': 1}}")
-    with pytest.raises(UsageError, match="AgentMagics.prices.*unknown field"):
-        ip.run_cell_magic("agent", "", "Again.")
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('strategies = ["no-such-strategy"]', "AgentMagics.strategies: unknown strategy"),
+        ('strategies = ["micro(keep_recnt=2)"]', "AgentMagics.strategies: .*keep_recnt"),
+        (
+            "prices = {'claude-sonnet-5-5': {'inptu': 1}}",
+            r"AgentMagics.prices: .*unknown field\(s\) \['inptu'\]",
+        ),
+        ("sandbox = 'bogus'", "AgentMagics.sandbox must be one of 'require', 'warn', 'off'"),
+        ("max_failures = 0", "AgentMagics.max_failures must be at least 1"),
+        ("cache_ttl = '10m'", "AgentMagics.cache_ttl must be one of '5m', '1h'"),
+    ],
+)
+def test_a_bad_setting_is_refused_when_it_is_set(ip, api, caplog, line, said):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "first")
+    session = magics(ip).sessions["default"]
+    before = (session.settings, session.strategies)
+    name = line.split()[0]
+    default = getattr(magics(ip), name)
+    ip.run_line_magic("config", f"AgentMagics.{line}")
+    (refusal,) = [r.getMessage() for r in caplog.records if "AgentMagics" in r.getMessage()]
+    assert re.search(said, refusal) and refusal.endswith("The setting is unchanged.")
+    assert getattr(magics(ip), name) == default
+    assert (session.settings, session.strategies) == before
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "second")  # runs with what it had
+    assert api.accepted[-1]["messages"][-1]["content"][0]["text"] == "second"
+
+
+def test_the_session_refuses_what_the_settings_refuse(workspace):
+    from evo_magic.compact.policy import CompactPolicy
+    from evo_magic.session import Session
+
+    session = Session(workspace, model="offline")
+    with pytest.raises(ValueError, match="sandbox must be one of") as made:
+        Session(workspace, model="offline", sandbox="bogus")
+    with pytest.raises(ValueError, match="sandbox must be one of") as assigned:
+        session.sandbox = "bogus"
+    assert str(made.value) == str(assigned.value)
+    assert session.sandbox == "warn"
+    with pytest.raises(ValueError, match="CompactPolicy.max_failures must be at least 1"):
+        CompactPolicy(max_failures=0)
+    with pytest.raises(ValueError, match="max_turns must be at least 1"):
+        session.max_turns = 0
+    with pytest.raises(TypeError, match="unknown setting"):
+        Session(workspace, model="offline", max_turn=3)
+
+
+def test_a_setting_reset_to_its_default_reaches_existing_sessions(ip, api):
+    ip.run_line_magic("config", "AgentMagics.system_prompt = 'Answer in one word.'")
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "first")
+    assert "Answer in one word." in json.dumps(api.accepted[-1]["system"])
+    ip.run_line_magic("config", "AgentMagics.system_prompt = ''")
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "second")
+    assert "Answer in one word." not in json.dumps(api.accepted[-1]["system"])
+    assert "careful coding agent" in json.dumps(api.accepted[-1]["system"])
+
+
+def test_agent_strategies_shows_what_the_next_call_runs(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "first")
+    calls = len(api.accepted)
+    ip.run_line_magic("config", 'AgentMagics.strategies = ["sliding-window(keep=4)"]')
+    listing = repr(ip.run_line_magic("agent", "strategies"))
+    assert listing.endswith("this session runs: sliding-window(keep=4)")
+    ip.run_line_magic("config", "AgentMagics.strategies = []")
+    listing = repr(ip.run_line_magic("agent", "strategies"))
+    runs = listing.splitlines()[-1]
+    assert runs.startswith("this session runs: large-outputs(") and "sliding-window" not in runs
+    assert len(api.accepted) == calls  # no model call in between
+    records = [
+        json.loads(line)
+        for line in magics(ip).sessions["default"].transcript.path.read_text().splitlines()
+    ]
+    assert [r["strategies"][0]["name"] for r in records if r["kind"] == "strategies"] == [
+        "sliding-window",
+        "large-outputs",
+    ]
 
 
 def test_offline_option_and_subcommands(ip, monkeypatch):
@@ -329,13 +431,25 @@ def test_offline_option_and_subcommands(ip, monkeypatch):
     assert magics(ip).sessions["default"].messages == []
 
 
-def test_help_documents_the_options(ip):
-    doc = ip.find_cell_magic("agent").__doc__
-    for option in ("--session", "--model", "--offline", "--max-turns", "--expand", "context"):
-        assert option in doc
-    assert "ends in `?`" in ip.find_line_magic("compact").__doc__ or "ending in `?`" in (
-        ip.find_line_magic("compact").__doc__
-    )
+def test_help_is_the_magic_arguments_once(ip):
+    from evo_magic.notebook.config import AgentConfig
+    from evo_magic.notebook.magics import SUBCOMMANDS
+
+    agent, compact = ip.find_cell_magic("agent"), ip.find_line_magic("compact")
+    for magic in (agent, compact):
+        parser = magic.parser
+        for action in parser._actions:  # every option's help, once, in %magic?
+            flat = " ".join(magic.__doc__.split())
+            text = action.help.replace("%%", "%")  # argparse's escape
+            assert flat.count(" ".join(text.split())) == 1, action.dest
+    flat = " ".join(agent.__doc__.split())
+    for name, text in SUBCOMMANDS.items():
+        assert flat.count(" ".join(text.split())) == 1, name
+    assert flat.count("usage") <= 1 and "%%agent [-s" not in flat  # no hand-made usage line
+    assert "ending in `?`" in compact.__doc__
+    # every setting's help is the trait's, made from the one field
+    for name, trait in AgentConfig.class_traits(config=True).items():
+        assert trait.help and f"--AgentMagics.{name}=" in magics(ip).class_get_help()
 
 
 def test_model_error_is_shown_plainly_and_history_stays_valid(ip, monkeypatch):
@@ -381,9 +495,6 @@ def test_a_strategy_pasted_into_the_notebook_runs_through_agent_cells(ip, api):
     listing = repr(ip.run_line_magic("agent", "strategies"))
     assert "clear-tool-uses(trigger_tokens=100000" in listing
     assert "this session runs: micro(" in listing and "keep-last-turns(n=1)" in listing
-    ip.run_line_magic("config", 'AgentMagics.strategies = ["nope"]')
-    with pytest.raises(UsageError, match="unknown strategy 'nope'"), capture_output():
-        ip.run_cell_magic("agent", "", "Once more.")
 
 
 def test_compact_preview_changes_nothing(ip, api):
@@ -397,8 +508,19 @@ def test_compact_preview_changes_nothing(ip, api):
     assert json.dumps(session.messages) == before and summary_requests(api) == []
 
 
-def test_the_readme_settings_table_is_made_from_the_traits():
-    from evo_magic.notebook.magics import settings_markdown
+def test_the_readme_tables_are_made_from_the_one_source():
+    from dataclasses import fields
+
+    from evo_magic.notebook.config import settings_markdown
+    from evo_magic.notebook.magics import magics_markdown
+    from evo_magic.settings import SessionSettings, setting_fields
 
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     assert settings_markdown() in readme
+    assert magics_markdown() in readme
+    for _owner, f in setting_fields():  # each field is a row with its own default and help
+        assert f"| `{f.name}` |" in settings_markdown()
+        assert f.metadata["help"].replace("|", "\\|") in settings_markdown()
+    assert {f.name for f in fields(SessionSettings)} - {"policy", "cache_static_ttl"} <= {
+        f.name for _, f in setting_fields()
+    }
