@@ -524,3 +524,26 @@ def test_the_readme_tables_are_made_from_the_one_source():
     assert {f.name for f in fields(SessionSettings)} - {"policy", "cache_static_ttl"} <= {
         f.name for _, f in setting_fields()
     }
+
+
+def test_a_missing_key_says_so_and_how_to_set_it(ip):
+    with capture_output(), pytest.raises(Exception) as info:
+        ip.run_cell_magic("agent", "-m claude-sonnet-5-5", "Hello.")
+    (shown,) = info.value._render_traceback_()
+    assert shown.startswith("AgentError: No Anthropic API key for claude-sonnet-5-5")
+    assert "ANTHROPIC_API_KEY" in shown and "--offline" in shown
+    assert "Malformed" not in shown and "authentication method" not in shown
+
+
+def test_switching_models_makes_no_false_adjusted_notes(ip):
+    with capture_output() as captured:
+        for _ in range(2):
+            with pytest.raises(Exception, match=""):
+                ip.run_cell_magic("agent", "-m claude-sonnet-5-5", "Hello.")
+            ip.run_cell_magic("agent", "--offline -t 2", "Look around.")
+            ip.run_line_magic("compact", "")
+    assert captured.stdout.count("2 model calls, stop: max_turns") == 2
+    assert "adjusted" not in captured.stdout
+    session = magics(ip).sessions["default"]
+    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    assert not [r for r in records if r.get("code") == "reply_normalised"]
