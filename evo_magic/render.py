@@ -21,6 +21,7 @@ from evo_magic.events import (
     Notice,
     TextDelta,
     ToolFinished,
+    ToolStarted,
 )
 
 
@@ -40,12 +41,22 @@ def short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def tool_line(event: ToolFinished) -> str:
+def tool_head(event: ToolStarted | ToolFinished) -> str:
+    """What a tool call does, as its line starts when the tool starts: "bash: ls -la"."""
+    argument = short(event.summary or json.dumps(event.input, ensure_ascii=False))
+    return f"{event.name}: {argument}"
+
+
+def tool_outcome(event: ToolFinished) -> str:
+    """How a tool call ended, as its line ends: " -> ok, 321 chars, 0.04s"."""
     status = "error" if event.is_error else "ok"
     chars = event.original_chars or len(event.output)
     saved = " (saved to file)" if event.saved_to else ""
-    argument = short(event.summary or json.dumps(event.input, ensure_ascii=False))
-    return f"{event.name}: {argument} -> {status}, {chars:,} chars{saved}, {event.duration:.2f}s"
+    return f" -> {status}, {chars:,} chars{saved}, {event.duration:.2f}s"
+
+
+def tool_line(event: ToolFinished) -> str:
+    return tool_head(event) + tool_outcome(event)
 
 
 def compaction_line(event: CompactionFinished) -> str:
@@ -134,27 +145,51 @@ def event_line(event: Event) -> str | None:
 
 
 class TextRenderer:
-    """An observer that writes a session's events as plain text through `write`."""
+    """An observer that writes a session's events as plain text through `write`.
+
+    A tool call's line is written when the tool starts ("  · bash: sleep 30") and completed
+    when it ends (" -> ok, 0 chars, 30.01s"); a line that something else interrupts is closed
+    with "…" and written whole when the tool ends.
+    """
 
     def __init__(self, write: Callable[[str], Any]):
         self.write = write
         self._in_text = False
+        self._open_tool: str | None = None
         self.compactions = 0
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, AskStarted):
             self.compactions = 0
+        if isinstance(event, ToolFinished) and event.tool_use_id == self._open_tool:
+            self._open_tool = None
+            self.write(tool_outcome(event) + "\n")
+            return
         if isinstance(event, TextDelta):
+            if self._open_tool is not None:
+                self.end_line()
             self.write(event.text)
             self._in_text = True
             return
         if isinstance(event, CompactionFinished) and event.success:
             self.compactions += 1
+        if isinstance(event, ToolStarted):
+            self.end_line()
+            self.write(f"  · {tool_head(event)}")
+            self._open_tool = event.tool_use_id
+            return
         line = footer(event, self.compactions) if isinstance(event, AskFinished) else None
         line = line or event_line(event)
         if line is None:
             return
+        self.end_line()
+        self.write(f"  · {line}\n")
+
+    def end_line(self) -> None:
+        """End what is being written (streamed text, a running tool's line) with a newline."""
+        if self._open_tool is not None:
+            self.write(" …\n")
+            self._open_tool = None
         if self._in_text:
             self.write("\n")
             self._in_text = False
-        self.write(f"  · {line}\n")

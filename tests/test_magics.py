@@ -538,7 +538,7 @@ def test_a_missing_key_says_so_and_how_to_set_it(ip):
 def test_switching_models_makes_no_false_adjusted_notes(ip):
     with capture_output() as captured:
         for _ in range(2):
-            with pytest.raises(Exception, match=""):
+            with pytest.raises(Exception, match="No Anthropic API key"):
                 ip.run_cell_magic("agent", "-m claude-sonnet-5-5", "Hello.")
             ip.run_cell_magic("agent", "--offline -t 2", "Look around.")
             ip.run_line_magic("compact", "")
@@ -547,3 +547,69 @@ def test_switching_models_makes_no_false_adjusted_notes(ip):
     session = magics(ip).sessions["default"]
     records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
     assert not [r for r in records if r.get("code") == "reply_normalised"]
+
+
+def _watch(read, seconds: float = 8.0):
+    """Sample `read()` every 0.1 s from another thread (what a user sees while a cell runs)."""
+    import threading
+    import time
+
+    seen: list = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        end = time.monotonic() + seconds
+        while not stop.is_set() and time.monotonic() < end:
+            seen.append(read())
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    return seen, lambda: (stop.set(), thread.join())
+
+
+@pytest.mark.parametrize("mode", ["plain", "rich"])
+def test_a_tool_line_shows_when_the_tool_starts_and_ends_when_it_ends(ip, mode, monkeypatch):
+    ip.run_line_magic("config", f"AgentMagics.display_mode = '{mode}'")
+    with FakeAnthropic() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-magics-0000")
+        server.queue(reply(tool_use("bash", {"command": "sleep 3.3"})), reply(text("done")))
+        with capture_output() as captured:
+            if mode == "plain":
+                seen, stop = _watch(lambda: sys.stdout.getvalue())
+            else:
+                seen, stop = _watch(
+                    lambda: [o.data.get("text/plain", "") for o in list(captured.outputs)]
+                )
+            ip.run_cell_magic("agent", "", "Wait a little.")
+            stop()
+        server.assert_no_rejections()
+    if mode == "plain":
+        running = [s for s in seen if "bash: sleep 3.3" in s and "-> ok" not in s]
+        assert running and running[-1].endswith("  · bash: sleep 3.3")
+        assert re.search(r"  · bash: sleep 3\.3 -> ok, \d+ chars, 3\.\d\ds\n", captured.stdout)
+    else:
+        shown = [text for outputs in seen for text in outputs]
+        assert any("bash: sleep 3.3 …" in t and "-> ok" not in t for t in shown)
+        ticks = {m for t in shown for m in re.findall(r"bash: sleep 3\.3 … (\d)s", t)}
+        assert {"2", "3"} <= ticks  # the seconds it has run, from 2 s on
+        final = [o.data["text/plain"] for o in captured.outputs if "bash: sleep" in str(o.data)][-1]
+        assert "bash: sleep 3.3 -> ok" in final and " … " not in final
+
+
+def test_the_text_view_closes_a_line_something_interrupts():
+    from evo_magic.events import Notice, ToolFinished, ToolStarted
+    from evo_magic.render import TextRenderer
+
+    written: list[str] = []
+    view = TextRenderer(written.append)
+    view(ToolStarted("toolu_1", "bash", {"command": "make"}, "make"))
+    assert "".join(written) == "  · bash: make"
+    view(Notice("sandbox", "bash runs unsandboxed"))
+    view(ToolFinished("toolu_1", "bash", {"command": "make"}, "built", False, 1.5, "make"))
+    assert "".join(written).splitlines() == [
+        "  · bash: make …",
+        "  · note: bash runs unsandboxed",
+        "  · bash: make -> ok, 5 chars, 1.50s",
+    ]

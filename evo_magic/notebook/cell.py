@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import json
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from evo_magic.events import (
 from evo_magic.secrets import redact
 
 THROTTLE_SECONDS = 0.1
+TICK_AFTER = 2.0
+"""Seconds a tool runs before its line shows the time it has taken, updated every second."""
 OUTPUT_PREVIEW = 4_000
 TEXT_WIDTH = 100
 """Columns of the plain-text footer of a quiet cell (wrapped between words)."""
@@ -51,6 +54,8 @@ class Item:
     text: str = ""
     event: Event | None = None
     started: ToolStarted | None = None
+    started_at: float = 0.0
+    """When the view saw the tool start (time.monotonic()), for the seconds it has run."""
 
 
 @dataclass
@@ -69,7 +74,7 @@ class CellLog:
                 self.items.append(Item("text", event.text))
             return True
         if isinstance(event, ToolStarted):
-            self.items.append(Item("tool", started=event))
+            self.items.append(Item("tool", started=event, started_at=time.monotonic()))
             return True
         if isinstance(event, ToolFinished):
             for item in reversed(self.items):
@@ -94,6 +99,11 @@ class CellLog:
 
     def finish(self, event: AskFinished) -> None:
         self.items.append(Item("footer", render.footer(event, self.compactions), event))
+
+    def running_tool(self) -> Item | None:
+        """The tool call that has started and not ended, if any."""
+        last = next((item for item in reversed(self.items) if item.kind == "tool"), None)
+        return last if last is not None and last.event is None else None
 
     def plain(self) -> str:
         lines = []
@@ -121,7 +131,9 @@ def _tool_summary(item: Item) -> str:
         return render.tool_line(item.event)
     started = item.started
     assert started is not None
-    return f"{started.name}: {render.short(started.summary)} …"
+    elapsed = time.monotonic() - item.started_at
+    ticking = f" {elapsed:.0f}s" if elapsed >= TICK_AFTER else ""
+    return f"{render.tool_head(started)} …{ticking}"
 
 
 def _item_html(item: Item) -> str:
@@ -210,25 +222,47 @@ class CellView:
         self._last_update = 0.0
         self._handle: Any = None
         self._plain = render.TextRenderer(write)
+        self._lock = threading.Lock()
+        self._ticking: threading.Event | None = None
         if rich and not quiet:
             from IPython.display import display
 
             self._handle = display(self._bundle(), raw=True, display_id=True)
 
     def __call__(self, event: Event) -> None:
-        changed = self.log.add(event)
+        with self._lock:
+            changed = self.log.add(event)
         if self.quiet:
             return
         if not self.rich:
             self._plain(event)
             return
-        if changed and time.monotonic() - self._last_update >= self._throttle:
+        if isinstance(event, ToolStarted) and self._ticking is None:
+            self._start_ticking()
+        running = isinstance(event, ToolStarted | ToolFinished)  # a tool line starts or ends
+        if changed and (running or time.monotonic() - self._last_update >= self._throttle):
             self.update()
+
+    def _start_ticking(self) -> None:
+        """Update the display every second while a tool has run for TICK_AFTER seconds or
+        more, so its line shows the time it takes (the cell's thread is busy running it)."""
+        stop = self._ticking = threading.Event()
+
+        def tick() -> None:
+            while not stop.wait(1.0):
+                tool = self.log.running_tool()
+                if tool is not None and time.monotonic() - tool.started_at >= TICK_AFTER:
+                    self.update()
+
+        threading.Thread(target=tick, name="evo-magic-tool-ticker", daemon=True).start()
 
     def finish(self, event: AskFinished | None) -> None:
         """Add the footer (when the ask finished) and show the final state."""
+        if self._ticking is not None:
+            self._ticking.set()
         if event is not None:
-            self.log.finish(event)
+            with self._lock:
+                self.log.finish(event)
             if self.quiet:  # otherwise the live view has shown it already
                 self._show_footer(redact(self.log.items[-1].text))
         self.update()
@@ -243,14 +277,18 @@ class CellView:
 
     def show(self, line: str, kind: str = "notice") -> None:
         """Add a line of our own (e.g. "interrupted") to the cell."""
-        self.log.items.append(Item(kind, line))
+        with self._lock:
+            self.log.items.append(Item(kind, line))
         if not self.rich:
+            self._plain.end_line()
             self._write(redact(f"  · {line}\n"))
         self.update()
 
     def update(self) -> None:
         if self._handle is not None:
-            self._handle.update(self._bundle(), raw=True)
+            with self._lock:
+                bundle = self._bundle()
+            self._handle.update(bundle, raw=True)
             self._last_update = time.monotonic()
 
     def _bundle(self) -> dict[str, str]:
