@@ -14,6 +14,7 @@ from evo_magic.events import (
     AskFinished,
     AskStarted,
     CompactionFinished,
+    CompactionSkipped,
     ContextSize,
     ErrorOccurred,
     Event,
@@ -59,16 +60,27 @@ def tool_line(event: ToolFinished) -> str:
     return tool_head(event) + tool_outcome(event)
 
 
+def _trigger(trigger: str) -> str:
+    return {"auto": "auto", "model": "model's compact tool", "user": "user"}.get(trigger, trigger)
+
+
+def _focus(focus: str | None) -> str:
+    """The focus as typed (not a Python repr: backslashes and quotes as they are)."""
+    return f' focus "{short(focus, 50)}"' if focus else ""
+
+
 def compaction_line(event: CompactionFinished) -> str:
-    layer = {"auto": "auto", "model": "model's compact tool", "user": "user"}.get(
-        event.trigger, event.trigger
-    )
+    layer = _trigger(event.trigger)
     if event.strategy != "summarise":
         layer += f", {event.strategy}"
-    focus = f" focus={short(event.focus, 50)!r}" if event.focus else ""
+    focus = _focus(event.focus)
     if not event.success:
         return f"compaction ({layer}){focus} FAILED, history kept: {event.error}"
     return f"compaction ({layer}){focus}: {size(event.before)} -> {size(event.after)}"
+
+
+def skipped_line(event: CompactionSkipped) -> str:
+    return f"nothing to compact ({_trigger(event.trigger)}){_focus(event.focus)}: {event.reason}"
 
 
 def micro_line(event: MicroCompacted) -> str:
@@ -135,6 +147,8 @@ def event_line(event: Event) -> str | None:
         return tool_line(event)
     if isinstance(event, CompactionFinished):
         return compaction_line(event)
+    if isinstance(event, CompactionSkipped):
+        return skipped_line(event)
     if isinstance(event, MicroCompacted):
         return micro_line(event)
     if isinstance(event, Notice):

@@ -22,6 +22,7 @@ from evo_magic.cost import Ledger, Overrides, PriceTable, Spending, price_table
 from evo_magic.events import (
     AskFinished,
     CompactionFinished,
+    CompactionSkipped,
     ContextSize,
     Event,
     Notice,
@@ -410,7 +411,7 @@ class Session:
 
     def compact(
         self, focus: str | None = None, strategy: Strategy | None = None
-    ) -> CompactionFinished:
+    ) -> CompactionFinished | CompactionSkipped:
         """Compact now (as `%compact` does), keeping `focus` word for word.
 
         Runs `strategy`, or the strategies that answer requests (those with `when` "on_request",

@@ -613,3 +613,28 @@ def test_the_text_view_closes_a_line_something_interrupts():
         "  · note: bash runs unsandboxed",
         "  · bash: make -> ok, 5 chars, 1.50s",
     ]
+
+
+def test_nothing_to_compact_is_a_neutral_line_said_once_and_a_skipped_record(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "Look around.")
+    with capture_output() as captured:
+        ip.run_line_magic("compact", "--strategy micro")  # no old tool result to clear
+    assert captured.stdout.splitlines() == [
+        "  · nothing to compact (user): no strategy found anything to do"
+    ]
+    session = magics(ip).sessions["default"]
+    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    (skipped,) = [r for r in records if r["kind"] == "compaction_skipped"]
+    assert skipped["reason"] == "no strategy found anything to do"
+    assert skipped["strategy"] == "micro" and skipped["trigger"] == "user"
+    assert not [r for r in records if r["kind"] == "compaction"]
+    assert session.state.consecutive_failures == 0
+
+
+def test_the_focus_is_echoed_as_typed(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 2", "Look around.")
+    with capture_output() as captured:
+        ip.run_line_magic("compact", r"focus=keep C:\data\new and the user's notes")
+    assert r"""focus "keep C:\data\new and the user's notes": """ in captured.stdout

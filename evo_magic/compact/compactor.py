@@ -27,6 +27,7 @@ from evo_magic.compact.validate import history_problem, message_problem
 from evo_magic.cost import add_costs
 from evo_magic.events import (
     CompactionFinished,
+    CompactionSkipped,
     CompactionStarted,
     Event,
     MicroCompacted,
@@ -150,15 +151,17 @@ class Compactor:
 
     def request(
         self, trigger: str, focus: str | None, strategy: Strategy | None = None
-    ) -> CompactionFinished:
+    ) -> CompactionFinished | CompactionSkipped:
         """Compact now for the user ("user") or the model's compact tool ("model").
 
         Runs `strategy`, or the on-request strategies (the over-limit ones when none is
         configured), in order until one acts. Returns the event of the one that acted, or of
-        the last failure.
+        the last failure; `CompactionSkipped` when there was nothing to compact.
         """
         candidates = [check_strategy(strategy)] if strategy else self._manual_strategies()
         before = self.history.size()
+        if candidates and len(self.history) == 0:
+            return self._skipped(trigger, focus, candidates[-1].name, "the history is empty")
         refusal = self._request_refusal(trigger, candidates)
         if refusal:
             name = candidates[0].name if candidates else "none"
@@ -173,16 +176,16 @@ class Compactor:
                 if outcome.success:
                     break
         if event is None:
-            event = self._failed(
-                trigger,
-                focus,
-                before,
-                time.perf_counter(),
-                candidates[-1].name,
-                candidates[-1].when,
-                "nothing to compact: no strategy found anything to do",
-                count=False,
-            )
+            reason = "no strategy found anything to do"
+            return self._skipped(trigger, focus, candidates[-1].name, reason)
+        return event
+
+    def _skipped(
+        self, trigger: str, focus: str | None, strategy: str, reason: str
+    ) -> CompactionSkipped:
+        """Nothing to compact: said (and recorded) once, not a failure, no back-off."""
+        event = CompactionSkipped(trigger, focus, reason, strategy)
+        self._emit(event)
         return event
 
     def _manual_strategies(self) -> list[Strategy]:
@@ -194,8 +197,6 @@ class Compactor:
                 "no strategy answers compaction requests: configure one whose `when` is "
                 "'on_request' or 'over_limit'"
             )
-        if len(self.history) == 0:
-            return "nothing to compact: the history is empty"
         if trigger != "model":
             return None
         if self.paused:

@@ -23,6 +23,7 @@ from evo_magic import render
 from evo_magic.events import (
     AskFinished,
     CompactionFinished,
+    CompactionSkipped,
     ErrorOccurred,
     Event,
     MicroCompacted,
@@ -50,7 +51,7 @@ NO_MATH = "mathjax_ignore tex2jax_ignore"
 class Item:
     """One entry of the cell's log."""
 
-    kind: str  # text, tool, compaction, micro, notice, error, footer
+    kind: str  # text, tool, compaction, skipped, micro, notice, error, footer
     text: str = ""
     event: Event | None = None
     started: ToolStarted | None = None
@@ -85,6 +86,7 @@ class CellLog:
             return True
         kinds: dict[type, str] = {
             CompactionFinished: "compaction",
+            CompactionSkipped: "skipped",
             MicroCompacted: "micro",
             Notice: "notice",
             ErrorOccurred: "error",
@@ -145,6 +147,7 @@ def _item_html(item: Item) -> str:
         "compaction": "color:#6a1b9a;font-weight:bold",
         "micro": "color:#6a1b9a",
         "notice": "color:#e65100",
+        "skipped": "color:#555",
         "error": "color:#c62828;font-weight:bold",
         "footer": FOOTER_STYLE,
     }
