@@ -89,17 +89,18 @@ def micro_line(event: MicroCompacted) -> str:
         sizes += f", {event.cache_invalidated_tokens:,} cached tokens invalidated"
     if event.strategy == "micro":
         return (
-            f"micro-compaction: cleared {len(event.cleared_ids)} old tool result(s), freed "
+            f"micro-compaction: cleared {plural(len(event.cleared_ids), 'old tool result')}, freed "
             f"{event.chars_freed:,} chars {sizes}"
         )
     if event.strategy == "large-outputs":
         return (
-            f"large outputs: {len(event.cleared_ids)} saved to file(s) with a preview in "
+            f"large outputs: {plural(len(event.cleared_ids), 'output')} saved to files with a "
+            "preview in "
             f"context, freed {event.chars_freed:,} chars {sizes}"
         )
     return (
-        f"{event.strategy}: rewrote {len(event.edits)} block(s) of "
-        f"{len(event.cleared_ids)} tool call(s), freed {event.chars_freed:,} chars {sizes}"
+        f"{event.strategy}: rewrote {plural(len(event.edits), 'block')} of "
+        f"{plural(len(event.cleared_ids), 'tool call')}, freed {event.chars_freed:,} chars {sizes}"
     )
 
 
@@ -134,10 +135,11 @@ def cost_text(event: AskFinished) -> str:
 def footer(event: AskFinished, compactions: int) -> str:
     u = event.usage
     return (
-        f"{event.turns} model calls, stop: {event.stop_reason}; tokens in {u.input_tokens:,} / "
-        f"out {u.output_tokens:,} / cache write {u.cache_creation_input_tokens:,} / cache read "
-        f"{u.cache_read_input_tokens:,}; {cost_text(event)}; {event.duration:.1f}s; "
-        f"context {size(event.context)}; {compactions} compaction(s)"
+        f"{plural(event.turns, 'model call')}, stop: {event.stop_reason}; "
+        f"tokens in {u.input_tokens:,} / out {u.output_tokens:,} / cache write "
+        f"{u.cache_creation_input_tokens:,} / cache read {u.cache_read_input_tokens:,}; "
+        f"{cost_text(event)}; {event.duration:.1f}s; "
+        f"context {size(event.context)}; {plural(compactions, 'compaction')}"
     )
 
 

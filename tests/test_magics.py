@@ -638,3 +638,25 @@ def test_the_focus_is_echoed_as_typed(ip, api):
     with capture_output() as captured:
         ip.run_line_magic("compact", r"focus=keep C:\data\new and the user's notes")
     assert r"""focus "keep C:\data\new and the user's notes": """ in captured.stdout
+
+
+def test_counts_read_as_english(ip, api):
+    with capture_output() as captured:
+        ip.run_cell_magic("agent", "--max-turns 1", "Look around.")
+    footer = captured.stdout.splitlines()[-1]
+    assert footer.startswith("  · 1 model call, stop: max_turns;")
+    assert footer.endswith("; 0 compactions")
+    assert re.search(r"context [2-9] messages, ", footer)
+    with capture_output() as captured:
+        ip.run_line_magic("agent", "sessions")
+    assert "0 compactions" in captured.stdout and "(s)" not in captured.stdout
+
+
+def test_the_offline_model_never_counts_past_its_last_step(workspace):
+    from evo_magic.session import Session
+
+    session = Session(workspace, model="offline")
+    session.ask("Survey the project.")
+    event = session.compact()
+    assert "Remaining work: none: all 6 steps of the script are done." in event.summary
+    assert "step 7" not in event.summary

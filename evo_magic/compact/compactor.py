@@ -36,6 +36,7 @@ from evo_magic.events import (
 from evo_magic.history import History, blocks_of_type, content_blocks
 from evo_magic.measure import ContextSize, message_chars, to_json
 from evo_magic.prompt_cache import PrefixTracker
+from evo_magic.render import plural, size
 from evo_magic.summariser import Summary
 from evo_magic.usage import Usage
 
@@ -599,11 +600,7 @@ class Preview:
             return f"{head}: would FAIL, history kept: {self.error}"
         if not self.acts:
             return f"{head}: nothing to do now"
-        sizes = (
-            f"{self.before.messages} msgs, {self.before.chars:,} chars, ~{self.before.tokens:,} "
-            f"tokens -> {self.after.messages} msgs, {self.after.chars:,} chars, "
-            f"~{self.after.tokens:,} tokens"
-        )
+        sizes = f"{size(self.before)} -> {size(self.after)}"
         if self.replaces:
             dropped = self.dropped()
             detail = f"replaces {len(dropped)} of {len(self.original)} messages"
@@ -611,7 +608,7 @@ class Preview:
                 kind = "a stand-in" if self.stand_in else "a real"
                 detail += f" with {kind} summary"
         else:
-            detail = f"rewrites {len(self.changed_blocks())} block(s)"
+            detail = f"rewrites {plural(len(self.changed_blocks()), 'block')}"
         return f"{head}: {detail}; {sizes}"
 
 

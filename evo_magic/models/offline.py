@@ -285,11 +285,17 @@ def summarise(messages: list[dict[str, Any]], instructions: str = "") -> str:
             f"Latest request: {_short(latest, 300)}",
             f"Findings and decisions: {len(tools)} tool calls ({counts or 'none'}).",
             f"Files read or changed: {', '.join(paths) or 'none'}",
-            f"Remaining work: continue the request from step {steps[-1] + 1} of {STEPS}.",
+            f"Remaining work: {_remaining(steps[-1])}",
             f"User constraints and preferences: {focus.group(1) if focus else 'none stated'}",
             f"Offline script progress: step {steps[-1]} of {STEPS}",
         ]
     )
+
+
+def _remaining(done: int) -> str:
+    if done >= STEPS:
+        return f"none: all {STEPS} steps of the script are done."
+    return f"continue the request from step {done + 1} of {STEPS}."
 
 
 def _goal_line(text: str) -> str | None:
