@@ -660,3 +660,25 @@ def test_the_offline_model_never_counts_past_its_last_step(workspace):
     event = session.compact()
     assert "Remaining work: none: all 6 steps of the script are done." in event.summary
     assert "step 7" not in event.summary
+
+
+def test_a_bad_setting_in_the_config_file_is_refused_and_the_others_apply(
+    tmp_path, workspace, caplog
+):
+    shell = start_ipython() or InteractiveShell.instance()
+    shell.config.AgentMagics.context_limit = 1234
+    shell.config.AgentMagics.sandbox = "bogus"
+    shell.config.AgentMagics.strategies = ["micro(keep_recent=1)"]
+    try:
+        shell.run_line_magic("load_ext", "evo_magic")
+        loaded = magics(shell)
+        assert loaded.context_limit == 1234 and loaded.sandbox == "warn"
+        assert [s.name for s in loaded.configured_strategies()] == ["micro"]
+        refusals = [r.getMessage() for r in caplog.records if "AgentMagics" in r.getMessage()]
+        assert refusals == [
+            "AgentMagics.sandbox must be one of 'require', 'warn', 'off', got 'bogus'. "
+            "The setting is unchanged."
+        ]
+    finally:
+        shell.run_line_magic("unload_ext", "evo_magic")
+        shell.config.pop("AgentMagics", None)

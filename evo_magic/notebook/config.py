@@ -10,6 +10,8 @@ strategies by spec) is declared here.
 
 from __future__ import annotations
 
+import logging
+import warnings
 from dataclasses import Field
 from typing import Any
 
@@ -100,13 +102,29 @@ class AgentConfig(SessionTraits):  # type: ignore[misc, valid-type]
 
     # -- checked when set -----------------------------------------------------------------
 
+    def _load_config(self, cfg: Any, section_names: Any = None, traits: Any = None) -> None:
+        """Load the settings (from `%config` or ipython_config.py); a bad one is refused and
+        said (logged, as `%config` says it), and the others still apply."""
+        try:
+            super()._load_config(cfg, section_names, traits)
+            return
+        except TraitError:
+            pass  # traitlets rolled back every setting of this load: load them one by one
+        for name, trait in (self.traits(config=True) if traits is None else traits).items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "not recognized": the others, said above
+                try:
+                    super()._load_config(cfg, section_names, {name: trait})
+                except TraitError as exc:
+                    logging.error(str(exc))
+
     @validate(*SESSION_SETTINGS)
     def _check_setting(self, proposal: Any) -> Any:
         name, value = proposal.trait.name, proposal.value
-        owner, f = next((o, f) for o, f in setting_fields() if f.name == name)
+        f = next(f for _, f in setting_fields() if f.name == name)
         try:
             check_value("AgentMagics", f, value)  # the field's own rule
-            self.session_settings(**{name: value})  # and the rules across settings
+            SessionSettings().with_changes(**{name: value})  # and what SessionSettings adds
         except (TypeError, ValueError) as exc:
             message = str(exc)
             if not message.startswith(f"AgentMagics.{name}"):

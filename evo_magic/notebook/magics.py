@@ -26,6 +26,7 @@ from evo_magic.notebook.config import AgentConfig, ConfigTable
 from evo_magic.notebook.sessions import DEFAULT_SESSION, CellResult, Sessions
 from evo_magic.notebook.views import StrategiesTable, context_text, sessions_text
 from evo_magic.session import ObserverError
+from evo_magic.settings import SessionSettings
 from evo_magic.transcript import TranscriptWriteError
 
 SUBCOMMANDS = {
@@ -137,8 +138,11 @@ class AgentMagics(Magics, AgentConfig):
         task = self.shell.var_expand(cell) if opts.expand else cell
         if not task.strip():
             raise UsageError("%%agent: the cell is empty; write the task below the magic line.")
-        if opts.max_turns is not None and opts.max_turns < 1:
-            raise UsageError("%%agent: --max-turns must be at least 1")
+        if opts.max_turns is not None:
+            try:  # the setting's own rule, before anything runs
+                SessionSettings(max_turns=opts.max_turns)
+            except ValueError as exc:
+                raise UsageError(f"%%agent --max-turns: {exc}") from None
         if opts.out is not None and not opts.out.isidentifier():
             raise UsageError(f"%%agent: --out needs a variable name, got {opts.out!r}")
         return self._run_cell(opts, task)
