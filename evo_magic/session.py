@@ -526,6 +526,9 @@ class Session:
                 "cache": asdict(self.cache),
             },
         )
+        # Every other setting (those session_start does not carry, a new one included).
+        rest = _recorded(self._settings, skip=frozenset({"system_prompt", "max_turns"}))
+        self.transcript.write("settings", {"settings": rest})
 
 
 def _name(observer: Observer) -> str:
@@ -538,15 +541,23 @@ def _policy_record(policy: CompactPolicy) -> dict[str, Any]:
     return record
 
 
-def _changed(old: SessionSettings, new: SessionSettings) -> dict[str, Any]:
-    """The settings `new` changes that no record of their own tells (the policy, the caching
-    and the prices have theirs, or none: a price table is not data to record)."""
-    told = {"policy", "caching", "cache_ttl", "cache_static_ttl", "prices"}
+RECORDED_ELSEWHERE = frozenset({"policy", "caching", "cache_ttl", "cache_static_ttl", "prices"})
+"""Settings with records of their own (`policy`, `cache`) or none (a price table is not data
+to record); the others go in `settings` records, at the start and when they change."""
+
+
+def _recorded(settings: SessionSettings, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
     return {
-        f.name: getattr(new, f.name)
-        for f in fields(new)
-        if f.name not in told and getattr(new, f.name) != getattr(old, f.name)
+        f.name: getattr(settings, f.name)
+        for f in fields(settings)
+        if f.name not in RECORDED_ELSEWHERE and f.name not in skip
     }
+
+
+def _changed(old: SessionSettings, new: SessionSettings) -> dict[str, Any]:
+    """The settings `new` changes, as a `settings` record holds them."""
+    before = _recorded(old)
+    return {name: value for name, value in _recorded(new).items() if before[name] != value}
 
 
 def _result(finished: AskFinished, events: list[Event]) -> AskResult:

@@ -22,9 +22,9 @@ TYPES: dict[str, tuple[type, ...]] = {
     "bool": (bool,),
     "str": (str,),
     "frozenset[str]": (frozenset, set, list, tuple),
-    "Mapping[str, Any]": (dict,),
 }
-"""What each annotation of a setting accepts (the annotations are strings here)."""
+"""What each annotation of a setting accepts (the annotations are strings here); a setting
+of another type is checked by its own `check`."""
 
 
 def setting(

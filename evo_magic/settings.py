@@ -101,12 +101,6 @@ class SessionSettings:
             mine["policy"] = replace(mine.get("policy", self.policy), **theirs)
         return replace(self, **mine) if mine else self
 
-    def value(self, name: str) -> Any:
-        """The setting `name` (a policy field is read from the policy)."""
-        if hasattr(self.policy, name) and name not in {f.name for f in fields(self)}:
-            return getattr(self.policy, name)
-        return getattr(self, name)
-
 
 def _cache_fields(cache: CacheSettings | None) -> dict[str, Any]:
     cache = CacheSettings() if cache is None else cache

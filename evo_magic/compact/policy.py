@@ -10,7 +10,7 @@ LargeOutputs, MicroCompact, Summarise). Each field's help is the one text the no
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from evo_magic.setting import check_fields, setting
 
@@ -79,8 +79,3 @@ class CompactPolicy:
     def with_changes(self, **changes: object) -> CompactPolicy:
         """A copy with some settings changed (unknown names raise TypeError)."""
         return replace(self, **changes)
-
-
-def policy_help(name: str) -> str:
-    """The help text of a CompactPolicy setting."""
-    return next(f.metadata["help"] for f in fields(CompactPolicy) if f.name == name)

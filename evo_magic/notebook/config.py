@@ -48,11 +48,14 @@ def trait_for(f: Field[Any]) -> TraitType:
     kind = str(f.type)
     if kind == "frozenset[str]":
         return List(Unicode(), default_value=sorted(default), help=help_text).tag(config=True)
-    trait: type[TraitType] = {"int": Int, "int | None": Int, "float": Float, "bool": Bool}.get(
-        kind, Unicode
-    )
-    if kind.startswith("PriceTable") or kind.startswith("Mapping"):
-        trait = Dict
+    traits: dict[str, type[TraitType]] = {
+        "int": Int,
+        "int | None": Int,
+        "float": Float,
+        "bool": Bool,
+        "str": Unicode,
+    }
+    trait = traits.get(kind, Dict)  # the rest are mappings (the prices)
     return trait(default_value=default, allow_none=default is None, help=help_text).tag(config=True)
 
 
