@@ -361,25 +361,6 @@ def test_a_bad_setting_is_refused_when_it_is_set(ip, api, caplog, line, said):
     assert api.accepted[-1]["messages"][-1]["content"][0]["text"] == "second"
 
 
-def test_the_session_refuses_what_the_settings_refuse(workspace):
-    from evo_magic.compact.policy import CompactPolicy
-    from evo_magic.session import Session
-
-    session = Session(workspace, model="offline")
-    with pytest.raises(ValueError, match="sandbox must be one of") as made:
-        Session(workspace, model="offline", sandbox="bogus")
-    with pytest.raises(ValueError, match="sandbox must be one of") as assigned:
-        session.sandbox = "bogus"
-    assert str(made.value) == str(assigned.value)
-    assert session.sandbox == "warn"
-    with pytest.raises(ValueError, match="CompactPolicy.max_failures must be at least 1"):
-        CompactPolicy(max_failures=0)
-    with pytest.raises(ValueError, match="max_turns must be at least 1"):
-        session.max_turns = 0
-    with pytest.raises(TypeError, match="unknown setting"):
-        Session(workspace, model="offline", max_turn=3)
-
-
 def test_a_setting_reset_to_its_default_reaches_existing_sessions(ip, api):
     ip.run_line_magic("config", "AgentMagics.system_prompt = 'Answer in one word.'")
     with capture_output():
