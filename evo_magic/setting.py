@@ -22,6 +22,7 @@ TYPES: dict[str, tuple[type, ...]] = {
     "bool": (bool,),
     "str": (str,),
     "frozenset[str]": (frozenset, set, list, tuple),
+    "tuple[str, ...]": (tuple, list),
 }
 """What each annotation of a setting accepts (the annotations are strings here); a setting
 of another type is checked by its own `check`."""
@@ -78,6 +79,8 @@ def check_value(owner: str, f: Field[Any], value: Any) -> Any:
             raise ValueError(f"{name}: {exc}") from None
     if str(f.type) == "frozenset[str]":
         value = frozenset(value)
+    elif str(f.type) == "tuple[str, ...]":
+        value = tuple(value)
     return value
 
 

@@ -497,8 +497,9 @@ def test_the_readme_tables_are_made_from_the_one_source():
     from evo_magic.settings import SessionSettings, setting_fields
 
     readme = (Path(__file__).parent.parent / "README.md").read_text()
-    assert settings_markdown() in readme
-    assert magics_markdown() in readme
+    # A new setting or option: paste the printed table into the README.
+    assert settings_markdown() in readme, "print(evo_magic.notebook.config.settings_markdown())"
+    assert magics_markdown() in readme, "print(evo_magic.notebook.magics.magics_markdown())"
     for _owner, f in setting_fields():  # each field is a row with its own default and help
         assert f"| `{f.name}` |" in settings_markdown()
         assert f.metadata["help"].replace("|", "\\|") in settings_markdown()

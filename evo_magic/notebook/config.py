@@ -46,16 +46,18 @@ def trait_for(f: Field[Any]) -> TraitType:
     """The configurable trait of a setting field: its type, default and help."""
     default, help_text = default_of(f), f.metadata["help"]
     kind = str(f.type)
-    if kind == "frozenset[str]":
+    if kind in ("frozenset[str]", "tuple[str, ...]"):
         return List(Unicode(), default_value=sorted(default), help=help_text).tag(config=True)
-    traits: dict[str, type[TraitType]] = {
+    scalars: dict[str, type[TraitType]] = {
         "int": Int,
         "int | None": Int,
         "float": Float,
         "bool": Bool,
         "str": Unicode,
     }
-    trait = traits.get(kind, Dict)  # the rest are mappings (the prices)
+    trait = scalars.get(kind) or (Dict if "Mapping" in kind else None)
+    if trait is None:
+        raise TypeError(f"no trait for the setting {f.name} of type {kind}: add one here")
     return trait(default_value=default, allow_none=default is None, help=help_text).tag(config=True)
 
 
