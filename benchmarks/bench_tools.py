@@ -1,7 +1,11 @@
-"""Benchmark: what the bash sandbox, the guard and descriptor-relative file opening cost.
+"""Benchmark: what the bash sandbox, the guard, descriptor-relative file opening and the
+redactor cost.
 
-Side by side in one process: a trivial bash command unsandboxed and in bubblewrap, the guard on a
-typical command, and read_file of a small file with openat2 and with the portable walk.
+Side by side in one process: a trivial bash command unsandboxed and in bubblewrap (with the
+default bounds: a pids cgroup where one can be made, the shell's limits, sized RAM disks, the
+workspace searched for files holding a key), the guard on a typical command, read_file of a small
+file with openat2 and with the portable walk, and redaction of a tool output that holds no
+credential while many are known.
 
     python benchmarks/bench_tools.py
 
@@ -10,21 +14,26 @@ typical command, and read_file of a small file with openat2 and with the portabl
 
 from __future__ import annotations
 
+import secrets
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from evo_magic.secrets import redact
 from evo_magic.tools import ToolContext, default_tools, run_tool
 from evo_magic.tools import paths as paths_module
 from evo_magic.tools.guard import refusal_reason
-from evo_magic.tools.sandbox import sandbox_status
+from evo_magic.tools.sandbox import sandbox_status, workspace_secrets
 
 BASH_RUNS = 40
 FAST_RUNS = 2000
 SANDBOX_OVERHEAD_MS = 50.0
 GUARD_US = 1000.0
+REDACT_MS = 10.0
+REDACT_KEYS = 40
+OUTPUT = "an ordinary tool output line, 0123456789 abcdef\n" * 1_000
 COMMAND = "cd src && git status --short | grep -v '^??' ; echo \"done: $(date)\" > log.txt"
 
 
@@ -72,12 +81,33 @@ def read_medians(workspace: Path) -> tuple[float, float]:
     return with_openat2, walk
 
 
+def search_median(root: Path) -> float:
+    """Median seconds to search a workspace of 100 folders of 100 files (the search's cap of
+    entries) for files holding a key, as every sandboxed command does."""
+    for folder in range(100):
+        (root / f"d{folder}").mkdir()
+        for name in range(99):
+            (root / f"d{folder}" / f"f{name}.py").write_text("x = 1\n")
+        (root / f"d{folder}" / "notes.ipynb").write_text('{"cells": []}' * 100)
+    key = f"sk-ant-api03-{secrets.token_urlsafe(70)}"
+    return median_of(lambda: workspace_secrets(root, [key]), 10)
+
+
+def redact_median() -> float:
+    """Median seconds to redact a 48,000-character output holding none of REDACT_KEYS keys."""
+    keys = [f"sk-ant-api03-{secrets.token_urlsafe(70)}" for _ in range(REDACT_KEYS)]
+    return median_of(lambda: redact(OUTPUT, keys), 50)
+
+
 def main() -> list[dict]:
     with tempfile.TemporaryDirectory() as directory:
         workspace = Path(directory)
         plain, boxed = bash_medians(workspace)
         guard = median_of(lambda: refusal_reason(COMMAND, cwd=directory), FAST_RUNS)
         with_openat2, walk = read_medians(workspace)
+    redacting = redact_median()
+    with tempfile.TemporaryDirectory() as directory:
+        searching = search_median(Path(directory))
     rows = [
         {"figure": "bash `true`, unsandboxed", "median": plain * 1e3, "unit": "ms", "target": "-"},
     ]
@@ -107,6 +137,18 @@ def main() -> list[dict]:
         },
         {"figure": "read_file small file, openat2", "median": with_openat2 * 1e6, "unit": "us"},
         {"figure": "read_file small file, O_NOFOLLOW walk", "median": walk * 1e6, "unit": "us"},
+        {
+            "figure": "search a workspace of 10,000 files for files holding a key",
+            "median": searching * 1e3,
+            "unit": "ms",
+        },
+        {
+            "figure": f"redact {len(OUTPUT):,} characters, {REDACT_KEYS} keys known, none in it",
+            "median": redacting * 1e3,
+            "unit": "ms",
+            "target": f"< {REDACT_MS:g}",
+            "met": redacting * 1e3 < REDACT_MS,
+        },
     ]
     for row in rows:
         row.setdefault("target", "-")

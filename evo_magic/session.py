@@ -37,7 +37,7 @@ from evo_magic.secrets import add_secret, known_secrets, redact
 from evo_magic.settings import SessionSettings
 from evo_magic.strategies import default_pipeline
 from evo_magic.summariser import AgentPrompt, Summariser, Summary
-from evo_magic.tools import Tool, ToolContext, default_tools
+from evo_magic.tools import BashSettings, Tool, ToolContext, default_tools
 from evo_magic.transcript import Transcript
 from evo_magic.usage import Usage
 
@@ -83,9 +83,10 @@ class Session:
         tools: the tools offered (None: bash, read_file, write_file, edit_file, compact).
         settings: a `SessionSettings` (None: the defaults).
         **changes: settings by name, over `settings`: every `SessionSettings` field
-            (`system_prompt`, `max_turns`, `max_tokens`, `bash_timeout`, `sandbox`, `caching`,
-            `cache_ttl`, `prices`, `policy`), a `CompactPolicy` field (`context_limit=...`),
-            or `cache=CacheSettings(...)`. Each is checked by its one rule (ValueError).
+            (`system_prompt`, `max_turns`, `max_tokens`, `bash_timeout`, `sandbox`, the bash
+            environment and bounds such as `sandbox_network`, `caching`, `cache_ttl`,
+            `prices`, `policy`), a `CompactPolicy` field (`context_limit=...`), or
+            `cache=CacheSettings(...)`. Each is checked by its one rule (ValueError).
     """
 
     def __init__(
@@ -216,6 +217,16 @@ class Session:
     @sandbox.setter
     def sandbox(self, mode: str) -> None:
         self._change(sandbox=mode)
+
+    @property
+    def bash_settings(self) -> BashSettings:
+        """What a bash command gets and how far it may go; assign a new `BashSettings` to
+        change it from the next command."""
+        return self._settings.bash
+
+    @bash_settings.setter
+    def bash_settings(self, bash: BashSettings) -> None:
+        self._change(bash=bash)
 
     @property
     def policy(self) -> CompactPolicy:
@@ -484,6 +495,7 @@ class Session:
             bash_timeout=self.bash_timeout,
             sandbox=self.sandbox,
             read_only=(self.transcript.root,),
+            bash=self._settings.bash,
             notices=self._notices,
         )
 

@@ -17,6 +17,7 @@ from evo_magic.compact.policy import CompactPolicy
 from evo_magic.cost import PriceTable, price_table
 from evo_magic.prompt_cache import TTL_SECONDS, CacheSettings
 from evo_magic.setting import check_fields, is_setting, setting
+from evo_magic.tools.bash_settings import DEFAULT_ENV_DROP, BashSettings, GiB, MiB
 from evo_magic.tools.sandbox import DEFAULT_SANDBOX, SANDBOX_MODES
 
 DEFAULT_SYSTEM = """\
@@ -54,6 +55,31 @@ class SessionSettings:
         "'warn' runs it unsandboxed and says so, 'off' never sandboxes.",
         choices=SANDBOX_MODES,
     )
+    # What a bash command gets and its bounds: BashSettings' fields, checked by its rule.
+    bash_env_keep: tuple[str, ...] = setting(
+        (), "Name patterns of environment variables bash gets even when bash_env_drop matches."
+    )
+    bash_env_drop: tuple[str, ...] = setting(
+        DEFAULT_ENV_DROP,
+        "Name patterns (case-insensitive, * and ? wildcards) of environment variables bash "
+        "does not get.",
+    )
+    sandbox_network: str = setting(
+        "on", "'off': the sandbox has only loopback (pip, git clone and downloads stop working)."
+    )
+    sandbox_tmp_size: int | None = setting(
+        512 * MiB,
+        "Bytes each of the sandbox's /tmp, /var/tmp and /dev/shm may hold (None: no bound).",
+    )
+    bash_memory: int | None = setting(
+        4 * GiB, "Bytes of address space each process of a bash command may map (None: no bound)."
+    )
+    bash_processes: int | None = setting(
+        512, "Processes a bash command may have at once (None: no bound)."
+    )
+    bash_file_size: int | None = setting(
+        4 * GiB, "Bytes of the largest file a bash command may write (None: no bound)."
+    )
     caching: bool = setting(True, "Mark requests for prompt caching (cache_control breakpoints).")
     cache_ttl: str = setting(
         "5m", "Lifetime of the cache entries requests write.", choices=tuple(TTL_SECONDS)
@@ -74,6 +100,7 @@ class SessionSettings:
         if not isinstance(self.policy, CompactPolicy):
             raise ValueError(f"policy must be a CompactPolicy, got {type(self.policy).__name__}")
         self.cache  # noqa: B018 - CacheSettings' own rule (TTL order)
+        self.bash  # noqa: B018 - BashSettings' own rule (network mode, bounds)
 
     @property
     def system(self) -> str:
@@ -81,19 +108,34 @@ class SessionSettings:
         return self.system_prompt or DEFAULT_SYSTEM
 
     @property
+    def bash(self) -> BashSettings:
+        """What a bash command gets and how far it may go."""
+        return BashSettings(
+            env_keep=self.bash_env_keep,
+            env_drop=self.bash_env_drop,
+            network=self.sandbox_network,  # type: ignore[arg-type]
+            tmp_size=self.sandbox_tmp_size,
+            memory=self.bash_memory,
+            processes=self.bash_processes,
+            file_size=self.bash_file_size,
+        )
+
+    @property
     def cache(self) -> CacheSettings:
         return CacheSettings(self.caching, self.cache_ttl, self.cache_static_ttl)
 
     def with_changes(self, **changes: Any) -> SessionSettings:
         """A copy with some settings changed, by name: this class's fields, `CompactPolicy`'s
-        (e.g. `context_limit`), or `cache=CacheSettings(...)`. TypeError for an unknown name,
-        ValueError for a bad value."""
+        (e.g. `context_limit`), `cache=CacheSettings(...)` or `bash=BashSettings(...)`.
+        TypeError for an unknown name, ValueError for a bad value."""
         own = {f.name for f in fields(self)}
         policy = {f.name for f in fields(CompactPolicy)}
-        unknown = sorted(set(changes) - own - policy - {"cache"})
+        unknown = sorted(set(changes) - own - policy - {"cache", "bash"})
         if unknown:
             raise TypeError(f"unknown setting(s) {unknown}; settings: {', '.join(names())}")
         mine = {k: v for k, v in changes.items() if k in own}
+        if "bash" in changes:
+            mine.update(_bash_fields(changes["bash"]))
         if "cache" in changes:
             mine.update(_cache_fields(changes["cache"]))
         theirs = {k: v for k, v in changes.items() if k in policy}
@@ -107,6 +149,20 @@ def _cache_fields(cache: CacheSettings | None) -> dict[str, Any]:
     if not isinstance(cache, CacheSettings):
         raise TypeError(f"cache must be a CacheSettings or None, got {type(cache).__name__}")
     return {"caching": cache.enabled, "cache_ttl": cache.ttl, "cache_static_ttl": cache.static_ttl}
+
+
+def _bash_fields(bash: BashSettings) -> dict[str, Any]:
+    if not isinstance(bash, BashSettings):
+        raise TypeError(f"bash must be a BashSettings, got {type(bash).__name__}")
+    return {
+        "bash_env_keep": bash.env_keep,
+        "bash_env_drop": bash.env_drop,
+        "sandbox_network": bash.network,
+        "sandbox_tmp_size": bash.tmp_size,
+        "bash_memory": bash.memory,
+        "bash_processes": bash.processes,
+        "bash_file_size": bash.file_size,
+    }
 
 
 def setting_fields() -> list[tuple[str, Field[Any]]]:

@@ -342,6 +342,8 @@ def test_agent_context_shows_cost_and_cache_hits_with_the_prices_given(ip, api):
         ("sandbox = 'bogus'", "AgentMagics.sandbox must be one of 'require', 'warn', 'off'"),
         ("max_failures = 0", "AgentMagics.max_failures must be at least 1"),
         ("cache_ttl = '10m'", "AgentMagics.cache_ttl must be one of '5m', '1h'"),
+        ("sandbox_network = 'no'", "AgentMagics.sandbox_network: .*must be 'on' or 'off'"),
+        ("bash_processes = 2", "AgentMagics.bash_processes: .*integer >= 8"),
     ],
 )
 def test_a_bad_setting_is_refused_when_it_is_set(ip, api, caplog, line, said):
@@ -359,6 +361,15 @@ def test_a_bad_setting_is_refused_when_it_is_set(ip, api, caplog, line, said):
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 1", "second")  # runs with what it had
     assert api.accepted[-1]["messages"][-1]["content"][0]["text"] == "second"
+
+
+def test_the_sandbox_settings_reach_the_session_through_config(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "first")
+    ip.run_line_magic("config", "AgentMagics.bash_memory = None")
+    ip.run_line_magic("config", "AgentMagics.bash_env_keep = ['HF_TOKEN']")
+    bash = magics(ip).sessions["default"].bash_settings
+    assert bash.memory is None and bash.env_keep == ("HF_TOKEN",)
 
 
 def test_a_setting_reset_to_its_default_reaches_existing_sessions(ip, api):

@@ -18,9 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import sandbox_here
 
 from evo_magic.tools import ToolContext, default_tools, run_tool
 from evo_magic.tools.bash import command_environment
+from evo_magic.tools.bash_settings import DEFAULT_ENV_DROP, BashSettings
 from evo_magic.tools.sandbox import (
     DEFAULT_SANDBOX,
     SANDBOX_MODES,
@@ -299,3 +301,327 @@ def test_the_environment_holds_no_known_credential(monkeypatch: pytest.MonkeyPat
     env = command_environment()
     assert "ANTHROPIC_API_KEY" not in env and "COPIED_KEY" not in env
     assert env["EVO_VISIBLE"] == "yes"
+
+
+# What a command gets: its environment (by name), the host's sockets, the network
+
+
+def env_of(ctx: ToolContext) -> str:
+    text, is_error = bash(ctx, "env")
+    assert not is_error, text
+    return text
+
+
+@pytest.mark.parametrize("mode", ["require", "off"])
+def test_variables_named_like_credentials_do_not_reach_bash(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    if mode == "require" and not STATUS.available:
+        pytest.skip(STATUS.reason)
+    password = "pw-" + secrets.token_hex(8)
+    named = {
+        "AWS_SECRET_ACCESS_KEY": "aws-" + secrets.token_hex(8),
+        "OPENAI_API_KEY": "sk-" + secrets.token_hex(8),
+        "GITHUB_TOKEN": "ghp_" + secrets.token_hex(8),
+        "HF_TOKEN": "hf_" + secrets.token_hex(8),
+        "PGPASSWORD": "pg-" + secrets.token_hex(8),
+        "gcloud_credential_file": "/secret/" + secrets.token_hex(8),
+    }
+    for name, value in named.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("EVO_VISIBLE", "yes")
+    # A proxy password in the base URL is a credential: the variable does not reach bash.
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://proxyuser:{password}@127.0.0.1:9")
+    shown = env_of(ToolContext(workspace=workspace, sandbox=mode))
+    assert "EVO_VISIBLE=yes" in shown
+    assert not [name for name in named if name in shown]
+    assert not [value for value in named.values() if value in shown]
+    assert password not in shown and "ANTHROPIC_BASE_URL" not in shown
+
+    # The setting changes it: keep HF_TOKEN, drop EVO_*; a known credential stays out anyway.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", new_key())
+    settings = BashSettings(
+        env_keep=("hf_token", "ANTHROPIC_*"), env_drop=(*DEFAULT_ENV_DROP, "EVO_*")
+    )
+    shown = env_of(ToolContext(workspace=workspace, sandbox=mode, bash=settings))
+    assert f"HF_TOKEN={named['HF_TOKEN']}" in shown
+    assert "EVO_VISIBLE" not in shown and "GITHUB_TOKEN" not in shown
+    assert "ANTHROPIC_API_KEY" not in shown and password not in shown
+
+
+def test_the_settings_are_checked() -> None:
+    assert BashSettings().env_drop == DEFAULT_ENV_DROP
+    assert BashSettings(env_keep="HF_*").env_keep == ("HF_*",)
+    with pytest.raises(ValueError, match="sandbox_network must be 'on' or 'off'"):
+        BashSettings(network="none")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="processes must be None"):
+        BashSettings(processes=0)
+    with pytest.raises(ValueError, match="tmp_size must be None"):
+        BashSettings(tmp_size=True)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="env_drop must be a list of name patterns"):
+        BashSettings(env_drop=("", "X"))
+    with pytest.raises(TypeError, match="bash must be a BashSettings"):
+        ToolContext(workspace=Path("."), bash={"network": "off"})  # type: ignore[arg-type]
+
+
+class SocketServer:
+    """A Unix socket that answers every connection with a word, as an agent or a bus would."""
+
+    def __init__(self, path: Path, word: bytes) -> None:
+        import socket
+        import threading
+
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(str(path))
+        self.server.listen()
+        self.word = word
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            with connection:
+                connection.sendall(self.word)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+CONNECT = (
+    "python3 -c 'import socket, sys\n"
+    "for path in sys.argv[1:]:\n"
+    "    s = socket.socket(socket.AF_UNIX)\n"
+    "    try:\n"
+    "        s.connect(path); print(path, s.recv(20).decode())\n"
+    "    except OSError as e:\n"
+    '        print(path, "unreachable:", e.strerror)\' '
+)
+
+
+@pytest.fixture
+def host_sockets(monkeypatch: pytest.MonkeyPatch):
+    """An ssh-agent socket and a runtime directory holding a session bus, outside the workspace
+    (under the home directory: /tmp is private in the sandbox anyway)."""
+    root = Path.home() / f".evo_magic_test_sockets_{secrets.token_hex(4)}"
+    (root / "ssh").mkdir(parents=True)
+    (root / "runtime").mkdir()
+    agent, bus = root / "ssh" / "agent.sock", root / "runtime" / "bus"
+    servers = [SocketServer(agent, b"agent-here"), SocketServer(bus, b"bus-here")]
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(agent))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(root / "runtime"))
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", f"unix:path={bus},guid=0")
+    try:
+        yield agent, bus
+    finally:
+        for server in servers:
+            server.close()
+        shutil.rmtree(root)
+
+
+@needs_sandbox
+def test_the_hosts_sockets_are_hidden(workspace: Path, host_sockets: tuple[Path, Path]) -> None:
+    agent, bus = host_sockets
+    command = CONNECT + f"{agent} {bus}; env | grep -E 'SSH_AUTH|DBUS|XDG_RUNTIME' ; echo done"
+    text, _ = bash(ToolContext(workspace=workspace, sandbox="require"), command)
+    assert "done" in text and f"{agent} unreachable" in text and f"{bus} unreachable" in text
+    assert "agent-here" not in text and "bus-here" not in text
+    assert "SSH_AUTH_SOCK" not in text and "DBUS_SESSION" not in text and "XDG_RUNTIME" not in text
+    # The control: unsandboxed, the same command reaches both (the variables are unset all
+    # the same: they are never passed on).
+    text, _ = bash(ToolContext(workspace=workspace, sandbox="off"), command)
+    assert "agent-here" in text and "bus-here" in text and "SSH_AUTH_SOCK" not in text
+
+
+@pytest.fixture
+def loopback_server():
+    """A TCP server on 127.0.0.1 in the kernel's network namespace; yields its port."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            with connection:
+                connection.sendall(b"host-service")
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+
+
+@needs_sandbox
+def test_the_network_can_be_cut(workspace: Path, loopback_server: int) -> None:
+    command = (
+        "python3 -c 'import socket, sys\n"
+        "try:\n"
+        '    print(socket.create_connection(("127.0.0.1", int(sys.argv[1])), 3).recv(20))\n'
+        "except OSError as e:\n"
+        '    print("no host:", e.strerror)\n'
+        'own = socket.create_server(("127.0.0.1", 0))\n'
+        'socket.create_connection(own.getsockname()).sendall(b"x")\n'
+        f'print("own loopback:", own.accept()[0].recv(1))\' {loopback_server}'
+    )
+    on, _ = bash(ToolContext(workspace=workspace, sandbox="require"), command)
+    assert "host-service" in on
+    off = BashSettings(network="off")
+    ctx = ToolContext(workspace=workspace, sandbox="require", bash=off)
+    text, _ = bash(ctx, command)
+    assert text.startswith("[notice: commands have no network (sandbox_network is 'off')")
+    assert "pip install, git clone and downloads fail" in text
+    assert "host-service" not in text and "no host: Connection refused" in text
+    assert "own loopback: b'x'" in text  # loopback works inside
+    text, _ = bash(ctx, "tail -n +3 /proc/net/dev | cut -d: -f1")  # said once only
+    assert text.split() == ["lo", "[exit", "code:", "0]"]  # one interface: loopback
+
+
+# What a command sees of the workspace
+
+
+@needs_sandbox
+def test_workspace_files_holding_a_key_are_hidden_with_a_notice_once(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = new_key()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    (workspace / "analysis.ipynb").write_text(f'{{"source": ["%env ANTHROPIC_API_KEY={key}"]}}')
+    (workspace / "clean.ipynb").write_text('{"source": ["print(1)"]}')
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / ".env").write_text(f"KEY={key}\n")
+    (workspace / ".zsh_history").write_text(f"export ANTHROPIC_API_KEY={key}\n")
+    (workspace / "sub" / ".ipynb_checkpoints").mkdir()
+    (workspace / "sub" / ".ipynb_checkpoints" / "x-checkpoint.ipynb").write_text("{}")
+    ctx = ToolContext(workspace=workspace, sandbox="require")
+    command = "cat analysis.ipynb sub/.env .zsh_history; ls sub/.ipynb_checkpoints; cat clean.ipynb"
+    first, _ = bash(ctx, command)
+    assert first.startswith(
+        "[notice: hidden from bash (they hold or may hold a credential): .zsh_history, "
+        "analysis.ipynb, sub/.env, sub/.ipynb_checkpoints/]\n"
+    )
+    assert key not in first and "[redacted]" not in first and "x-checkpoint" not in first
+    assert '"print(1)"' in first  # a notebook without a credential is seen as it is
+    second, _ = bash(ctx, command)
+    assert not second.startswith("[notice") and key not in second
+    assert (workspace / "analysis.ipynb").read_text().count(key) == 1  # the user's file is kept
+
+
+# The bounds a command cannot exceed
+
+
+@needs_sandbox
+def test_a_fork_bomb_is_stopped_at_the_process_bound(workspace: Path) -> None:
+    bounded = BashSettings(processes=32)
+    ctx = ToolContext(workspace=workspace, sandbox="require", bash=bounded, bash_timeout=60)
+    started = time.monotonic()
+    bomb = "python3 -c 'import os\nwhile True:\n    os.fork()'"
+    text, is_error = bash(ctx, bomb)
+    assert time.monotonic() - started < 30  # stopped, not timed out
+    if os.geteuid() == 0 and "not enforced" in text:
+        pytest.fail(f"root without a pids cgroup: {text[:300]}")
+    assert "[stopped: the command hit the process bound (32 processes at once" in text, text
+    assert text.endswith("[exit code: 137]") and not is_error
+    text, _ = bash(ctx, "for i in $(seq 100); do sleep 30 & done; wait")
+    assert "hit the process bound" in text
+    assert bash(ctx, "echo alive") == ("alive\n\n[exit code: 0]", False)
+    # Each command's cgroup goes with it (a large tree's in the background, soon after).
+    mine = f"evo_magic-{os.getpid()}-*"
+    deadline = time.monotonic() + 10
+    while list(Path("/sys/fs/cgroup").rglob(mine)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(Path("/sys/fs/cgroup").rglob(mine)) == []
+
+
+def test_as_root_without_a_pids_cgroup_the_process_bound_is_not_enforced_and_said(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What happens as root where no cgroup can be made: the per-user process limit does not
+    apply to root, so the bound does not hold; bash says so once."""
+    if os.geteuid() != 0:
+        pytest.skip("as a user other than root, `ulimit -u` bounds the processes")
+    from evo_magic.tools import bounds
+
+    monkeypatch.setattr(bounds, "_CGROUP_MOUNT", Path("/nonexistent/cgroup"))
+    ctx = ToolContext(workspace=workspace, sandbox=sandbox_here(), bash=BashSettings(processes=16))
+    text, _ = bash(ctx, "for i in $(seq 40); do sleep 5 & done; jobs | wc -l")
+    assert "[warning: the process bound is not enforced" in text
+    assert "\n40\n" in text  # 40 processes ran beyond a bound of 16
+    text, _ = bash(ctx, "echo again")
+    assert text == "again\n\n[exit code: 0]"
+
+
+@pytest.mark.parametrize("mode", ["require", "off"])
+def test_a_memory_hog_hits_the_memory_bound(workspace: Path, mode: str) -> None:
+    if mode == "require" and not STATUS.available:
+        pytest.skip(STATUS.reason)
+    bounded = BashSettings(memory=128 << 20)
+    ctx = ToolContext(workspace=workspace, sandbox=mode, bash=bounded)
+    text, _ = bash(ctx, "python3 -c 'b = bytearray(1 << 30); print(\"allocated\")'")
+    assert "MemoryError" in text and "allocated" not in text
+    assert "[the command hit the memory bound (128 MiB of address space per process" in text
+
+
+@needs_sandbox
+def test_files_and_ram_disks_are_bounded(workspace: Path) -> None:
+    bounded = BashSettings(tmp_size=4 << 20, file_size=2 << 20)
+    ctx = ToolContext(workspace=workspace, sandbox="require", bash=bounded)
+    text, _ = bash(ctx, "head -c 5000000 /dev/zero > big; stat -c %s big")
+    assert "\n2097152\n" in text
+    assert "[stopped: the command hit the file size bound (2 MiB per file" in text
+    # Each RAM disk holds 4 MiB at most; files of 1.5 MiB stay under the file size bound.
+    fill = "for i in 1 2 3 4; do head -c 1500000 /dev/zero > {}/f$i || echo full-{}; done; "
+    command = "".join(fill.format(d, d) for d in ("/tmp", "/var/tmp", "/dev/shm"))
+    text, _ = bash(ctx, command + "echo x > /dev/extra")
+    assert "full-/tmp" in text and "full-/var/tmp" in text and "full-/dev/shm" in text
+    assert "No space left on device" in text and "setting sandbox_tmp_size" in text
+    assert "/dev/extra: Read-only file system" in text
+
+
+def test_without_a_usable_sandbox_the_bounds_degrade_and_say_so(
+    workspace: Path, broken_bwrap: Path
+) -> None:
+    (broken_bwrap.parent / "python3").symlink_to(sys.executable)
+    ctx = ToolContext(workspace=workspace, sandbox="warn", bash=BashSettings(memory=128 << 20))
+    text, _ = bash(ctx, "python3 -c 'b = bytearray(1 << 30)'")
+    assert text.startswith("[warning: bash runs WITHOUT a sandbox")
+    assert "/tmp is the host's, unbounded" in text
+    assert "hit the memory bound" in text  # set by the command's shell, sandboxed or not
+    off = BashSettings(network="off")
+    text, _ = bash(ToolContext(workspace=workspace, sandbox="warn", bash=off), "true")
+    assert "The network cannot be cut" in text
+    text, is_error = bash(ToolContext(workspace=workspace, sandbox="require", bash=off), "true")
+    assert is_error and "Nothing was run" in text
+
+
+@needs_sandbox
+def test_a_bubblewrap_too_old_to_size_ram_disks_still_sandboxes_and_says_so(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bubblewrap before 0.6 has no `--size`: the sandbox still runs, without that bound."""
+    directory = tmp_path / "old-bwrap"
+    directory.mkdir()
+    old = directory / "bwrap"
+    old.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = --help ] && { echo "usage: bwrap [OPTIONS...] [--] COMMAND [ARGS...]"; '
+        "exit 0; }\n"
+        'for a in "$@"; do [ "$a" = --size ] && { echo "bwrap: Unknown option --size" >&2; '
+        "exit 1; }; done\n"
+        f'exec {STATUS.bwrap} "$@"\n'
+    )
+    old.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{directory}:{os.environ['PATH']}")
+    status = sandbox_status()
+    assert status.available and status.bwrap == str(old) and not status.sizes_tmpfs
+    ctx = ToolContext(workspace=workspace, sandbox="require")
+    text, is_error = bash(ctx, "cat /proc/1/cmdline | tr '\\0' ' '; echo")
+    assert not is_error and text.startswith("[warning: ") and "cannot bound the size" in text
+    assert "bwrap" in text  # it ran in the sandbox: its PID 1 is bubblewrap
+    text, _ = bash(ctx, "echo again")
+    assert text == "again\n\n[exit code: 0]"

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 import secrets as random_secrets
+import textwrap
+import urllib.parse
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evo_magic.secrets import (
+    FRAGMENT_CHARS,
     MIN_SECRET_CHARS,
     REDACTED,
     StreamRedactor,
@@ -16,6 +20,8 @@ from evo_magic.secrets import (
     add_secret,
     known_secrets,
     redact,
+    secret_forms,
+    url_credentials,
 )
 
 
@@ -80,14 +86,14 @@ def test_a_key_split_across_chunks_never_prints_in_clear() -> None:
             assert all(key[:12] not in piece for piece in shown)
 
 
-def test_the_stream_holds_back_only_what_could_start_a_key() -> None:
+def test_the_stream_holds_back_only_what_could_become_part_of_a_key() -> None:
     key = "sk-ant-0123456789"
     redactor = StreamRedactor([key])
-    assert redactor.feed("plain text ") == "plain text "
+    assert redactor.feed("plain text ") == "plain text "  # no form of the key has a space
     assert redactor.feed("then sk-an") == "then "
-    assert redactor.feed("swer") == "sk-answer"
+    assert redactor.feed("swer; ") == "sk-answer; "
     assert redactor.feed(" sk-ant-01") == " "
-    assert redactor.flush() == "sk-ant-01"  # the stream ended: not a key after all
+    assert redactor.flush() == "sk-ant-01"  # the stream ended: 9 characters, not a fragment
 
 
 def test_the_stream_waits_for_a_longer_credential_that_starts_like_a_shorter_one() -> None:
@@ -134,3 +140,98 @@ def test_stream_redaction_equals_whole_text_redaction(
     shown = "".join(redactor.feed(chunk) for chunk in chunks) + redactor.flush()
     assert shown == redact(text, values)
     assert not any(value in shown for value in values)
+
+
+def windows(text: str, size: int = FRAGMENT_CHARS) -> set[str]:
+    return {text[i : i + size] for i in range(len(text) - size + 1)}
+
+
+def test_what_a_command_makes_of_a_key_is_redacted() -> None:
+    """What `rev`, `base64`, `xxd -p`, a URL encoder and two `cut`s print of a line holding the
+    key: nothing of 12 characters or more of any of it survives."""
+    key = new_key()
+    line = f'    "%env ANTHROPIC_API_KEY={key}\\n",\n'
+    data = line.encode()
+    printed = {
+        "rev": line[::-1],
+        "cut -c1-40": line[:40] + "\n",
+        "cut -c41-": line[40:],
+        "urlencode": urllib.parse.quote(line, safe=""),
+        "xxd -p": "\n".join(textwrap.wrap(data.hex(), 60)),
+        "xxd -p | tr a-f A-F": data.hex().upper(),
+    }
+    for shift in range(3):  # the key at each of base64's three alignments, wrapped as base64 does
+        encoded = base64.b64encode(b"x" * shift + data).decode()
+        printed[f"base64 (+{shift})"] = "\n".join(textwrap.wrap(encoded, 76))
+        printed[f"base64 -w0 url-safe (+{shift})"] = base64.urlsafe_b64encode(b"x" * shift + data)
+    dangerous = windows(key) | windows(key[::-1]) | windows(key.encode().hex())
+    for shift in range(3):
+        core = base64.b64encode(bytes(shift) + key.encode()).decode()[2 + shift : -4]
+        dangerous |= windows(core)
+    for how, output in printed.items():
+        output = output if isinstance(output, str) else output.decode()
+        shown = redact(output, [key])
+        assert REDACTED in shown, how
+        assert not windows(shown) & dangerous, (how, shown)
+
+
+def test_a_fragment_of_twelve_characters_is_redacted_and_eleven_is_not() -> None:
+    key = new_key()
+    assert redact(f"a {key[5:17]} b", [key]) == f"a {REDACTED} b"
+    assert redact(f"a {key[5:16]} b", [key]) == f"a {key[5:16]} b"
+
+
+def test_forms_of_a_short_credential_are_matched_whole() -> None:
+    short = "pa55word"  # 8 characters: its forms are redacted whole, not in fragments
+    assert {short, short[::-1], short.encode().hex()} <= secret_forms(short)
+    assert redact(f"x {short[::-1]} y {short[:6]}", [short]) == f"x {REDACTED} y {short[:6]}"
+
+
+def test_the_credentials_of_a_url_are_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    password = "s3cr%40t-" + random_secrets.token_hex(6)
+    url = f"http://proxyuser:{password}@proxy.example:8080/v1"
+    assert url_credentials(url) == [
+        f"proxyuser:{password}",
+        password,
+        urllib.parse.unquote(password),
+    ]
+    assert url_credentials("http://host:8080/") == [] and url_credentials(None) == []
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+    error = f"Could not reach {url}: connection refused"
+    assert (
+        redact(error)
+        == f"Could not reach http://{REDACTED}@proxy.example:8080/v1: connection refused"
+    )
+    assert urllib.parse.unquote(password) not in redact(f"pw={urllib.parse.unquote(password)}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.text(alphabet="abcXY-", min_size=MIN_SECRET_CHARS, max_size=20),
+    pieces=st.lists(st.text(alphabet="abcXY- 0123456789ef", max_size=12), max_size=10),
+    data=st.data(),
+)
+def test_stream_redaction_equals_whole_text_redaction_for_forms_and_fragments(
+    value: str, pieces: list[str], data: st.DataObject
+) -> None:
+    forms = sorted(secret_forms(value))
+    parts = []
+    for piece in pieces:
+        parts.append(piece)
+        if data.draw(st.booleans()):
+            form = data.draw(st.sampled_from(forms))
+            start = data.draw(st.integers(0, len(form)))
+            parts.append(form[start : data.draw(st.integers(start, len(form)))])
+    text = "".join(parts)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=8)))
+    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    redactor = StreamRedactor([value])
+    shown = "".join(redactor.feed(chunk) for chunk in chunks) + redactor.flush()
+    assert shown == redact(text, [value])
+    assert not any(window in shown for form in forms for window in windows(form))
+
+
+def test_two_runs_of_one_key_with_a_gap_are_both_redacted() -> None:
+    key = new_key()
+    text = f"{key[:20]}#{key[21:]}"  # one character changed: two fragments in line
+    assert redact(text, [key]) == f"{REDACTED}#{REDACTED}"

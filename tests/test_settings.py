@@ -70,7 +70,21 @@ def test_settings_are_recorded_at_the_start_and_when_they_change(workspace: Path
     assert kinds == ["session_start", "settings", "settings", "settings", "settings"]
     start, first, *changes = records(session)
     assert start["system"] == session.system and "careful coding agent" in start["system"]
-    assert first["settings"] == {"max_tokens": 8192, "bash_timeout": 30, "sandbox": "off"}
+    assert first["settings"] == {
+        name: json.loads(json.dumps(getattr(session.settings, name)))
+        for name in (
+            "max_tokens",
+            "bash_timeout",
+            "sandbox",
+            "bash_env_keep",
+            "bash_env_drop",
+            "sandbox_network",
+            "sandbox_tmp_size",
+            "bash_memory",
+            "bash_processes",
+            "bash_file_size",
+        )
+    } | {"sandbox": "off", "bash_timeout": 30}
     assert [c["settings"] for c in changes] == [
         {"sandbox": "require"},
         {"system_prompt": "Be brief."},

@@ -457,3 +457,39 @@ def test_run_tool_lets_keyboard_interrupt_through(ctx: ToolContext) -> None:
 def test_run_tool_measures_duration(ctx: ToolContext) -> None:
     result = call("bash", {"command": "sleep 0.2"}, ctx)
     assert 0.2 <= result.duration < 2
+
+
+def test_a_sessions_bash_settings_reach_every_command(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bash settings given to Session apply to the commands its agent runs."""
+    from evo_magic.models import FunctionModel, ModelRequest
+    from evo_magic.session import Session
+
+    monkeypatch.setenv("EVO_SESSION_KEEP_TOKEN", "kept")
+    monkeypatch.setenv("EVO_SESSION_DROPPED", "dropped")
+    command = "ulimit -v; ulimit -f; env | grep EVO_SESSION | sort"
+
+    def agent(request: ModelRequest) -> list[dict[str, Any]]:
+        if len(request.messages) == 1:
+            return [
+                {"type": "tool_use", "id": "toolu_s", "name": "bash", "input": {"command": command}}
+            ]
+        return [{"type": "text", "text": "done"}]
+
+    session = Session(
+        workspace,
+        model=FunctionModel(agent),
+        sandbox=sandbox_here(),
+        bash_env_keep=["*_KEEP_*"],
+        bash_env_drop=["*TOKEN*", "*DROPPED"],
+        bash_memory=256 << 20,
+        bash_file_size=8 << 20,
+    )
+    session.ask("Show the limits.")
+    session.close()
+    output = session.messages[2]["content"][0]["content"]
+    assert output.startswith("262144\n8192\nEVO_SESSION_KEEP_TOKEN=kept\n"), output
+    assert "EVO_SESSION_DROPPED" not in output
+    with pytest.raises(ValueError, match="sandbox_network must be 'on' or 'off'"):
+        Session(workspace, model=FunctionModel(agent), sandbox_network="no")  # type: ignore[arg-type]

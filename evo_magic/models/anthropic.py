@@ -13,6 +13,7 @@ from typing import Any
 
 from evo_magic.models.base import ModelError, ModelReply, ModelRequest, TextCallback
 from evo_magic.prompt_cache import CacheSettings, place_breakpoints
+from evo_magic.secrets import url_credentials, url_without_credentials
 from evo_magic.usage import Usage
 
 NO_CACHE = CacheSettings(enabled=False)
@@ -58,12 +59,18 @@ class AnthropicModel:
         url = self._client_options.get("base_url") or os.environ.get("ANTHROPIC_BASE_URL")
         return str(url or "https://api.anthropic.com").rstrip("/")
 
+    @property
+    def _shown_url(self) -> str:
+        """The endpoint as messages show it: without a password in it."""
+        return url_without_credentials(self.base_url)
+
     def credentials(self) -> list[str]:
         """Every credential this model may send: passed in code, held by the client, or in
         the environment (so a redactor can keep them out of everything shown or stored)."""
         values = [self._client_options.get(k) for k in ("api_key", "auth_token")]
         if self._client is not None:
             values += [getattr(self._client, k, None) for k in ("api_key", "auth_token")]
+        values += url_credentials(self.base_url)  # a proxy's password in the URL
         return [v for v in values if isinstance(v, str) and v]
 
     def respond(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelReply:
@@ -89,12 +96,12 @@ class AnthropicModel:
         except (anthropic.APIConnectionError, *_transport_errors()) as exc:
             # A refused or dropped connection, a timeout; a stream cut mid-way surfaces as the
             # HTTP library's own error, which the SDK does not wrap (nor retry).
-            raise ModelError(f"Could not reach {self.base_url}: {_cause(exc)}") from exc
+            raise ModelError(f"Could not reach {self._shown_url}: {_cause(exc)}") from exc
         except Exception as exc:
             # Anything else from the stream (garbage SSE data, tool JSON that does not parse) is
             # a malformed response: a ModelError like the others, not a raw traceback.
             raise ModelError(
-                f"Malformed response from {self.base_url}: {type(exc).__name__}: {exc}"
+                f"Malformed response from {self._shown_url}: {type(exc).__name__}: {exc}"
             ) from exc
         return ModelReply(
             content=[_block_param(block) for block in final.content],

@@ -47,7 +47,8 @@ def trait_for(f: Field[Any]) -> TraitType:
     default, help_text = default_of(f), f.metadata["help"]
     kind = str(f.type)
     if kind in ("frozenset[str]", "tuple[str, ...]"):
-        return List(Unicode(), default_value=sorted(default), help=help_text).tag(config=True)
+        names = sorted(default) if kind.startswith("frozenset") else list(default)
+        return List(Unicode(), default_value=names, help=help_text).tag(config=True)
     scalars: dict[str, type[TraitType]] = {
         "int": Int,
         "int | None": Int,
@@ -58,7 +59,8 @@ def trait_for(f: Field[Any]) -> TraitType:
     trait = scalars.get(kind) or (Dict if "Mapping" in kind else None)
     if trait is None:
         raise TypeError(f"no trait for the setting {f.name} of type {kind}: add one here")
-    return trait(default_value=default, allow_none=default is None, help=help_text).tag(config=True)
+    allow_none = "None" in kind
+    return trait(default_value=default, allow_none=allow_none, help=help_text).tag(config=True)
 
 
 # The session's settings as traits, made from their fields: no setting is written twice.

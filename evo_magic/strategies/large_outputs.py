@@ -7,6 +7,7 @@ Source: evo-agent's large-output handling (outputs over 30,000 bytes go to
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,13 +18,26 @@ MARKER = (
     "[Output too large for the context: {chars:,} characters, saved to {path}. Read it with "
     "read_file (offset/limit) if you need more. The first {shown:,} characters:]\n"
 )
+_MARKER = re.compile(
+    r"\[Output too large for the context: [\d,]+ characters, saved to .+?\. Read it with "
+    r"read_file \(offset/limit\) if you need more\. The first (?P<shown>[\d,]+) characters:\]\n"
+)
+
+
+def is_preview(text: str) -> bool:
+    """Whether `text` is a preview this strategy wrote: its marker, then exactly as many
+    characters as the marker says. Such a result was moved already; its file is what the
+    context points to, and neither is ever rewritten."""
+    match = _MARKER.match(text)
+    return match is not None and len(text) - match.end() == int(match["shown"].replace(",", ""))
 
 
 @dataclass
 class LargeOutputs:
     """Save each tool result longer than `limit` characters to a file and keep a preview of
     its first `preview_chars` characters in the context. Runs before every model call and
-    looks only at results it has not seen."""
+    looks only at results it has not seen; a result already moved (a preview) is never moved
+    again, whatever the limit, so the file it points to is never overwritten."""
 
     limit: int = 30_000
     preview_chars: int = 2_000
@@ -42,7 +56,7 @@ class LargeOutputs:
         for ref in refs[start:]:
             block = block_at(messages, ref)
             text = result_text(block)
-            if len(text) <= self.limit:
+            if len(text) <= self.limit or is_preview(text):
                 continue
             path = ctx.save_output(ref.tool_use_id, text)
             preview = text[: self.preview_chars]

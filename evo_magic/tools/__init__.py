@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from evo_magic.tools.base import Tool, ToolContext, ToolError, ToolResult, check_input
 from evo_magic.tools.bash import BASH
+from evo_magic.tools.bash_settings import BashSettings
 from evo_magic.tools.compact import COMPACT
 from evo_magic.tools.files import EDIT_FILE, READ_FILE, WRITE_FILE
 from evo_magic.tools.sandbox import (
@@ -19,6 +20,7 @@ from evo_magic.tools.sandbox import (
 
 __all__ = [
     "BASH",
+    "BashSettings",
     "COMPACT",
     "DEFAULT_SANDBOX",
     "EDIT_FILE",

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evo_magic.tools.bash_settings import BashSettings
 from evo_magic.tools.sandbox import DEFAULT_SANDBOX, SandboxMode, check_mode
 
 
@@ -30,12 +31,16 @@ class ToolContext:
     read_only: tuple[Path, ...] = ()
     """Directories inside the workspace the agent may read but never change (the session's
     own transcripts): mounted read-only in the sandbox, refused by write_file and edit_file."""
+    bash: BashSettings = field(default_factory=BashSettings)
+    """What a bash command gets (environment, network) and the bounds it cannot exceed."""
     notices: set[str] = field(default_factory=set)
     """Notices already given in a tool output; pass the session's one set to every batch so
     that each (e.g. "bash runs without a sandbox") is given once per session."""
 
     def __post_init__(self) -> None:
         check_mode(self.sandbox)
+        if not isinstance(self.bash, BashSettings):
+            raise TypeError(f"bash must be a BashSettings, got {type(self.bash).__name__}")
 
 
 @dataclass(frozen=True)

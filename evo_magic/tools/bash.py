@@ -4,7 +4,9 @@ output and a guard.
 The sandbox (tools/sandbox.py) is the defence: the command cannot see the notebook kernel's
 process, memory or environment and can write only the workspace and a private /tmp. The guard
 (tools/guard.py) refuses a few clearly destructive commands before anything runs; it catches
-accidents, not a determined command. The environment never holds a credential the session knows.
+accidents, not a determined command. The environment never holds a credential the session knows,
+nor (by default) a variable whose name says it holds one; the bounds (tools/bounds.py) stop a
+runaway command.
 """
 
 from __future__ import annotations
@@ -16,19 +18,31 @@ import os
 import signal
 import subprocess
 import threading
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from evo_magic.secrets import SECRET_ENV_VARS, known_secrets
 from evo_magic.tools.base import Tool, ToolContext, ToolError
+from evo_magic.tools.bash_settings import BashSettings
+from evo_magic.tools.bounds import (
+    PidsCgroup,
+    bound_notes,
+    fork_refused,
+    make_pids_cgroup,
+    shell_argv,
+)
 from evo_magic.tools.guard import refusal_reason
 from evo_magic.tools.sandbox import (
     DEFAULT_SANDBOX,
     INSTALL_HINT,
+    Hidden,
+    SandboxStatus,
     check_mode,
     sandbox_status,
     sandboxed_argv,
+    workspace_secrets,
 )
 
 OUTPUT_CAP = 50_000
@@ -40,6 +54,10 @@ _DRAIN_GRACE = 2.0
 """Seconds to wait for the output pipe to close once the process group is gone."""
 UNSANDBOXED_NOTICE = "unsandboxed"
 """The key in `ToolContext.notices` of the warning that commands run without the sandbox."""
+UNBOUNDED_PROCESSES_NOTICE = "processes-unbounded"
+"""The key in `ToolContext.notices` of the warning that the process bound is not enforced."""
+_WATCH_INTERVAL = 0.05
+"""Seconds between two looks at whether a running command hit its process bound."""
 
 
 @dataclass
@@ -63,6 +81,11 @@ class _OutputBuffer:
                 text = text[room:]
             if text:
                 self.tail = (self.tail + text)[-OUTPUT_CAP:]
+
+    def recent(self, chars: int = 2_000) -> str:
+        """The last `chars` characters of the output so far."""
+        with self.lock:
+            return (self.head + self.tail)[-chars:]
 
     def text(self) -> str:
         """The output, or its head and tail with a note of how many characters were cut."""
@@ -104,23 +127,29 @@ def _timeout(tool_input: dict[str, Any], ctx: ToolContext) -> float:
     return min(float(requested), ctx.bash_timeout)
 
 
-def command_environment() -> dict[str, str]:
-    """The kernel's environment without the session's credentials: the credential variables
-    are dropped, and so is any variable whose value holds a known credential."""
+def command_environment(settings: BashSettings | None = None) -> dict[str, str]:
+    """The kernel's environment as a command gets it: without the session's credential
+    variables, any variable whose value holds a known credential (whatever its name), the
+    variables pointing at the host's sockets, and those whose names `settings` drops."""
+    settings = settings or BashSettings()
     secrets = known_secrets()
     return {
         name: value
         for name, value in os.environ.items()
-        if name not in SECRET_ENV_VARS and not any(secret in value for secret in secrets)
+        if name not in SECRET_ENV_VARS
+        and settings.keeps(name)
+        and not any(secret in value for secret in secrets)
     }
 
 
 @dataclass(frozen=True)
 class Launch:
-    """How a command is started: the argv prefix before `bash -c`, and a notice to show."""
+    """How a command is started: the argv prefix before `bash -c`, a notice to show, and the
+    bounds that apply (without the sandbox, none on temporary file systems)."""
 
     prefix: list[str]
     notice: str = ""
+    settings: BashSettings = field(default_factory=BashSettings)
 
 
 def plan_launch(
@@ -128,33 +157,90 @@ def plan_launch(
     mode: str,
     notices: set[str] | None = None,
     read_only: tuple[Path, ...] = (),
+    settings: BashSettings | None = None,
 ) -> Launch:
     """Where the command runs under sandbox setting `mode` ("require", "warn" or "off").
 
     "require" without a usable sandbox raises ToolError (nothing runs). "warn" without one runs
-    unsandboxed with a notice, given once per `notices` set (the session's).
+    unsandboxed with a notice, given once per `notices` set (the session's). Sandboxed, the
+    workspace files that hold a known credential are hidden, with a notice the first time.
     """
+    settings = settings or BashSettings()
+    unsandboxed = replace(settings, tmp_size=None)
     if check_mode(mode) == "off":
-        return Launch([])
+        return Launch([], settings=unsandboxed)
     status = sandbox_status()
     if status.available and status.bwrap is not None:
-        return Launch(sandboxed_argv(status.bwrap, workspace, [], read_only))
+        return _sandboxed_launch(status, workspace, notices, read_only, settings)
     if mode == "require":
         raise ToolError(
             f"bash: refused to run this command: the sandbox is required but not available: "
             f"{status.reason}. Nothing was run. To run bash, {INSTALL_HINT}, "
             "or set the sandbox setting to 'warn'."
         )
-    if notices is not None and UNSANDBOXED_NOTICE in notices:
-        return Launch([])
-    if notices is not None:
-        notices.add(UNSANDBOXED_NOTICE)
-    return Launch(
-        [],
-        f"[warning: bash runs WITHOUT a sandbox: {status.reason}. Commands can read the notebook "
-        "kernel's memory and environment and write wherever this user can. To confine them, "
-        f"{INSTALL_HINT}; to refuse to run unsandboxed, set the sandbox setting to 'require'.]\n",
+    network = " The network cannot be cut (sandbox_network 'off' does not apply)." * (
+        settings.network == "off"
     )
+    warning = (
+        f"[warning: bash runs WITHOUT a sandbox: {status.reason}. Commands can read the notebook "
+        "kernel's memory and environment, the host's sockets and the workspace's notebooks, and "
+        f"write wherever this user can; /tmp is the host's, unbounded.{network} To confine them, "
+        f"{INSTALL_HINT}; to refuse to run unsandboxed, set the sandbox setting to 'require'.]\n"
+    )
+    return Launch([], _once(notices, UNSANDBOXED_NOTICE, warning), unsandboxed)
+
+
+def _sandboxed_launch(
+    status: SandboxStatus,
+    workspace: Path,
+    notices: set[str] | None,
+    read_only: tuple[Path, ...],
+    settings: BashSettings,
+) -> Launch:
+    """The launch in bubblewrap, with the notices due: RAM disks left unsized by an old bwrap,
+    the network cut, workspace files newly hidden."""
+    assert status.bwrap is not None
+    notice = ""
+    if not status.sizes_tmpfs and settings.tmp_size is not None:
+        settings = replace(settings, tmp_size=None)
+        notice = _once(
+            notices,
+            "unsized-tmp",
+            f"[warning: {status.bwrap} is older than bubblewrap 0.6 and cannot bound the "
+            "size of /tmp, /var/tmp and /dev/shm; the other bounds hold]\n",
+        )
+    if settings.network == "off":
+        notice += _once(
+            notices,
+            "network-off",
+            "[notice: commands have no network (sandbox_network is 'off'): only loopback "
+            "inside the sandbox; pip install, git clone and downloads fail]\n",
+        )
+    hidden = workspace_secrets(workspace.resolve(), known_secrets())
+    prefix = sandboxed_argv(status.bwrap, workspace, [], read_only, settings, hidden)
+    notice += _hidden_notice(workspace.resolve(), hidden, notices)
+    return Launch(prefix, notice, settings)
+
+
+def _once(notices: set[str] | None, key: str, text: str) -> str:
+    """`text` the first time `key` is noticed in `notices` (every time without a set)."""
+    if notices is not None and key in notices:
+        return ""
+    if notices is not None:
+        notices.add(key)
+    return text
+
+
+def _hidden_notice(workspace: Path, hidden: Hidden, notices: set[str] | None) -> str:
+    """One line naming the workspace files newly hidden from commands ("" when none is new)."""
+    names = [p.relative_to(workspace).as_posix() for p in hidden.files]
+    names += [p.relative_to(workspace).as_posix() + "/" for p in hidden.directories]
+    new = [name for name in names if notices is None or f"hidden:{name}" not in notices]
+    if not new:
+        return ""
+    if notices is not None:
+        notices.update(f"hidden:{name}" for name in new)
+    return f"[notice: hidden from bash (they hold or may hold a credential): {', '.join(new)}]\n"
 
 
 def run_command(
@@ -164,6 +250,7 @@ def run_command(
     sandbox: str = DEFAULT_SANDBOX,
     notices: set[str] | None = None,
     read_only: tuple[Path, ...] = (),
+    settings: BashSettings | None = None,
 ) -> str:
     """Run `command` with `bash -c` in `workspace`; the merged output and a final status line.
 
@@ -171,24 +258,56 @@ def run_command(
     `plan_launch` applies; an unsandboxed run under "warn" starts with a notice. The status line
     is `[exit code: N]`. On timeout every process the command started is killed and ToolError
     is raised with the partial output. Processes the command leaves in the background are killed
-    when it ends (in the sandbox, all of them; unsandboxed, `setsid` escapes). A
-    KeyboardInterrupt kills them too, then propagates.
+    when it ends (in the sandbox, all of them; unsandboxed, `setsid` escapes unless a pids
+    cgroup holds them). A KeyboardInterrupt kills them too, then propagates. A command that hits
+    one of the bounds of `settings` is stopped, and a line before the status names the bound.
     """
     reason = refusal_reason(command, cwd=workspace)
     if reason is not None:
         raise ToolError(f"bash: refused to run this command: it {reason}. Nothing was run.")
-    launch = plan_launch(Path(workspace), sandbox, notices, read_only)
-    output, returncode = _execute([*launch.prefix, "bash", "-c", command], workspace, timeout)
-    if returncode is None:
+    settings = settings or BashSettings()
+    launch = plan_launch(Path(workspace), sandbox, notices, read_only, settings)
+    argv = [*launch.prefix, *shell_argv(command, launch.settings)]
+    cgroup = make_pids_cgroup(launch.settings.processes)
+    notice = launch.notice + _unbounded_notice(cgroup, launch.settings, notices)
+    if cgroup is not None:
+        argv = cgroup.enter_argv(argv)
+    try:
+        output, returncode, hit = _execute(argv, workspace, timeout, launch.settings, cgroup)
+    finally:
+        if cgroup is not None:
+            cgroup.remove()
+    notes = "".join(f"\n{note}" for note in bound_notes(output, returncode, launch.settings, hit))
+    if returncode is None and not hit:
         killed = f"timed out after {timeout:g} s and was killed, with every process it started"
-        raise ToolError(f"{launch.notice}{output}\n[{killed}]")
-    return f"{launch.notice}{output}\n[exit code: {returncode}]"
+        raise ToolError(f"{notice}{output}{notes}\n[{killed}]")
+    status = 128 + signal.SIGKILL if returncode is None else returncode  # as bash reports it
+    return f"{notice}{output}{notes}\n[exit code: {status}]"
+
+
+def _unbounded_notice(
+    cgroup: PidsCgroup | None, settings: BashSettings, notices: set[str] | None
+) -> str:
+    """Once per session: the process bound is not enforced (root, and no pids cgroup)."""
+    if cgroup is not None or settings.processes is None or os.geteuid() != 0:
+        return ""  # a user other than root is bounded by `ulimit -u` (counting the user's)
+    return _once(
+        notices,
+        UNBOUNDED_PROCESSES_NOTICE,
+        "[warning: the process bound is not enforced: no pids cgroup can be created here, and "
+        "the per-user process limit does not apply to root]\n",
+    )
 
 
 def _execute(
-    argv: list[str], workspace: os.PathLike[str] | str, timeout: float
-) -> tuple[str, int | None]:
-    """Run `argv`; its output and exit code (None when it timed out and was killed)."""
+    argv: list[str],
+    workspace: os.PathLike[str] | str,
+    timeout: float,
+    settings: BashSettings,
+    cgroup: PidsCgroup | None = None,
+) -> tuple[str, int | None, bool]:
+    """Run `argv`; its output, exit code (None when it was killed: timed out or hit the
+    process bound) and whether it hit the process bound."""
     process = subprocess.Popen(
         argv,
         cwd=workspace,
@@ -196,18 +315,25 @@ def _execute(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        env=command_environment(),
+        env=command_environment(settings),
     )
     buffer = _OutputBuffer()
     assert process.stdout is not None
     # Daemon: a process that escaped the group (setsid) may hold the pipe open for ever.
     reader = threading.Thread(target=_read_all, args=(process.stdout, buffer), daemon=True)
     reader.start()
-    timed_out = False
+    stopped = True
+    hit = False
     try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                process.wait(timeout=min(left, _WATCH_INTERVAL))
+                stopped = False
+                break
+            except subprocess.TimeoutExpired:
+                if hit := _hit_process_bound(cgroup, buffer, settings):
+                    break
     finally:
         # Runs on every exit, KeyboardInterrupt included: nothing the command started survives.
         # In the sandbox, killing bwrap's group ends its PID namespace and every process in it.
@@ -217,11 +343,22 @@ def _execute(
     output = buffer.text() or "(no output)"
     if reader.is_alive():
         output += "\n[output may be incomplete: a detached process still holds the output pipe]"
-    if timed_out:
-        return output, None
+    if stopped:
+        return output, None, hit
     # A signal's death reads as bash reports it (128 + N), sandboxed (bwrap reports it so) or not.
     code = process.returncode
-    return output, 128 - code if code < 0 else code
+    return output, 128 - code if code < 0 else code, False
+
+
+def _hit_process_bound(
+    cgroup: PidsCgroup | None, buffer: _OutputBuffer, settings: BashSettings
+) -> bool:
+    """Whether a fork was refused: the cgroup counted one, or bash said so."""
+    if settings.processes is None:
+        return False
+    if cgroup is not None and cgroup.hit():
+        return True
+    return fork_refused(buffer.recent())
 
 
 def _run(tool_input: dict[str, Any], ctx: ToolContext) -> str:
@@ -231,7 +368,9 @@ def _run(tool_input: dict[str, Any], ctx: ToolContext) -> str:
     if not ctx.workspace.is_dir():
         raise ToolError(f"bash: the workspace {ctx.workspace} is not a directory")
     timeout = _timeout(tool_input, ctx)
-    return run_command(command, ctx.workspace, timeout, ctx.sandbox, ctx.notices, ctx.read_only)
+    return run_command(
+        command, ctx.workspace, timeout, ctx.sandbox, ctx.notices, ctx.read_only, ctx.bash
+    )
 
 
 BASH = Tool(
