@@ -675,3 +675,18 @@ def test_a_bad_setting_in_the_config_file_is_refused_and_the_others_apply(
     finally:
         shell.run_line_magic("unload_ext", "evo_magic")
         shell.config.pop("AgentMagics", None)
+
+
+def test_compact_keeps_the_model_the_last_cell_ran(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--offline --max-turns 2", "Look around.")
+    session = magics(ip).sessions["default"]
+    start = json.loads(session.transcript.path.read_text().splitlines()[0])
+    assert start["kind"] == "session_start" and start["model"] == "offline"
+    with capture_output() as captured:
+        ip.run_line_magic("compact", "")
+    assert session.model.name == "offline" and "compaction (user)" in captured.stdout
+    assert api.accepted == []  # the summary was the stand-in's, not a call to the API
+    ip.run_line_magic("config", "AgentMagics.offline = True")
+    ip.run_line_magic("config", "AgentMagics.offline = False")  # the setting names the model
+    assert session.model.name == "claude-sonnet-5-5"

@@ -159,9 +159,9 @@ class AgentConfig(SessionTraits):  # type: ignore[misc, valid-type]
 
     @observe(*SESSION_SETTINGS, "strategies", "model", "offline")
     def _setting_changed(self, change: Any) -> None:
-        self.settings_changed()
+        self.settings_changed(model_changed=change.name in ("model", "offline"))
 
-    def settings_changed(self) -> None:
+    def settings_changed(self, model_changed: bool = False) -> None:
         """Called when a session setting changed (the magics apply it to every session)."""
 
     # -- what the settings describe --------------------------------------------------------

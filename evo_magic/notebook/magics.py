@@ -85,8 +85,8 @@ class AgentMagics(Magics, AgentConfig):
     def results(self) -> dict[str, CellResult]:
         return self.registry.results
 
-    def settings_changed(self) -> None:
-        self.registry.configure_all()
+    def settings_changed(self, model_changed: bool = False) -> None:
+        self.registry.configure_all(model_changed)
 
     # -- the magics --------------------------------------------------------------------------
 
@@ -199,8 +199,9 @@ class AgentMagics(Magics, AgentConfig):
 
     def _run_cell(self, opts: Any, task: str) -> None:
         registry = self.registry
-        session = registry.get(opts.session)
-        registry.configure(session, opts.max_turns, self.model_spec(opts.model, opts.offline))
+        model = registry.model(opts.model, opts.offline)
+        session = registry.get(opts.session, model)
+        registry.configure(session, opts.max_turns, model)
         registry.meter_log(session)  # from the session's first cell on, before its first event
         rich = self._rich()
         cell = CellResult(opts.session, task)

@@ -52,8 +52,8 @@ class Sessions:
         self._meters: dict[str, Any] = {}
         self._logs: dict[str, Any] = {}
 
-    def get(self, name: str) -> Session:
-        """The session `name`, made from the settings when it is new."""
+    def get(self, name: str, model: str | None = None) -> Session:
+        """The session `name`, made from the settings (and running `model`) when it is new."""
         if name not in self.sessions:
             config = self.config
             workspace = os.path.expanduser(config.workspace or os.getcwd())
@@ -64,7 +64,7 @@ class Sessions:
                 )
             self.sessions[name] = Session(
                 workspace,
-                model=config.model_spec(),
+                model=model or config.model_spec(),
                 strategies=config.configured_strategies(),
                 transcripts_root=config.transcripts_root or None,
                 settings=self._settings(),
@@ -93,19 +93,25 @@ class Sessions:
     def configure(
         self, session: Session, max_turns: int | None = None, model: str | None = None
     ) -> None:
-        """Apply the settings (and a cell's own turns and model) from the next call on."""
+        """Apply the settings (and a cell's own turns) from the next call on; switch to
+        `model` when one is given (a cell's, or the setting's after it changed; a %compact
+        keeps the model the last cell ran)."""
         changes = {"max_turns": max_turns} if max_turns else {}
         session.settings = self._settings(**changes)
         session.strategies = self.config.configured_strategies()
-        wanted = model or self.config.model_spec() or default_model_name()
-        if session.model.name != wanted:
-            session.model = resolve_model(wanted)
+        if model is not None and session.model.name != model:
+            session.model = resolve_model(model)
 
-    def configure_all(self) -> None:
+    def configure_all(self, model_changed: bool = False) -> None:
         """Apply changed settings to every session now (what `%agent strategies` and
         `%agent config` show is what the next call runs)."""
+        model = self.model() if model_changed else None
         for session in self.sessions.values():
-            self.configure(session)
+            self.configure(session, model=model)
+
+    def model(self, cell_model: str | None = None, cell_offline: bool = False) -> str:
+        """The model a cell runs: its options', else the settings', else the default."""
+        return self.config.model_spec(cell_model, cell_offline) or default_model_name()
 
     def store(self, cell: CellResult) -> None:
         self.results[cell.session] = cell
