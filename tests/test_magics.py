@@ -690,3 +690,14 @@ def test_compact_keeps_the_model_the_last_cell_ran(ip, api):
     ip.run_line_magic("config", "AgentMagics.offline = True")
     ip.run_line_magic("config", "AgentMagics.offline = False")  # the setting names the model
     assert session.model.name == "claude-sonnet-5-5"
+
+
+def test_compact_takes_a_quoted_strategy_spec(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 3", "Look around.")
+    session = magics(ip).sessions["default"]
+    before = len(session.messages)
+    with capture_output() as captured:
+        ip.run_line_magic("compact", '--strategy "sliding-window(keep=2)" focus=the notes')
+    assert "compaction (user, sliding-window)" in captured.stdout
+    assert len(session.messages) < before

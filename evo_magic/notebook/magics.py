@@ -111,6 +111,7 @@ class AgentMagics(Magics, AgentConfig):
     @argument(
         "subcommand",
         nargs="*",
+        metavar="SUBCOMMAND",
         help="line form only, one of: "
         + "; ".join(f"{name}: {text}" for name, text in SUBCOMMANDS.items()).replace("%", "%%"),
     )
@@ -386,7 +387,7 @@ def usage(magic: Any) -> str:
 def magics_markdown() -> str:
     """The README's table of magics, from their `magic_arguments` and `SUBCOMMANDS` (a test
     checks the README holds this text)."""
-    cell = usage(AgentMagics.agent).replace(" [--live]", "").replace(" [subcommand ...]", "")
+    cell = usage(AgentMagics.agent).replace(" [--live]", "").replace(" [SUBCOMMAND ...]", "")
     rows = [
         (f"%{cell}", "run the cell body as the next task of the session, sent as written"),
         (usage(AgentMagics.compact), _first_line(AgentMagics.compact.parser.description)),
