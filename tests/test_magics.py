@@ -372,6 +372,14 @@ def test_the_sandbox_settings_reach_the_session_through_config(ip, api):
     assert bash.memory is None and bash.env_keep == ("HF_TOKEN",)
 
 
+def test_a_bad_setting_assigned_in_code_is_a_usage_error(ip):
+    with pytest.raises(UsageError, match="AgentMagics.strategies: unknown strategy 'nope'"):
+        magics(ip).strategies = ["nope"]
+    with pytest.raises(UsageError, match="AgentMagics.display_mode must be"):
+        magics(ip).display_mode = "fancy"
+    assert magics(ip).strategies == [] and magics(ip).display_mode == "plain"
+
+
 def test_a_setting_reset_to_its_default_reaches_existing_sessions(ip, api):
     ip.run_line_magic("config", "AgentMagics.system_prompt = 'Answer in one word.'")
     with capture_output():

@@ -144,7 +144,7 @@ class AgentConfig(SessionTraits):  # type: ignore[misc, valid-type]
         if proposal.value not in ("auto", "rich", "plain"):
             raise SettingError(
                 f"AgentMagics.display_mode must be 'auto', 'rich' or 'plain', got "
-                f"{proposal.value!r}"
+                f"{proposal.value!r}. The setting is unchanged."
             )
         return proposal.value
 
