@@ -709,3 +709,43 @@ def test_compact_takes_a_quoted_strategy_spec(ip, api):
         ip.run_line_magic("compact", '--strategy "sliding-window(keep=2)" focus=the notes')
     assert "compaction (user, sliding-window)" in captured.stdout
     assert len(session.messages) < before
+
+
+def test_a_running_tool_ticks_in_a_real_kernel(workspace):
+    """The seconds of a running tool reach the cell's output through ipykernel (the updates
+    come from a thread while the cell's thread runs the tool)."""
+    import os
+
+    from jupyter_client.manager import KernelManager
+
+    with FakeAnthropic() as api:
+        api.queue(reply(tool_use("bash", {"command": "sleep 3.3"})), reply(text("done")))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
+        env.update(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-ant-test-kernel-00")
+        km = KernelManager(kernel_name="python3")
+        km.start_kernel(cwd=str(workspace), env=env)
+        kc = km.client()
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=60)
+            setup = "%load_ext evo_magic\n%config AgentMagics.display_mode = 'rich'"
+            assert kc.execute_interactive(setup, timeout=60)["content"]["status"] == "ok"
+            shown: list[dict] = []
+            done = kc.execute_interactive(
+                "%%agent\nWait a little.", timeout=120, output_hook=shown.append
+            )
+            assert done["content"]["status"] == "ok"
+            api.assert_no_rejections()
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+    cell = done["parent_header"]["msg_id"]
+    updates = [
+        m["content"]["data"].get("text/plain", "")
+        for m in shown
+        if m["msg_type"] == "update_display_data" and m["parent_header"]["msg_id"] == cell
+    ]
+    ticks = {t for u in updates for t in re.findall(r"bash: sleep 3\.3 … (\d)s", u)}
+    assert {"2", "3"} <= ticks
+    assert any("bash: sleep 3.3 -> ok" in u for u in updates)

@@ -10,6 +10,7 @@ own lines) is redacted once more where it leaves.
 
 from __future__ import annotations
 
+import contextvars
 import html
 import json
 import textwrap
@@ -257,7 +258,10 @@ class CellView:
                 if tool is not None and time.monotonic() - tool.started_at >= TICK_AFTER:
                     self.update()
 
-        threading.Thread(target=tick, name="evo-magic-tool-ticker", daemon=True).start()
+        # In the cell's context: the kernel routes the updates to this cell's output.
+        context = contextvars.copy_context()
+        ticker = threading.Thread(target=context.run, args=(tick,), daemon=True)
+        ticker.start()
 
     def finish(self, event: AskFinished | None) -> None:
         """Add the footer (when the ask finished) and show the final state."""
