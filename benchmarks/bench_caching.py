@@ -17,6 +17,12 @@ three times:
 - caching on with the seed's eager micro-compaction (`MicroCompact(cache_aware=False)`): the
   same requests as caching off, billed with the cache.
 
+Then observation masking (the paper's `ObservationMasking(10)`, alone, caching on) three ways:
+no masking at all, eager masking (one more result masked before every call, the paper's
+rule), and cache-aware masking (`cache_aware=True`: results due wait until masking them pays
+for the cache write, and over the limit are masked at once). The target: cache-aware masking
+costs less than eager masking. Without masking the context is not kept under the limit.
+
 Costs are the session's own accounting (`Session.cost_usd`, the shipped prices of
 claude-sonnet-5-5), i.e. the price table applied to the usage the fake reported. The cache-read
 share is cache-read tokens over context tokens; the mean context is what a call sent (the
@@ -26,7 +32,7 @@ same requests (caching changes how they are billed, not what they say).
 
 The figures are exact, not timings: the fake is deterministic.
 
-    python -m benchmarks.bench_caching            # prints the three sessions, by kind of token
+    python -m benchmarks.bench_caching            # prints the sessions, by kind of token
 
 `main()` returns the figures as rows ``{"figure", "median", "unit", "target", "met"}``.
 """
@@ -50,7 +56,7 @@ from evo_magic.events import CompactionFinished, MicroCompacted, ModelResponded 
 from evo_magic.models import AnthropicModel  # noqa: E402
 from evo_magic.prompt_cache import CacheSettings  # noqa: E402
 from evo_magic.session import Session  # noqa: E402
-from evo_magic.strategies import MicroCompact, default_pipeline  # noqa: E402
+from evo_magic.strategies import MicroCompact, ObservationMasking, default_pipeline  # noqa: E402
 from evo_magic.usage import Usage  # noqa: E402
 
 MODEL = "claude-sonnet-5-5"
@@ -162,15 +168,22 @@ def responder(fake: FakeAnthropic) -> Any:
     return respond
 
 
-def run(label: str, cache: CacheSettings, policy: CompactPolicy | None = None, **micro: Any) -> Run:
-    """The scripted session under ``policy``, with the default pipeline's micro-compaction
-    given ``micro``."""
+def run(
+    label: str,
+    cache: CacheSettings,
+    policy: CompactPolicy | None = None,
+    strategies: list[Any] | None = None,
+    **micro: Any,
+) -> Run:
+    """The scripted session under ``policy``, with ``strategies`` or the default pipeline
+    whose micro-compaction is given ``micro``."""
     with tempfile.TemporaryDirectory() as tmp, FakeAnthropic() as fake:
         fake.responder = responder(fake)
         workspace = make_project(Path(tmp))
-        strategies = default_pipeline(policy)
-        assert isinstance(strategies[1], MicroCompact)
-        strategies[1] = replace(strategies[1], **micro)
+        if strategies is None:
+            strategies = default_pipeline(policy)
+            assert isinstance(strategies[1], MicroCompact)
+            strategies[1] = replace(strategies[1], **micro)
         model = AnthropicModel(MODEL, client=fake.client())
         events: list[Any] = []
         with Session(
@@ -239,6 +252,18 @@ def summary_runs() -> tuple[Run, Run]:
     return as_text, in_context
 
 
+def masking_runs() -> tuple[Run, Run, Run]:
+    """The session with no compaction, eager observation masking, cache-aware masking."""
+    none = run("no masking", CacheSettings(), strategies=[])
+    eager = run("masking, eager", CacheSettings(), strategies=[ObservationMasking(10)])
+    aware = run(
+        "masking, cache-aware",
+        CacheSettings(),
+        strategies=[ObservationMasking(10, cache_aware=True)],
+    )
+    return none, eager, aware
+
+
 def _row(figure: str, median: float, unit: str, target: str = "-", met: bool = True) -> dict:
     return {"figure": figure, "median": median, "unit": unit, "target": target, "met": met}
 
@@ -269,6 +294,17 @@ def main() -> list[dict]:
         rows.append(_row(f"  {r.label}: total cost of the session", r.cost_usd, "USD"))
     share = 100 * in_context.summaries_usd / as_text.summaries_usd
     rows.append(_row("summaries in context vs as text", share, "%"))
+    none, eager_masking, aware = masking_runs()
+    for r in (none, eager_masking, aware):
+        rows += [
+            _row(f"{r.label}: total cost of {r.calls} calls", r.cost_usd, "USD"),
+            _row(f"  {r.label}: maskings", r.clearings, "count"),
+            _row(f"  {r.label}: mean context per call", r.mean_context_tokens, "tokens"),
+        ]
+    versus = 100 * aware.cost_usd / eager_masking.cost_usd
+    rows.append(_row("cache-aware vs eager masking", versus, "%", "< 100%", versus < 100))
+    rows.append(_row("  cache-aware masking vs none", 100 * aware.cost_usd / none.cost_usd, "%"))
+    rows.append(_row("  eager masking vs none", 100 * eager_masking.cost_usd / none.cost_usd, "%"))
     return rows
 
 
@@ -283,5 +319,5 @@ def describe(r: Run) -> str:
 
 
 if __name__ == "__main__":
-    for r in (*runs(), *summary_runs()):
+    for r in (*runs(), *summary_runs(), *masking_runs()):
         print(describe(r))

@@ -168,6 +168,8 @@ class ModelResponded(Event):
     session_cost_usd: float | None = None
     """Every model and summarisation call of the session so far, this one included (None when
     one of them had no price)."""
+    applied_edits: tuple[dict[str, Any], ...] = ()
+    """The server's context edits applied to this call's prompt, as the API reported them."""
 
 
 @dataclass(frozen=True)
@@ -232,6 +234,9 @@ class MicroCompacted(Event):
     """Tokens freed (an estimate from the characters)."""
     cache_invalidated_tokens: int = 0
     """Tokens of cached prompt prefix the change invalidated (0 when caching is off)."""
+    applied: dict[str, Any] | None = None
+    """For a server strategy: the edit the API reported applying to the prompt of the call
+    (`context_management.applied_edits[i]`); the history itself is unchanged."""
 
     @cached_property
     def edits(self) -> tuple[BlockEdit, ...]:
@@ -255,7 +260,7 @@ class CompactionFinished(Event):
     kind: ClassVar[str] = "compaction"
     trigger: str
     """"auto" (over the limit), "model" (the compact tool), "user" (Session.compact /
-    %compact) or "every_call"."""
+    %compact), "every_call", or "server" (the API compacted: `server-compact`)."""
     focus: str | None
     before: ContextSize
     after: ContextSize
@@ -271,6 +276,11 @@ class CompactionFinished(Event):
     summary_cost_usd: float | None = None
     """The summarisation calls of this compaction, priced (None: none made, or one had no
     price); their tokens are `summary_usage`."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """What the strategy reported keeping besides its summary (`Context.details`): e.g. the
+    prompts kept verbatim and the files re-read, with their tokens."""
+    fallback_for: str | None = None
+    """The server strategy configured in this one's place, when it ran as its fallback."""
 
     @property
     def summary_chars(self) -> int:

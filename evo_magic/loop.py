@@ -15,10 +15,11 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evo_magic.compact.compactor import Compactor
+from evo_magic.compact.server import compaction_index, named_in
 from evo_magic.cost import Ledger
 from evo_magic.events import (
     AskFinished,
@@ -34,7 +35,7 @@ from evo_magic.events import (
     ToolStarted,
 )
 from evo_magic.history import History
-from evo_magic.measure import to_json
+from evo_magic.measure import ContextSize, to_json
 from evo_magic.models.base import Model, ModelError, ModelReply, ModelRequest
 from evo_magic.prompt_cache import CacheSettings, PrefixTracker
 from evo_magic.secrets import StreamRedactor
@@ -55,6 +56,11 @@ MAX_TOKENS_NOTE = (
 BAD_INPUT = (
     "Not run: the input of this {name} call was {kind}, not a JSON object. Send the arguments "
     'as an object, e.g. {{"{example}": ...}}.'
+)
+CONTEXT_EXCEEDED = (
+    "The prompt reached the context window of {model} (stop_reason "
+    "model_context_window_exceeded); the history is kept. Compact it (%compact, "
+    "Session.compact) or configure a strategy that keeps it smaller, then ask again."
 )
 COMPACT_FAILED = "[The compaction you asked for did not happen: {error}. The history is unchanged.]"
 _TOOL_USE_ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -122,13 +128,17 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
                 )
                 break
             turns += 1
-            reply = _call_model(parts)
+            reply, sent = _call_model(parts)
             usage = usage + reply.usage
             stop_reason = reply.stop_reason or "end_turn"
             tool_uses, bad_inputs, content = _append_reply(parts, reply)
+            _server_results(parts, reply, sent)
             final_text = _text_of(content) or final_text
+            if stop_reason == "model_context_window_exceeded":
+                raise ModelError(CONTEXT_EXCEEDED.format(model=reply.model))
             if not tool_uses:
-                if stop_reason != "max_tokens":
+                # Paused after a server compaction: the ask goes on from the compacted context.
+                if stop_reason not in ("max_tokens", "compaction"):
                     # Answered: nothing is pending any more (a later compaction carries nothing).
                     history.finish_request()
                     break
@@ -175,8 +185,9 @@ def answer_left_over(history: History, why: str) -> None:
 # -- one model call ----------------------------------------------------------------------------
 
 
-def _call_model(parts: LoopParts) -> ModelReply:
-    """The strategies that are due, then one streamed model call. Nothing is appended here."""
+def _call_model(parts: LoopParts) -> tuple[ModelReply, ContextSize]:
+    """The strategies that are due, then one streamed model call. Nothing is appended here.
+    Returns the reply and the size of the history it was sent."""
     history = parts.history
     before = history.size()
     parts.compactor.before_call()
@@ -193,6 +204,7 @@ def _call_model(parts: LoopParts) -> ModelReply:
         cache=parts.cache,
         edited_from=parts.prefix.edited_from if parts.prefix is not None else None,
     )
+    request = _with_server_params(parts, request)
     streamed: list[str] = []
     # Streamed text is shown as it comes, minus any credential: a key split across deltas is
     # held back until it is known not to be one.
@@ -209,7 +221,7 @@ def _call_model(parts: LoopParts) -> ModelReply:
 
     call_started = time.perf_counter()
     try:
-        reply = parts.model.respond(request, on_text)
+        reply = _respond(parts, request, on_text)
     except KeyboardInterrupt:
         flush()
         _keep_partial_text(parts, parts.redact("".join(streamed)))
@@ -224,8 +236,10 @@ def _call_model(parts: LoopParts) -> ModelReply:
     flush()
     duration = time.perf_counter() - call_started
     parts.totals.usage = parts.totals.usage + reply.usage
-    if reply.usage.context_tokens > 0:
-        history.anchor(sent.chars, reply.usage.context_tokens)
+    if reply.usage.context_tokens > 0 and compaction_index(reply.content) is None:
+        # The server's clearing edits counted the prompt without what they cleared.
+        cleared = sum(int(edit.get("cleared_input_tokens") or 0) for edit in reply.applied_edits)
+        history.anchor(sent.chars, reply.usage.context_tokens + cleared)
     cost = _account(parts, reply, request)
     parts.emit(
         ModelResponded(
@@ -239,11 +253,60 @@ def _call_model(parts: LoopParts) -> ModelReply:
             history.size(),
             cost_usd=cost,
             session_cost_usd=parts.ledger.spent.total_usd,
+            applied_edits=reply.applied_edits,
         )
     )
     if cost is None and (note := parts.ledger.unpriced_notice(reply.model)):
         parts.emit(Notice("unpriced_model", note))
-    return reply
+    return reply, sent
+
+
+def _with_server_params(parts: LoopParts, request: ModelRequest) -> ModelRequest:
+    """The request with the server strategies' edits and betas (those the model lacks have
+    given way to their fallbacks)."""
+    try:
+        offline = bool(getattr(parts.model, "offline", False))
+        params = parts.compactor.server_params(parts.model.name, offline=offline)
+    except ValueError as exc:
+        raise ModelError(str(exc)) from exc
+    return replace(request, context_management=params.context_management, betas=params.betas)
+
+
+def _respond(parts: LoopParts, request: ModelRequest, on_text: Callable[[str], None]) -> ModelReply:
+    """One call; when the API rejects a server strategy's feature (a 400 naming it), its
+    fallback takes over and the call is made again, once."""
+    try:
+        return parts.model.respond(request, on_text)
+    except ModelError as exc:
+        named = named_in(str(exc), parts.compactor.strategies) if exc.status == 400 else []
+        if not named:
+            raise
+        names = ", ".join(s.name for s in named)
+        if not parts.compactor.fall_back(named, f"the API rejected {names}: {exc}"):
+            raise ModelError(
+                f"{exc} ({names} is not offered here and has no fallback: configure "
+                "fallback=... or another strategy; the history is unchanged)",
+                status=exc.status,
+                error_type=exc.error_type,
+            ) from exc
+    return parts.model.respond(_with_server_params(parts, request), on_text)
+
+
+def _server_results(parts: LoopParts, reply: ModelReply, sent: ContextSize) -> None:
+    """What the server's strategies did on this call: clearing edits as events, a compaction
+    block as a compaction (its own tokens priced as a summary)."""
+    if reply.applied_edits:
+        parts.compactor.server_cleared(reply.applied_edits, sent)
+    index = compaction_index(reply.content)
+    last = parts.history.view()[-1] if len(parts.history) else None
+    if index is None or last is None or compaction_index(last.get("content") or []) is None:
+        return
+    compactions = [i for i in reply.iterations if i.get("type") == "compaction"]
+    usage = sum((Usage.from_api(i) for i in compactions), Usage())
+    cost = parts.ledger.charge(usage, reply.model, summary=True) if compactions else None
+    messages = [i for i in reply.iterations if i.get("type") == "message"]
+    after = Usage.from_api(messages[-1]).context_tokens if messages else None
+    parts.compactor.server_compacted(sent, reply.content[index].get("content"), usage, cost, after)
 
 
 def _account(parts: LoopParts, reply: ModelReply, request: ModelRequest) -> float | None:

@@ -71,8 +71,12 @@ def _focus(focus: str | None) -> str:
 
 def compaction_line(event: CompactionFinished) -> str:
     layer = _trigger(event.trigger)
-    if event.strategy != "summarise":
+    if event.trigger == "server":
+        layer = "by the API"
+    if event.strategy != "summarise" or event.fallback_for:
         layer += f", {event.strategy}"
+    if event.fallback_for:
+        layer += f" as the fallback for {event.fallback_for}"
     focus = _focus(event.focus)
     if not event.success:
         return f"compaction ({layer}){focus} FAILED, history kept: {event.error}"
@@ -87,11 +91,24 @@ def micro_line(event: MicroCompacted) -> str:
     sizes = f"({event.before.chars:,} -> {event.after.chars:,})"
     if event.cache_invalidated_tokens:
         sizes += f", {event.cache_invalidated_tokens:,} cached tokens invalidated"
+    if event.applied is not None:  # a server strategy: the API edited the prompt, not the history
+        what = event.applied.get("cleared_tool_uses")
+        unit = "tool use"
+        if what is None:
+            what, unit = event.applied.get("cleared_thinking_turns", 0), "thinking turn"
+        return (
+            f"{event.strategy}: the API cleared {plural(what, unit)}, "
+            f"{event.cleared_tokens:,} tokens "
+            "from this call's prompt (the history keeps them)"
+        )
     if event.strategy == "micro":
         return (
             f"micro-compaction: cleared {plural(len(event.cleared_ids), 'old tool result')}, freed "
             f"{event.chars_freed:,} chars {sizes}"
         )
+    if event.chars_freed < 0 and not event.cleared_ids:  # a note added for the model
+        said = " ".join(edit.block.get("text", "") for edit in event.edits)
+        return f"{event.strategy}: told the model {short(said, 100)!r} {sizes}"
     if event.strategy == "large-outputs":
         return (
             f"large outputs: {plural(len(event.cleared_ids), 'output')} saved to files with a "

@@ -14,11 +14,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from evo_magic.compact.base import Strategy, check_strategy, describe
+from evo_magic.compact import server
+from evo_magic.compact.base import Strategy, check_strategy, server_edit
 from evo_magic.compact.compactor import Compactor, Preview
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
-from evo_magic.cost import Ledger, Overrides, PriceTable, Spending, price_table
+from evo_magic.cost import RATE_FIELDS, Ledger, Overrides, PriceTable, Spending, price_table
 from evo_magic.events import (
     AskFinished,
     CompactionFinished,
@@ -31,13 +32,15 @@ from evo_magic.events import (
 from evo_magic.history import History
 from evo_magic.loop import LoopParts, Totals, answer_left_over, run_ask
 from evo_magic.measure import to_json
-from evo_magic.models import Model, resolve_model
+from evo_magic.models import Model, ModelRequest, resolve_model
 from evo_magic.prompt_cache import CacheSettings, PrefixTracker
 from evo_magic.secrets import add_secret, known_secrets, redact
 from evo_magic.settings import SessionSettings
 from evo_magic.strategies import default_pipeline
+from evo_magic.strategies.registry import describe
 from evo_magic.summariser import AgentPrompt, Summariser, Summary
 from evo_magic.tools import BashSettings, Tool, ToolContext, default_tools
+from evo_magic.tools.files import read_text
 from evo_magic.transcript import Transcript
 from evo_magic.usage import Usage
 
@@ -131,6 +134,9 @@ class Session:
             policy=settings.policy,
             strategies=[check_strategy(s) for s in chosen],
             cache=self.cached_prefix,
+            read_file=self._read_for_compaction,
+            model=lambda: self.model.name,
+            server_summarise=self._server_summarise,
         )
         self._record_start()
 
@@ -168,7 +174,10 @@ class Session:
         if settings.cache != old.cache:
             self.transcript.write("cache", {"cache": asdict(settings.cache)})
         if settings.prices != old.prices:
-            self.ledger.prices = price_table(settings.prices or None)
+            table = price_table(settings.prices or None)
+            if _price_record(table) != _price_record(self.ledger.prices):
+                self.transcript.write("prices", {"prices": _price_record(table)})
+            self.ledger.prices = table
         changed = _changed(old, settings)
         if changed:
             self.transcript.write("settings", {"settings": changed})
@@ -446,6 +455,8 @@ class Session:
         """What `compact(focus, strategy)` would do now, without doing it: which messages and
         tool results it would replace, the size before and after. No model call unless
         `summarise` (a summary is otherwise a stand-in of the right kind)."""
+        if strategy is not None and server_edit(strategy) is not None:
+            return self._server_preview(strategy)
         return self.compactor.preview(strategy, focus or None, summarise=summarise)
 
     def reset(self) -> None:
@@ -512,6 +523,48 @@ class Session:
             self.emit(Notice("unpriced_model", note))
         return replace(summary, text=self.redact(summary.text), cost_usd=cost)
 
+    def _read_for_compaction(self, path: str, max_chars: int) -> str | None:
+        """A workspace file as a compaction puts it back: read as read_file reads it, and
+        redacted as a tool result is."""
+        text = read_text(self.workspace, path, max_chars)
+        return None if text is None else self.redact(text)
+
+    def _server_summarise(
+        self, messages: Sequence[dict[str, Any]], focus: str | None
+    ) -> tuple[dict[str, Any], Summary]:
+        tools = [tool.definition() for tool in self.tools]
+        request = server.summary_request(
+            messages, focus, system=self.system, tools=tools, max_tokens=self.max_tokens
+        )
+        reply = self.model.respond(request)
+        block, usage = server.summary_block(reply)
+        cost = self.ledger.charge(usage, reply.model, summary=True)
+        return block, Summary(block["content"], usage, reply.model, cost)
+
+    def _server_preview(self, strategy: Strategy) -> Preview:
+        """What a server strategy's edits would take out of the prompt now: `count_tokens`
+        with them (free) against the count without them."""
+        view = list(self.history.view())
+        before = self.history.size()
+        params = server.request_params([strategy])
+        tools = [tool.definition() for tool in self.tools]
+        request = ModelRequest(
+            messages=view, max_tokens=self.max_tokens, system=self.system, tools=tools,
+            context_management=params.context_management, betas=params.betas,
+        )  # fmt: skip
+        count = getattr(self.model, "count_tokens", None)
+        if count is None or not view or params.context_management is None:
+            why = "no edit to count" if params.context_management is None else "nothing to count"
+            if count is None:
+                why = f"the model {self.model.name!r} cannot count tokens"
+            return Preview(strategy.name, strategy.when, before, before, view, why, original=view)
+        edited, original = count(request)
+        after = replace(before, tokens=edited, tokens_exact=True)
+        return Preview(
+            strategy.name, strategy.when, before, after, view, None, original=view,
+            input_tokens=edited, original_input_tokens=original,
+        )  # fmt: skip
+
     def _save_output(self, tool_use_id: str, text: str) -> str:
         path = self.transcript.save_tool_output(tool_use_id, text)
         try:
@@ -536,6 +589,7 @@ class Session:
                 "strategies": [describe(s) for s in self.compactor.strategies],
                 "max_turns": self.max_turns,
                 "cache": asdict(self.cache),
+                "prices": _price_record(self.ledger.prices),
             },
         )
         # Every other setting (those session_start does not carry, a new one included).
@@ -554,8 +608,8 @@ def _policy_record(policy: CompactPolicy) -> dict[str, Any]:
 
 
 RECORDED_ELSEWHERE = frozenset({"policy", "caching", "cache_ttl", "cache_static_ttl", "prices"})
-"""Settings with records of their own (`policy`, `cache`) or none (a price table is not data
-to record); the others go in `settings` records, at the start and when they change."""
+"""Settings with records of their own (`policy`, `cache`, `prices`); the others go in
+`settings` records, at the start and when they change."""
 
 
 def _recorded(settings: SessionSettings, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
@@ -570,6 +624,17 @@ def _changed(old: SessionSettings, new: SessionSettings) -> dict[str, Any]:
     """The settings `new` changes, as a `settings` record holds them."""
     before = _recorded(old)
     return {name: value for name, value in _recorded(new).items() if before[name] != value}
+
+
+def _price_record(table: PriceTable) -> dict[str, dict[str, float]]:
+    """The rates of `table` that differ from the shipped ones, by model (what a `prices`
+    record holds; `price_table` of it is the table again)."""
+    shipped = price_table(None)
+    return {
+        model: {rate: getattr(price, rate) for rate in RATE_FIELDS}
+        for model in table.models()
+        if (price := table.lookup(model)) is not None and price != shipped.lookup(model)
+    }
 
 
 def _result(finished: AskFinished, events: list[Event]) -> AskResult:

@@ -31,7 +31,7 @@ from evo_magic.measure import to_json
 from evo_magic.models import AnthropicModel, FunctionModel, ModelRequest
 from evo_magic.prompt_cache import CachedPrefix, CacheSettings, PrefixTracker, place_breakpoints
 from evo_magic.session import Session
-from evo_magic.strategies import ClearToolUses, MicroCompact
+from evo_magic.strategies import ClearToolUses, MicroCompact, ObservationMasking
 from evo_magic.summariser import AgentPrompt, Summariser
 from evo_magic.usage import Usage
 
@@ -289,6 +289,35 @@ def test_default_micro_compaction_waits_for_a_clearing_that_pays_and_without_cac
     assert uncached_sent == eager_sent and len(uncached) == len(eager)
 
 
+def test_cache_aware_masking_waits_for_a_masking_that_pays(workspace: Path):
+    """Observation masking before every call rewrites the cached tail each time one more
+    result leaves the window; cache-aware, it waits until masking pays for the cache write:
+    it masks less often and the session costs less than with eager masking, and less than
+    with no masking at all (60 calls under a limit they never reach: over it, masking acts at
+    once)."""
+    write_docs(workspace, 60, lines=40)
+    roomy = CompactPolicy(context_limit=10**6)
+
+    def session(strategies: list[Any]) -> tuple[list[Any], float]:
+        with FakeAnthropic() as server:
+            server.queue(*reading(60))
+            model = AnthropicModel(MODEL, client=server.client())
+            with Session(
+                workspace, model=model, strategies=strategies, policy=roomy, max_turns=61
+            ) as s:
+                events = run(s)
+                cost = s.cost_usd
+            server.assert_no_rejections()
+        assert cost is not None
+        return of(MicroCompacted, events), cost
+
+    eager, eager_cost = session([ObservationMasking(3)])
+    aware, aware_cost = session([ObservationMasking(3, cache_aware=True)])
+    _, none_cost = session([])
+    assert len(eager) >= 10 and 0 < len(aware) < len(eager) / 2
+    assert aware_cost < eager_cost and aware_cost < none_cost
+
+
 def test_a_clearing_reports_the_tokens_it_takes_out_of_the_prompt(workspace: Path):
     """`cleared_tokens` (and the size after it) follow the model's own tokenizer: the rate of
     the messages is fitted on the session's exact counts, the tools and system prompt apart.
@@ -451,11 +480,18 @@ def context(messages: list[dict[str, Any]], prefix: CachedPrefix | None, **limit
     return Context.for_messages(messages, cached_prefix=prefix, trigger="every_call", **limits)
 
 
-@pytest.mark.parametrize("strategy", [MicroCompact, ClearToolUses])
+OPTIONS: dict[type, dict[str, Any]] = {
+    MicroCompact: {},
+    ClearToolUses: {"trigger_tool_uses": 2},
+    ObservationMasking: {"keep_turns": 3},
+}
+
+
+@pytest.mark.parametrize("strategy", [MicroCompact, ClearToolUses, ObservationMasking])
 def test_cache_aware_clearing_waits_while_the_cache_write_costs_more(strategy: type):
     # Two results due, five outputs after them in the cached prefix: not worth rewriting.
     messages = agent_history([OUTPUT] * 5)
-    options = {"trigger_tool_uses": 2} if strategy is ClearToolUses else {}
+    options = OPTIONS[strategy]
     eager = strategy(cache_aware=False, **options)
     seed = eager.compact(messages, context(messages, cached(messages)))
     assert seed is not None  # the seed's behaviour clears whatever is due
@@ -487,8 +523,11 @@ def test_cache_aware_clearing_waits_while_the_cache_write_costs_more(strategy: t
     assert list(aware.compact(messages, context(messages, free)) or []) == list(seed)
 
 
-def test_results_due_pile_up_until_clearing_them_together_pays():
-    strategy = MicroCompact(cache_aware=True)
+@pytest.mark.parametrize(
+    "strategy", [MicroCompact(cache_aware=True), ObservationMasking(3, cache_aware=True)]
+)
+def test_results_due_pile_up_until_clearing_them_together_pays(strategy: Any):
+    kept = 3  # MicroCompact's keep_recent, the masking's turns (one result a turn here)
     outputs = [OUTPUT] * 4
     while True:
         messages = agent_history(outputs)
@@ -499,7 +538,7 @@ def test_results_due_pile_up_until_clearing_them_together_pays():
         assert len(outputs) < 30, "never cleared"
     changed = [i for i, message in enumerate(result) if message is not messages[i]]
     # Every result due then is cleared at once: all but the keep_recent newest.
-    assert len(outputs) > 4 and len(changed) == len(outputs) - strategy.keep_recent
+    assert len(outputs) > 4 and len(changed) == len(outputs) - kept
     freed = sum(chars(messages[i]) - chars(result[i]) for i in changed)
     ctx = context(messages, cached(messages))
     assert ctx.clearing_saving(changed[0], freed, strategy.calls_ahead) > 0

@@ -127,6 +127,8 @@ COMPACTION_COLUMNS = {
     "before_messages": "Int64",
     "after_messages": "Int64",
     "layer": "category",
+    "ran": "category",
+    "fallback_for": "category",
     "error": "string",
     "summary": "string",
     "summary_chars": "Int64",

@@ -6,6 +6,7 @@ import html
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow as pa
@@ -20,6 +21,9 @@ from evo_magic.analysis.frames import (
     to_pandas,
 )
 from evo_magic.analysis.loader import Engine, SourceFile, resolve, warn_bad_lines
+
+if TYPE_CHECKING:
+    from evo_magic.analysis.lake_transcripts import LakeTranscripts
 
 _READERS = {"evo_magic": evo.read, "claude_code": claude_code.read, "codex": codex.read}
 _HINTS = {
@@ -61,6 +65,42 @@ class Transcripts:
         if self._events is None:
             self._events = _events_frame(self._identities, self._sources)
         return self._events
+
+    def session_ids(self) -> list[str]:
+        """The sessions' ids, in the order their records were read."""
+        if not len(self.blocks):
+            return []
+        return [str(s) for s in self.blocks["session_id"].astype(object).drop_duplicates()]
+
+    def session(self, session_id: str) -> Transcripts:
+        """One session's Transcripts (its subagents included): every frame cut to its rows."""
+        if session_id not in self.session_ids():
+            raise KeyError(f"no session {session_id!r} in these transcripts")
+
+        def cut(frame: pd.DataFrame) -> pd.DataFrame:
+            if not len(frame) or "session_id" not in frame.columns:
+                return frame
+            mine = frame[frame["session_id"].astype(object) == session_id].reset_index(drop=True)
+            return mine
+
+        identities = self._identities
+        if identities is not None and identities.num_rows:
+            import pyarrow.compute as pc
+
+            column = identities.column("session_id").cast(pa.string())
+            identities = identities.filter(pc.equal(column, session_id))
+        names = set(identities.column("file").to_pylist()) if identities is not None else set()
+        return Transcripts(
+            blocks=cut(self.blocks),
+            calls=cut(self.calls),
+            compactions=cut(self.compactions),
+            parts=cut(self.parts),
+            files=[path for path in self.files if str(path) in names] or list(self.files),
+            skipped=dict(self.skipped),
+            _identities=identities,
+            _sources=[source for source in self._sources if source.name in names],
+            _events=cut(self._events) if self._events is not None else None,
+        )
 
     def frames(self) -> dict[str, pd.DataFrame]:
         """The frames by name (`events` included only once it has been built)."""
@@ -136,7 +176,9 @@ def _key_columns(name: str, frame: pd.DataFrame | None) -> str:
     return ", ".join(leading) + (f" (+ {more} more)" if more > 0 else "")
 
 
-def load_transcripts(path: str | Path) -> Transcripts:
+def load_transcripts(
+    path: str | Path, lake: str | Path | None = None
+) -> Transcripts | LakeTranscripts:
     """Load transcripts into typed DataFrames.
 
     `path` is a session directory, a transcripts root, a Claude Code project folder
@@ -150,8 +192,25 @@ def load_transcripts(path: str | Path) -> Transcripts:
     with a warning. Raises `TranscriptError` when the path does not exist, a glob matches
     nothing, there are no records, a file named on its own is in no known format, or a record
     has a schema version newer than this evo_magic reads.
+
+    With `lake=DIR` the files are parsed once into a lake of Parquet files (built, or brought
+    up to date: only new or changed sessions are read, one at a time) and a `LakeTranscripts`
+    over it is returned: see `evo_magic.analysis.lake_transcripts`.
     """
+    if lake is not None:
+        from evo_magic.analysis.lake_transcripts import LakeTranscripts, update_lake
+
+        def read(files: list[Path]) -> Transcripts:
+            return read_files(files, single=False, label=str(files[0]))
+
+        return LakeTranscripts(lake, Transcripts, update_lake(path, lake, read))
     files, single = resolve(path)
+    return read_files(files, single=single, label=str(path))
+
+
+def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
+    """The Transcripts of exactly `files` (see `load_transcripts`; `label` names them in an
+    error, `single` says a file was named on its own)."""
     sources = [SourceFile.read(i, file) for i, file in enumerate(files)]
     skipped: dict[str, int] = {}
     by_format: dict[str, list[SourceFile]] = {}
@@ -166,12 +225,12 @@ def load_transcripts(path: str | Path) -> Transcripts:
     finally:
         engine.close()
     for source in sources:
-        warn_bad_lines(source, stacklevel=3)
+        warn_bad_lines(source, stacklevel=4)
         if source.bad:
             skipped["unreadable line"] = skipped.get("unreadable line", 0) + len(set(source.bad))
     if sum(part.records for part in parts) == 0:
         shown = ", ".join(str(f) for f in files[:3]) + (" and more" if len(files) > 3 else "")
-        raise TranscriptError(f"no transcript records in {path} (read {shown})")
+        raise TranscriptError(f"no transcript records in {label} (read {shown})")
     for part in parts:
         for reason, count in part.skipped.items():
             skipped[reason] = skipped.get(reason, 0) + count
@@ -208,7 +267,7 @@ def _format(source: SourceFile, single: bool, skipped: dict[str, int]) -> str | 
     )
     if single:
         raise TranscriptError(message)
-    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=4)
+    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=5)
     skipped["file in no known format"] = skipped.get("file in no known format", 0) + 1
     return None
 

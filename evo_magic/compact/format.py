@@ -16,6 +16,11 @@ COMPACTED_HEADER = (
 FOCUS_PREFIX = "Focus to preserve next: "
 FILES_HEADER = "Recent files to reopen if needed:"
 REQUEST_HEADER = "The user's latest request, verbatim (not yet fully answered):"
+REREAD_HEADER = "A recent file, read again after the compaction (its whole text as it is now): "
+"""Starts a text block of a compacted history that holds a recent file, re-read."""
+REMINDER_PREFIX = "[context budget] "
+"""Starts a note the session adds for the model about its context window (TokenBudget): never
+a person's words."""
 
 
 def compacted_message(

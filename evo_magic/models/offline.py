@@ -15,6 +15,9 @@ Its script, per user request (each response is one step):
 5. edit that file (a unique-match edit);
 6. answer in text and stop.
 
+Asked a retention probe (`evo_magic.probe`), it answers from what its context holds, by the
+probe module's keyword search (those answers carry no label: a grader reads them).
+
 Progress is read from the history (the "Step k/6" line of its own messages, or the progress line
 of a summary), so the script carries on across a compaction.
 """
@@ -27,9 +30,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from evo_magic.compact.format import COMPACTED_HEADER, FILES_HEADER, REQUEST_HEADER
+from evo_magic.compact.format import (
+    COMPACTED_HEADER,
+    FILES_HEADER,
+    REMINDER_PREFIX,
+    REQUEST_HEADER,
+)
 from evo_magic.measure import estimate_tokens, to_json
 from evo_magic.models.base import ModelReply, ModelRequest, TextCallback
+from evo_magic.probe import answer_from_context, probe_question
 from evo_magic.usage import Usage
 
 LABEL = "[offline model]"
@@ -57,7 +66,10 @@ class OfflineModel:
     def respond(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelReply:
         self._calls += 1
         tools_allowed = (request.tool_choice or {}).get("type") != "none"
-        if request.tools and tools_allowed:
+        question = probe_question(request.messages)
+        if question is not None:  # a retention probe: answered from what the context holds
+            content = [{"type": "text", "text": answer_from_context(request.messages, question)}]
+        elif request.tools and tools_allowed:
             content = self._agent_step(request.messages)
         elif request.tools:  # asked in the conversation: the last text is the instructions
             conversation, instructions = _split_instructions(request.messages)
@@ -110,12 +122,23 @@ def _task_and_progress(
     task = ""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        texts = [t for t in _texts(message) if t.strip() and not t.startswith("[Your previous")]
+        notes = ("[Your previous", REMINDER_PREFIX)  # the session's notes, not requests
+        texts = [t for t in _texts(message) if t.strip() and not t.startswith(notes)]
         if message["role"] == "user" and texts:
             start, task = index, texts[-1]
             break
     done = 0
-    if task.startswith(COMPACTED_HEADER):
+    if task.startswith(f"{REQUEST_HEADER}\n"):
+        # A compaction that kept more than its summary carries the request on its own after
+        # it: the progress is in the summary before.
+        task = task.removeprefix(f"{REQUEST_HEADER}\n")
+        summary = next(
+            (t for m in messages[start::-1] for t in _texts(m) if t.startswith(COMPACTED_HEADER)),
+            "",
+        )
+        progress = _PROGRESS.search(summary)
+        done = int(progress.group(1)) if progress else 0
+    elif task.startswith(COMPACTED_HEADER):
         progress = _PROGRESS.search(task)
         done = int(progress.group(1)) if progress else 0
         task = task.split(REQUEST_HEADER, 1)[1].strip() if REQUEST_HEADER in task else task

@@ -238,9 +238,10 @@ class MeterLog:
             cache_invalidated_tokens=event.cache_invalidated_tokens,
         )
         self.compactions.append(row)
-        self._since_call.append(
-            f"{event.strategy}: freed {event.chars_freed:,} chars ({counted(cleared)})"
-        )
+        note = f"{event.strategy}: freed {event.chars_freed:,} chars ({counted(cleared)})"
+        if event.applied is not None:  # the API edited the prompt; the history is unchanged
+            note = f"{event.strategy}: the API cleared {event.cleared_tokens:,} prompt tokens"
+        self._since_call.append(note)
         return True
 
     def _full_compaction(self, event: CompactionFinished) -> bool:
@@ -272,7 +273,8 @@ class MeterLog:
         )
         self.compactions.append(row)
         self._before = ()
-        what = f"{row.label} {event.strategy}" if event.success else f"{event.strategy} failed"
+        ran = event.strategy + (f" for {event.fallback_for}" if event.fallback_for else "")
+        what = f"{row.label} {ran}" if event.success else f"{ran} failed"
         self._since_call.append(f"compaction {what} ({TRIGGERS.get(event.trigger, event.trigger)})")
         return True
 

@@ -58,8 +58,7 @@ class StrategiesTable:
     """The registered strategies (and the session's own), as text or HTML."""
 
     def __init__(self, session: Any = None):
-        from evo_magic.compact.base import describe
-        from evo_magic.strategies.registry import describe_registered
+        from evo_magic.strategies.registry import describe, describe_registered
 
         self.registered = describe_registered()
         self.current = [describe(s) for s in session.strategies] if session is not None else []

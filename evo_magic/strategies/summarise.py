@@ -7,25 +7,160 @@ constraints, plus the focus; the new history is a line saying it was compacted, 
 `Focus to preserve next: ...`, the recent files to reopen, and (evo_magic's addition) the
 user's unanswered request verbatim. The summariser sees the head and the newest turns of a
 conversation longer than its input limit.
+
+Two options keep more than the summary (both off by default: then the result is the seed's,
+byte for byte):
+
+- `keep_user_tokens=N` (Codex's rule, openai/codex `codex-rs/core/src/compact.rs`, 20,000
+  there): the newest prompts a person typed (not tool results, not a compacted summary, not
+  the project's own notes), verbatim, as many as fit in N tokens, newest first, each its own
+  user message after the summary, oldest first. Codex cuts the prompt that crosses the budget
+  and keeps its start; here a prompt is kept whole or not at all. The unanswered request is
+  carried whatever the budget (the seed's rule) and does not count.
+- `reread_files=K` (Claude Code's "what survives compaction": up to 5 recent files, whole
+  under 5,000 tokens, else the path): the K most recently touched files are read again after
+  the summary, through the file tools' confinement (never outside the workspace), and put back
+  whole when they hold at most `reread_max_tokens` tokens; the others (too long, gone,
+  unreadable, or no workspace to read from, as in a replay) stay listed by path.
+
+With either on, the unanswered request moves to a user message of its own at the end (the
+seed's wording), so that it is still the last thing the model reads. What was kept is recorded
+with the compaction (`CompactionFinished.details`): the prompts kept and their tokens, each file
+re-read or listed with its tokens and why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from evo_magic.compact.base import Context, Message
+from evo_magic.compact.format import (
+    COMPACTED_HEADER,
+    REMINDER_PREFIX,
+    REQUEST_HEADER,
+    REREAD_HEADER,
+    compacted_message,
+)
+from evo_magic.measure import to_json
 
 
 @dataclass
 class Summarise:
     """Replace the whole history by the seed's compacted message. `when` may be
-    "on_request" to summarise only when asked (the model's compact tool, `%compact`)."""
+    "on_request" to summarise only when asked (the model's compact tool, `%compact`).
+    `keep_user_tokens` and `reread_files` keep the newest prompts and recent files after the
+    summary (see the module)."""
 
     when: str = "over_limit"
+    keep_user_tokens: int = 0
+    """Tokens of the newest prompts a person typed kept verbatim after the summary (0: none)."""
+    reread_files: int = 0
+    """How many of the most recently touched files are read again after the summary (0:
+    none)."""
+    reread_max_tokens: int = 5_000
+    """A file re-read is put back whole when it holds at most this many tokens, else listed
+    by path."""
 
     name = "summarise"
 
+    def __post_init__(self) -> None:
+        for name in ("keep_user_tokens", "reread_files", "reread_max_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"Summarise.{name} must be an integer >= 0, got {value!r}")
+
     def compact(self, messages: Sequence[Message], ctx: Context) -> list[Message]:
         summary = ctx.summarise(messages, ctx.focus)
-        return [ctx.compacted_message(summary)]
+        if not self.keep_user_tokens and not self.reread_files:
+            return [ctx.compacted_message(summary)]
+        blocks, listed = self._reread(ctx)
+        pending = ctx.pending_request
+        pending = pending if pending and pending.strip() else None
+        head = compacted_message(summary, ctx.focus, listed, None)
+        head["content"] += blocks
+        kept = self._kept_prompts(messages, ctx, pending)
+        new = [head, *({"role": "user", "content": [_text(p)]} for p in kept)]
+        if pending:
+            new.append({"role": "user", "content": [_text(f"{REQUEST_HEADER}\n{pending}")]})
+        return new
+
+    def _kept_prompts(
+        self, messages: Sequence[Message], ctx: Context, pending: str | None
+    ) -> list[str]:
+        """The newest prompts (the pending request apart) that fit in `keep_user_tokens`."""
+        if not self.keep_user_tokens:
+            return []
+        prompts = [p for p in map(prompt_text, messages) if p is not None]
+        if pending and prompts and prompts[-1] == pending:
+            prompts.pop()  # carried as the pending request, whatever the budget
+        kept: list[str] = []
+        left = self.keep_user_tokens
+        for prompt in reversed(prompts):
+            tokens = ctx.tokens_of_chars(len(to_json({"role": "user", "content": [_text(prompt)]})))
+            if tokens > left:
+                break
+            kept.append(prompt)
+            left -= tokens
+        kept.reverse()
+        ctx.details["kept_prompts"] = len(kept)
+        ctx.details["kept_prompt_tokens"] = self.keep_user_tokens - left
+        return kept
+
+    def _reread(self, ctx: Context) -> tuple[list[dict[str, Any]], list[str]]:
+        """Blocks of the files put back whole, and the recent files left listed by path."""
+        if not self.reread_files:
+            return [], list(ctx.recent_files)
+        chosen = list(ctx.recent_files)[-self.reread_files :]
+        max_chars = int(self.reread_max_tokens / max(ctx.tokens_per_char, 1e-9))
+        blocks, records, whole = [], [], set()
+        for path in reversed(chosen):  # the newest first
+            record: dict[str, Any] = {"path": path, "whole": False, "tokens": None}
+            try:
+                text = ctx.read_file(path, max_chars)
+            except Exception as exc:  # gone, outside, binary, no workspace: listed by path
+                record["why"] = str(exc) or type(exc).__name__
+            else:
+                block = _text(f"{REREAD_HEADER}{path}\n{text}") if text is not None else None
+                tokens = ctx.tokens_of_chars(len(to_json(block))) if block else None
+                record["tokens"] = tokens
+                if block is not None and tokens is not None and tokens <= self.reread_max_tokens:
+                    record["whole"] = True
+                    blocks.append(block)
+                    whole.add(path)
+                else:
+                    record["why"] = f"over {self.reread_max_tokens:,} tokens"
+            records.append(record)
+        ctx.details["reread_files"] = records
+        ctx.details["reread_tokens"] = sum(r["tokens"] for r in records if r["whole"])
+        blocks.reverse()  # oldest first, as the list of recent files
+        return blocks, [path for path in ctx.recent_files if path not in whole]
+
+
+def prompt_text(message: Message) -> str | None:
+    """What a person typed in `message`, or None when it holds none: tool results, a
+    compacted summary, the assistant's turn. The project's own notes in it (budget reminders,
+    re-read files) are left out; a request carried over a compaction is read without its
+    header."""
+    if message.get("role") != "user":
+        return None
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    if any(b.get("type") == "tool_result" for b in blocks):
+        return None
+    texts = [
+        b["text"]
+        for b in blocks
+        if b.get("type") == "text"
+        and isinstance(b.get("text"), str)
+        and not b["text"].startswith((REMINDER_PREFIX, REREAD_HEADER))
+    ]
+    if not texts or texts[0].startswith(COMPACTED_HEADER):
+        return None
+    text = "\n".join(texts)
+    return text.removeprefix(f"{REQUEST_HEADER}\n") if text.strip() else None
+
+
+def _text(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}

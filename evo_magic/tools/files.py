@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import posixpath
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -361,3 +362,46 @@ EDIT_FILE = Tool(
     run=_edit_file,
     main_argument="path",
 )
+
+
+# the same reads for the session's own use
+
+
+def read_text(workspace: Path, path: str, max_chars: int | None = None) -> str | None:
+    """The whole text of the file `path` names, read as read_file reads it: inside
+    `workspace` (no link followed), a regular UTF-8 text file; ToolError saying why otherwise.
+    None when it holds more than `max_chars` characters (then only its size is looked at).
+    For the session's own reads, such as a compaction putting recent files back."""
+    ctx = ToolContext(workspace)
+    resolved, shown = _resolve("read_file", {"path": path}, ctx)
+    opened = _open_text("read_file", ctx, resolved, shown)
+    try:
+        # A UTF-8 character is at most 4 bytes: a larger file cannot be within the limit.
+        if max_chars is not None and opened.status.st_size > 4 * max_chars:
+            return None
+        with open(opened.fd, "rb", closefd=False) as handle:
+            data = handle.read()
+    finally:
+        opened.close()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ToolError(_binary_message("read_file", shown, "not valid UTF-8")) from error
+    return None if max_chars is not None and len(text) > max_chars else text
+
+
+FILE_TOOLS = frozenset(tool.name for tool in (READ_FILE, WRITE_FILE, EDIT_FILE))
+"""The tools that note the file they read or wrote among the session's recent files."""
+
+
+def touched_path(name: Any, tool_input: Any) -> str | None:
+    """The path a successful call of tool `name` with `tool_input` notes among the recent
+    files, in the form the tools note it (workspace-relative, normalised; an absolute path as
+    given, since its workspace is not known here); None for a tool that notes none. What a
+    recorded session's results say is read with it (replay)."""
+    if name not in FILE_TOOLS or not isinstance(tool_input, dict):
+        return None
+    path = tool_input.get("path")
+    if not isinstance(path, str) or not path:
+        return None
+    return path if path.startswith("/") else posixpath.normpath(path)
