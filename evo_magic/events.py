@@ -21,6 +21,7 @@ __all__ = [
     "AskFinished",
     "AskStarted",
     "CompactionFinished",
+    "CompactionSkipped",
     "CompactionStarted",
     "ContextSize",
     "ErrorOccurred",
@@ -284,6 +285,22 @@ class CompactionFinished(Event):
     @property
     def summary_chars(self) -> int:
         return len(self.summary)
+
+
+@dataclass(frozen=True)
+class CompactionSkipped(Event):
+    """A compaction was asked for and there was nothing to compact: nothing failed, the
+    history is untouched, and no back-off follows."""
+
+    kind: ClassVar[str] = "compaction_skipped"
+    trigger: str
+    focus: str | None
+    reason: str
+    """Why, e.g. "the history is empty", "no strategy found anything to do"."""
+    strategy: str = ""
+    """The strategy asked last (the one given, or the last configured one)."""
+    success: ClassVar[bool] = False
+    """As `CompactionFinished.success`: no compaction happened."""
 
 
 @dataclass(frozen=True)

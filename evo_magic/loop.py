@@ -24,6 +24,7 @@ from evo_magic.cost import Ledger
 from evo_magic.events import (
     AskFinished,
     AskStarted,
+    CompactionSkipped,
     ErrorOccurred,
     Event,
     ModelCalled,
@@ -502,7 +503,8 @@ def _compact_for_model(parts: LoopParts, focus: str | None) -> None:
     """The model's compact tool: compact after its batch, and tell the model when it failed."""
     event = parts.compactor.request("model", focus)
     if not event.success:
-        note = COMPACT_FAILED.format(error=event.error)
+        error = event.reason if isinstance(event, CompactionSkipped) else event.error
+        note = COMPACT_FAILED.format(error=error)
         parts.history.append({"role": "user", "content": [{"type": "text", "text": note}]})
 
 

@@ -532,7 +532,7 @@ def test_the_cell_log_lines_say_what_the_server_did(fake: FakeAnthropic, workspa
                  "cleared_input_tokens": 1_200},
     )  # fmt: skip
     assert micro_line(cleared) == (
-        "server-clear-tool-uses: the API cleared 4 tool use(s), 1,200 tokens from this call's "
+        "server-clear-tool-uses: the API cleared 4 tool uses, 1,200 tokens from this call's "
         "prompt (the history keeps them)"
     )
 

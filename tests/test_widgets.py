@@ -404,12 +404,26 @@ def test_mimebundle_of_a_live_meter_has_the_widget_and_its_static_parts(session:
     assert bundle["text/plain"].startswith("context meter · the whole session")
 
 
+class Broken:
+    """A strategy that fails."""
+
+    name = "broken"
+    when = "on_request"
+
+    def compact(self, messages, ctx):
+        raise RuntimeError("out of ideas")
+
+
 def test_failed_compaction_is_shown_as_failed(session: Session):
     meter = ContextMeter(session)
-    session.compact()  # nothing to compact yet
+    session.compact()  # nothing to compact yet: not a failure
+    assert "failed" not in meter.snapshot()["text/plain"]
+    session.ask(SURVEY)
+    session.compact(strategy=Broken())
     page, text = meter.snapshot()["text/html"], meter.snapshot()["text/plain"]
-    assert "failed: nothing to compact" in page and "the history was kept" in page
-    assert "failed after call 0" in text and "the history was kept" in text
+    assert "failed: broken raised RuntimeError: out of ideas" in page
+    assert "the history was kept" in page
+    assert re.search(r"failed after call \d+", text) and "the history was kept" in text
 
 
 def test_no_secret_in_widget_state_or_bundle(session: Session):

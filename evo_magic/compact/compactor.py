@@ -35,6 +35,7 @@ from evo_magic.compact.validate import history_problem, message_problem
 from evo_magic.cost import add_costs
 from evo_magic.events import (
     CompactionFinished,
+    CompactionSkipped,
     CompactionStarted,
     Event,
     MicroCompacted,
@@ -44,6 +45,7 @@ from evo_magic.history import History
 from evo_magic.measure import ContextSize, message_chars, to_json
 from evo_magic.messages import content_blocks, holds_text
 from evo_magic.prompt_cache import PrefixTracker
+from evo_magic.render import plural, size
 from evo_magic.summariser import Summary
 from evo_magic.usage import Usage
 
@@ -299,15 +301,17 @@ class Compactor:
 
     def request(
         self, trigger: str, focus: str | None, strategy: Strategy | None = None
-    ) -> CompactionFinished:
+    ) -> CompactionFinished | CompactionSkipped:
         """Compact now for the user ("user") or the model's compact tool ("model").
 
         Runs `strategy`, or the on-request strategies (the over-limit ones when none is
         configured), in order until one acts. Returns the event of the one that acted, or of
-        the last failure.
+        the last failure; `CompactionSkipped` when there was nothing to compact.
         """
         candidates = [check_strategy(strategy)] if strategy else self._manual_strategies()
         before = self.history.size()
+        if candidates and len(self.history) == 0:
+            return self._skipped(trigger, focus, candidates[-1].name, "the history is empty")
         refusal = self._request_refusal(trigger, candidates)
         if refusal:
             name = candidates[0].name if candidates else "none"
@@ -325,16 +329,16 @@ class Compactor:
                 if outcome.success:
                     break
         if event is None:
-            event = self._failed(
-                trigger,
-                focus,
-                before,
-                time.perf_counter(),
-                candidates[-1].name,
-                candidates[-1].when,
-                "nothing to compact: no strategy found anything to do",
-                count=False,
-            )
+            reason = "no strategy found anything to do"
+            return self._skipped(trigger, focus, candidates[-1].name, reason)
+        return event
+
+    def _skipped(
+        self, trigger: str, focus: str | None, strategy: str, reason: str
+    ) -> CompactionSkipped:
+        """Nothing to compact: said (and recorded) once, not a failure, no back-off."""
+        event = CompactionSkipped(trigger, focus, reason, strategy)
+        self._emit(event)
         return event
 
     def _manual_strategies(self) -> list[Strategy]:
@@ -346,8 +350,6 @@ class Compactor:
                 "no strategy answers compaction requests: configure one whose `when` is "
                 "'on_request' or 'over_limit'"
             )
-        if len(self.history) == 0:
-            return "nothing to compact: the history is empty"
         if trigger != "model":
             return None
         if self.paused:
@@ -778,11 +780,7 @@ class Preview:
             return f"{head}: would FAIL, history kept: {self.error}"
         if not self.acts:
             return f"{head}: nothing to do now"
-        sizes = (
-            f"{self.before.messages} msgs, {self.before.chars:,} chars, ~{self.before.tokens:,} "
-            f"tokens -> {self.after.messages} msgs, {self.after.chars:,} chars, "
-            f"~{self.after.tokens:,} tokens"
-        )
+        sizes = f"{size(self.before)} -> {size(self.after)}"
         if self.replaces:
             dropped = self.dropped()
             detail = f"replaces {len(dropped)} of {len(self.original)} messages"
@@ -790,7 +788,7 @@ class Preview:
                 kind = "a stand-in" if self.stand_in else "a real"
                 detail += f" with {kind} summary"
         else:
-            detail = f"rewrites {len(self.changed_blocks())} block(s)"
+            detail = f"rewrites {plural(len(self.changed_blocks()), 'block')}"
         return f"{head}: {detail}; {sizes}"
 
 

@@ -10,14 +10,11 @@ LargeOutputs, MicroCompact, Summarise). Each field's help is the one text the no
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from dataclasses import dataclass, replace
+
+from evo_magic.setting import check_fields, setting
 
 PLACEHOLDER = "[Earlier tool result compacted. Re-run the tool if you need full detail.]"
-
-
-def _setting(default: Any, help: str, **kwargs: Any) -> Any:
-    return field(default=default, metadata={"help": help}, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -27,59 +24,58 @@ class CompactPolicy:
     Sizes in characters are measured as the length of the JSON encoding of the messages.
     """
 
-    context_limit: int = _setting(
-        50_000, "Full compaction above this many characters (JSON of the messages)."
+    context_limit: int = setting(
+        50_000, "Full compaction above this many characters (JSON of the messages).", minimum=1
     )
-    token_limit: int | None = _setting(
-        None, "Full compaction also above this many tokens of the whole prompt (None: off)."
+    token_limit: int | None = setting(
+        None,
+        "Full compaction also above this many tokens of the whole prompt (None: off).",
+        minimum=1,
     )
-    keep_recent: int = _setting(3, "Micro-compaction keeps this many most recent tool results.")
-    min_chars: int = _setting(120, "Only tool results longer than this are micro-compacted.")
-    placeholder: str = _setting(PLACEHOLDER, "Text of a micro-compacted tool result.")
-    exclude_tools: frozenset[str] = field(
-        default_factory=frozenset,
-        metadata={"help": "Tools whose results micro-compaction never clears."},
+    keep_recent: int = setting(
+        3, "Micro-compaction keeps this many most recent tool results.", minimum=0
     )
-    clear_at_least: int = _setting(
+    min_chars: int = setting(
+        120, "Only tool results longer than this are micro-compacted.", minimum=0
+    )
+    placeholder: str = setting(PLACEHOLDER, "Text of a micro-compacted tool result.")
+    exclude_tools: frozenset[str] = setting(
+        frozenset(), "Tools whose results micro-compaction never clears."
+    )
+    clear_at_least: int = setting(
         0,
         "Micro-compact only when it frees this many characters (each clearing breaks the "
         "prompt cache).",
+        minimum=0,
     )
-    cache_aware: bool = _setting(
+    cache_aware: bool = setting(
         True,
         "Micro-compaction clears only when that saves more than the prompt-cache write it "
         "causes (caching on, a priced model); False: the seed's eager clearing.",
     )
-    summary_input_limit: int = _setting(
-        80_000, "Characters of conversation the summariser sees (head and tail kept)."
+    summary_input_limit: int = setting(
+        80_000, "Characters of conversation the summariser sees (head and tail kept).", minimum=1
     )
-    summary_max_tokens: int = _setting(2_000, "max_tokens of the summary request.")
-    summary_in_context: bool = _setting(
+    summary_max_tokens: int = setting(2_000, "max_tokens of the summary request.", minimum=1)
+    summary_in_context: bool = setting(
         False,
         "Ask for summaries in the conversation itself (the agent's prompt, tools off), reading "
         "it from the prompt cache; False: the conversation as text, as the seed does.",
     )
-    max_recent_files: int = _setting(5, "Recent files listed after a compaction.")
-    large_output_limit: int = _setting(30_000, "Tool outputs longer than this go to a file.")
-    preview_chars: int = _setting(2_000, "Characters of such an output kept in the context.")
-    max_failures: int = _setting(
-        3, "Failed automatic compactions in a row before automatic compaction pauses."
+    max_recent_files: int = setting(5, "Recent files listed after a compaction.", minimum=0)
+    large_output_limit: int = setting(
+        30_000, "Tool outputs longer than this go to a file.", minimum=1
+    )
+    preview_chars: int = setting(
+        2_000, "Characters of such an output kept in the context.", minimum=0
+    )
+    max_failures: int = setting(
+        3, "Failed automatic compactions in a row before automatic compaction pauses.", minimum=1
     )
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "exclude_tools", frozenset(self.exclude_tools))
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, int) and not isinstance(value, bool) and value < 0:
-                raise ValueError(f"CompactPolicy.{f.name} must be >= 0, got {value}")
-        if self.context_limit <= 0:
-            raise ValueError("CompactPolicy.context_limit must be > 0")
+        check_fields(self)  # each field's rule, as `%config` and the setters apply it
 
     def with_changes(self, **changes: object) -> CompactPolicy:
         """A copy with some settings changed (unknown names raise TypeError)."""
         return replace(self, **changes)
-
-
-def policy_help(name: str) -> str:
-    """The help text of a CompactPolicy setting."""
-    return next(f.metadata["help"] for f in fields(CompactPolicy) if f.name == name)

@@ -76,6 +76,8 @@ class AnthropicModel:
     def respond(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelReply:
         import anthropic
 
+        if self._client is None and not self.credentials() and not _environment_key():
+            raise ModelError(MISSING_KEY.format(model=self.name))
         params: dict[str, Any] = {
             "model": self.name,
             "max_tokens": request.max_tokens,
@@ -147,6 +149,18 @@ class AnthropicModel:
         managed = getattr(counted, "context_management", None)
         original = managed.original_input_tokens if managed is not None else None
         return counted.input_tokens, original
+
+
+MISSING_KEY = (
+    "no Anthropic API key for {model}: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the "
+    "kernel's environment, or pass api_key= to AnthropicModel; or run the offline stand-in "
+    "(%%agent --offline, or Session(model='offline'))"
+)
+
+
+def _environment_key() -> bool:
+    """True when the SDK would find a key or token in the environment."""
+    return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
 
 
 def request_params(request: ModelRequest, model: str) -> dict[str, Any]:

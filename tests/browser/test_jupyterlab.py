@@ -42,7 +42,7 @@ from evo_magic.notebook.magics import parse_compact_line
 QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 TOOLS = {"bash", "read_file", "write_file", "edit_file", "compact"}
-CONTEXT_NUMBERS = re.compile(r"context:? (\d+) msgs?, ([\d,]+) chars")
+CONTEXT_NUMBERS = re.compile(r"context:? (\d+) (?:messages?|msgs?), ([\d,]+) chars")
 SHOTS = {
     "1-run-all-first-agent-cell.png": "the first %%agent cell after Run All: its meter (this "
     "cell's calls, micro-compactions only), the streamed text, tool lines (one opened), footer",
