@@ -14,7 +14,7 @@ from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any
 
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.cost import PriceTable, price_table
+from evo_magic.cost import PriceTable, validate_prices
 from evo_magic.prompt_cache import TTL_SECONDS, CacheSettings
 from evo_magic.setting import check_fields, is_setting, setting
 from evo_magic.tools.bash_settings import DEFAULT_ENV_DROP, BashSettings, GiB, MiB
@@ -29,7 +29,7 @@ a focus that names what must survive."""
 
 
 def _prices(value: Any) -> Any:
-    price_table(value or None)  # the price table's own rule (unknown rates, bad numbers)
+    validate_prices(value or None)  # the price table's own rule (unknown rates, bad numbers)
     return value
 
 
