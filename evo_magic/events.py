@@ -270,6 +270,11 @@ class CompactionFinished(Event):
     summary_cost_usd: float | None = None
     """The summarisation calls of this compaction, priced (None: none made, or one had no
     price); their tokens are `summary_usage`."""
+    summary_edited: bool = False
+    """True when `summary` was given (`Session.compact(summary=...)`: written or edited by a
+    person), not made by the summariser."""
+    summary_proposed: str | None = None
+    """When edited: the summariser's proposal it was edited from (None: none was made)."""
 
     @property
     def summary_chars(self) -> int:

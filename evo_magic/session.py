@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evo_magic.compact.base import Strategy, check_strategy, describe
-from evo_magic.compact.compactor import Compactor, Preview
+from evo_magic.compact.compactor import Compactor, GivenSummary, Preview
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
 from evo_magic.cost import Ledger, Overrides, PriceTable, Spending, price_table
@@ -48,6 +48,19 @@ Your workspace is a directory; file paths are relative to it. Use the tools to l
 change anything, keep tool outputs small (head, grep, offset/limit), and say what you found.
 When the context grows long, or before switching to a new part of the task, call `compact` with \
 a focus that names what must survive."""
+
+
+@dataclass(frozen=True)
+class SummaryProposal:
+    """A summary the summariser proposed (see `Session.propose_summary`)."""
+
+    text: str
+    focus: str | None
+    strategy: str
+    """The strategy that asked for it (and that `compact` runs with it)."""
+    before: ContextSize
+    after: ContextSize
+    """The history's size before, and after the summary applied as proposed."""
 
 
 class ObserverError(RuntimeError):
@@ -130,6 +143,8 @@ class Session:
         self.bash_timeout = bash_timeout
         self.sandbox = check_mode(sandbox)
         self._notices: set[str] = set()  # what tools have said once already (sandbox warnings)
+        self._proposal: SummaryProposal | None = None
+        self._proposed_at: tuple[int, int, int] | None = None
         self._policy = policy or CompactPolicy()
         self._summariser = summariser
         self._custom_strategies = strategies is not None
@@ -369,20 +384,74 @@ class Session:
         return _result(finished, events)
 
     def compact(
-        self, focus: str | None = None, strategy: Strategy | None = None
+        self,
+        focus: str | None = None,
+        strategy: Strategy | None = None,
+        *,
+        summary: str | None = None,
     ) -> CompactionFinished:
         """Compact now (as `%compact` does), keeping `focus` word for word.
 
         Runs `strategy`, or the strategies that answer requests (those with `when` "on_request",
         else the "over_limit" ones). Returns the compaction event; on failure (`success`
         False, `error` says why) the history is exactly as it was.
+
+        `summary` is applied instead of asking the summariser (no model call): the first of
+        those strategies runs with it as its one summary, checked like any result (the focus,
+        recent files and pending request kept as usual). It is recorded as edited, with the
+        proposal it came from when `propose_summary` made one for this history.
         """
         answer_left_over(self.history, "it was interrupted")
         focus = self.redact(focus) if focus else None  # it reaches the summariser's request
+        given = None
+        if summary is not None:
+            if not isinstance(summary, str):
+                raise TypeError(f"summary must be a str, got {type(summary).__name__}")
+            proposal = self.proposal
+            given = GivenSummary(self.redact(summary), proposal.text if proposal else None)
         try:
-            return self.compactor.request("user", focus, strategy)
+            event = self.compactor.request("user", focus, strategy, given)
         finally:
             self.transcript.sync()
+        if event.success:
+            self._proposal = None
+        return event
+
+    def propose_summary(
+        self, focus: str | None = None, strategy: Strategy | None = None
+    ) -> SummaryProposal:
+        """The summary `compact(focus, strategy)` would apply now, made by the real summariser
+        with exactly the request `compact` would send (a paid call), without changing the
+        history. Read or edit its `text`, then apply it with `compact(focus, strategy,
+        summary=text)`; the session keeps it as `proposal` until the history changes.
+
+        Raises ValueError when the strategy would fail or makes no single summary.
+        """
+        answer_left_over(self.history, "it was interrupted")  # as compact() would, first
+        focus = self.redact(focus) if focus else None
+        preview = self.compactor.preview(strategy, focus, summarise=True)
+        if preview.error:
+            raise ValueError(f"no summary to propose: {preview.error}")
+        if len(preview.summaries) != 1:
+            made = "makes no summary" if not preview.summaries else "makes several summaries"
+            raise ValueError(f"no summary to propose: the strategy {preview.strategy!r} {made}")
+        self._proposal = SummaryProposal(
+            preview.summaries[0], focus, preview.strategy, preview.before, preview.after
+        )
+        self._proposed_at = self._history_mark()
+        return self._proposal
+
+    @property
+    def proposal(self) -> SummaryProposal | None:
+        """The last `propose_summary` result while the history is as it was then (None
+        after the history changed, or after a compaction applied)."""
+        if self._proposal is None or self._proposed_at != self._history_mark():
+            return None
+        return self._proposal
+
+    def _history_mark(self) -> tuple[int, int, int]:
+        """Changes whenever the history does (a message, a result, an edit, a replacement)."""
+        return (self.history.generation, len(self.history), self.history.size().chars)
 
     def preview(
         self,
