@@ -61,6 +61,9 @@ class SummaryProposal:
     before: ContextSize
     after: ContextSize
     """The history's size before, and after the summary applied as proposed."""
+    chosen: Strategy | None = field(default=None, repr=False, compare=False)
+    """The strategy passed to `propose_summary` (None: the configured ones): apply the text
+    with `compact(focus, chosen, summary=...)`."""
 
 
 class ObserverError(RuntimeError):
@@ -436,7 +439,7 @@ class Session:
             made = "makes no summary" if not preview.summaries else "makes several summaries"
             raise ValueError(f"no summary to propose: the strategy {preview.strategy!r} {made}")
         self._proposal = SummaryProposal(
-            preview.summaries[0], focus, preview.strategy, preview.before, preview.after
+            preview.summaries[0], focus, preview.strategy, preview.before, preview.after, strategy
         )
         self._proposed_at = self._history_mark()
         return self._proposal

@@ -10,12 +10,18 @@ from pathlib import Path
 import pytest
 from conftest import offline_responder
 from fake_api import FakeAnthropic, reply, text
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.testing.globalipapp import start_ipython
+from IPython.utils.capture import capture_output
 
 from evo_magic.analysis import load_transcripts
 from evo_magic.compact.format import COMPACTED_HEADER, FOCUS_PREFIX
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.measure import to_json
 from evo_magic.models import AnthropicModel
+from evo_magic.notebook.magics import AgentMagics
+from evo_magic.notebook.summary_edit import PROPOSAL_FILE
 from evo_magic.session import Session
 from evo_magic.strategies import SlidingWindow
 
@@ -136,3 +142,130 @@ def test_a_proposal_needs_a_strategy_that_summarises(workspace: Path):
         with pytest.raises(ValueError, match="'sliding-window' makes no summary"):
             session.propose_summary(strategy=SlidingWindow(keep=1))
     assert session.proposal is None
+
+
+# -- the magics, in a real InteractiveShell ----------------------------------------------------
+
+
+@pytest.fixture
+def ip(workspace: Path, monkeypatch: pytest.MonkeyPatch):
+    """A real IPython shell with the extension loaded, on the fake (real SDK), plain output."""
+    with FakeAnthropic(respond_with_summary) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-summary-edit-0000")
+        shell = start_ipython() or InteractiveShell.instance()
+        monkeypatch.chdir(workspace)
+        shell.run_line_magic("load_ext", "evo_magic")
+        shell.run_line_magic("config", "AgentMagics.display_mode = 'plain'")
+        shell.server = server
+        yield shell
+        shell.run_line_magic("unload_ext", "evo_magic")
+        shell.config.pop("AgentMagics", None)
+        server.assert_no_rejections()
+
+
+def the_session(shell) -> Session:
+    magics = next(m for m in shell.configurables if isinstance(m, AgentMagics))
+    return magics.sessions["default"]
+
+
+def first_text(session: Session) -> str:
+    return session.messages[0]["content"][0]["text"]
+
+
+def test_terminal_round_trip_edit_the_file_then_apply_it(ip):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 3", "Survey the project.")
+    session = the_session(ip)
+    before = to_json(session.messages)
+    with capture_output() as shown:
+        ip.run_line_magic("compact", "--edit focus=the TODOs")
+    out = shown.stdout
+    path = session.directory / PROPOSAL_FILE
+    assert out.startswith("Proposed summary (summarise; focus “the TODOs”): ")
+    assert "Nothing has changed yet." in out and PROPOSED in out
+    assert "%compact --apply\n" in out and f"%compact --apply-file {path}\n" in out
+    assert to_json(session.messages) == before
+    assert path.read_text() == PROPOSED + "\n"
+
+    path.write_text(f"{EDITED}\n")
+    with capture_output() as shown:
+        ip.run_line_magic("compact", f"--apply-file {path}")
+    assert "compaction (user) focus='the TODOs'" in shown.stdout
+    text = first_text(session)
+    assert EDITED in text and PROPOSED not in text and f"{FOCUS_PREFIX}the TODOs" in text
+    assert len([b for b in ip.server.accepted if is_summary(b)]) == 1, "one call: the proposal"
+
+    table = ip.run_line_magic("agent", "summaries")
+    assert list(table.columns) == [
+        "when",
+        "turn",
+        "strategy",
+        "trigger",
+        "focus",
+        "summary_edited",
+        "summary",
+        "summary_proposed",
+    ]
+    (row,) = table.itertuples()
+    assert (row.strategy, row.trigger, row.focus) == ("summarise", "user", "the TODOs")
+    assert (row.summary, row.summary_proposed, bool(row.summary_edited)) == (
+        EDITED,
+        PROPOSED,
+        True,
+    )
+    assert row.when.year >= 2024
+
+
+def test_apply_as_proposed_and_what_apply_refuses(ip):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 3", "Survey the project.")
+    with pytest.raises(UsageError, match="no proposed summary"):
+        ip.run_line_magic("compact", "--apply")
+    with capture_output():
+        ip.run_line_magic("compact", "--edit")
+        ip.run_cell_magic("agent", "--max-turns 2", "Go on.")
+    with pytest.raises(UsageError, match="no proposed summary for the history as it is now"):
+        ip.run_line_magic("compact", "--apply")
+    with pytest.raises(UsageError, match="--preview and --edit do not go together"):
+        ip.run_line_magic("compact", "--edit --preview")
+    with capture_output():
+        ip.run_line_magic("compact", "--edit focus=one")
+    with pytest.raises(UsageError, match="proposed with its own focus"):
+        ip.run_line_magic("compact", "--apply focus=another")
+    with pytest.raises(UsageError, match="is not a file"):
+        ip.run_line_magic("compact", "--apply-file no-such-file.md")
+    with capture_output():
+        ip.run_line_magic("compact", "--apply")
+    session = the_session(ip)
+    assert PROPOSED in first_text(session) and f"{FOCUS_PREFIX}one" in first_text(session)
+    (record,) = records(session, "compaction")
+    assert record["summary_edited"] and record["summary"] == record["summary_proposed"]
+
+
+def test_jupyter_text_area_edit_and_apply(ip):
+    from ipywidgets.widgets.widget import _instances
+
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 3", "Survey the project.")
+    ip.run_line_magic("config", "AgentMagics.display_mode = 'rich'")
+    with capture_output() as shown:
+        ip.run_line_magic("compact", "--edit focus=the TODOs")
+    (bundle,) = [o.data for o in shown.outputs]
+    assert PROPOSED in bundle["text/plain"]
+    # The widget the front end is told to show, as it finds it: by its model id.
+    editor = _instances[bundle["application/vnd.jupyter.widget-view+json"]["model_id"]]
+    assert "evo-summary-editor" in editor._dom_classes
+    head, area, buttons, status = editor.children
+    assert area.value == PROPOSED and "Edit it, then Apply." in head.value
+    apply, cancel = buttons.children
+    assert (apply.description, cancel.description) == ("Apply", "Cancel")
+    session = the_session(ip)
+    area.value = EDITED
+    with capture_output() as updated:
+        apply.click()
+    assert EDITED in first_text(session) and f"{FOCUS_PREFIX}the TODOs" in first_text(session)
+    assert "Applied the edited summary" in status.value
+    assert area.disabled and apply.disabled
+    (record,) = [o.data for o in updated.outputs]  # the editor became a static record
+    assert EDITED in record["text/html"] and "Applied the edited summary" in record["text/plain"]

@@ -23,6 +23,7 @@ from evo_magic.compact.policy import CompactPolicy, policy_help
 from evo_magic.cost import PriceTable, price_table
 from evo_magic.events import Event
 from evo_magic.models import DEFAULT_MODEL, ModelError, default_model_name, resolve_model
+from evo_magic.notebook import summary_edit
 from evo_magic.notebook.cell import CellView
 from evo_magic.notebook.meter import clip
 from evo_magic.prompt_cache import TTL_SECONDS, CacheSettings
@@ -41,6 +42,7 @@ SUBCOMMANDS = {
     "sessions": "the sessions of this kernel",
     "last": "the result of the session's last %%agent cell",
     "strategies": "the registered compaction strategies with their parameters, and the session's",
+    "summaries": "every summary a compaction applied: when, strategy, focus, edited, the text",
 }
 _POLICY = CompactPolicy()
 _CACHE = CacheSettings()
@@ -95,7 +97,10 @@ class CellResult:
         return self.text or f"*({self.error or 'no text'})*"
 
 
-_COMPACT_USAGE = "%compact [-s SESSION] [--strategy NAME] [--preview] [focus=TEXT]"
+_COMPACT_USAGE = (
+    "%compact [-s SESSION] [--strategy NAME] [--preview | --edit | --apply | --apply-file FILE] "
+    "[focus=TEXT]"
+)
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,9 @@ class CompactArgs:
     focus: str | None = None
     strategy: str | None = None
     preview: bool = False
+    edit: bool = False
+    apply: bool = False
+    apply_file: str | None = None
 
 
 def parse_compact_line(line: str) -> CompactArgs:
@@ -123,11 +131,16 @@ def parse_compact_line(line: str) -> CompactArgs:
         if word == "--":
             rest = after.strip()
             break
-        if word == "--preview":
-            options["preview"], rest = True, after.strip()
+        if word in ("--preview", "--edit", "--apply"):
+            options[word[2:]], rest = True, after.strip()
             continue
         name, has_value, value = word.partition("=")
-        key = {"-s": "session", "--session": "session", "--strategy": "strategy"}.get(name)
+        key = {
+            "-s": "session",
+            "--session": "session",
+            "--strategy": "strategy",
+            "--apply-file": "apply_file",
+        }.get(name)
         if key is None:
             raise UsageError(f"%compact: unknown option {word!r}. Use: {_COMPACT_USAGE}")
         if not has_value:
@@ -136,6 +149,10 @@ def parse_compact_line(line: str) -> CompactArgs:
             raise UsageError(f"%compact: {name} needs a value. Use: {_COMPACT_USAGE}")
         options[key] = value
         rest = after.strip()
+    modes = [m for m in ("preview", "edit", "apply", "apply_file") if options.get(m)]
+    if len(modes) > 1:
+        shown = " and ".join("--" + m.replace("_", "-") for m in modes)
+        raise UsageError(f"%compact: {shown} do not go together. Use: {_COMPACT_USAGE}")
     focus = rest.removeprefix("focus=")
     if len(focus) >= 2 and focus[0] == focus[-1] and focus[0] in "\"'":
         focus = focus[1:-1]
@@ -272,6 +289,7 @@ class AgentMagics(Magics):
           sessions     the sessions of this kernel
           last         the result of the session's last %%agent cell
           strategies   the registered compaction strategies and the session's own
+          summaries    every summary a compaction applied (when, strategy, edited, text)
 
         Manual compaction is `%compact [focus=TEXT]` (see `%compact?`). Settings are
         `%config AgentMagics.<name> = value` (list them with `%config AgentMagics`).
@@ -303,12 +321,19 @@ class AgentMagics(Magics):
             %compact -s lab focus=keep the {braces} and $dollars literally
             %compact --strategy summarise-older(keep=10) focus=the open questions
             %compact --preview focus=the open questions
+            %compact --edit focus=the open questions
+            %compact --apply
+            %compact --apply-file proposed-summary.md
 
         The focus reaches the summariser and the new history, word for word: no {var} or $var
         expansion, apostrophes and backslashes kept; one pair of quotes around the whole focus
         is removed. `--strategy` runs that strategy instead of the configured ones;
         `--preview` shows what the compaction would do (what it would replace, the size before
-        and after; a summary is a stand-in, no model call) and changes nothing. A line
+        and after; a summary is a stand-in, no model call) and changes nothing. `--edit` makes
+        the summary this compaction would apply (the real summariser, the same request) and
+        shows it to edit: in Jupyter a text area with Apply and Cancel; in a terminal it is
+        printed and saved to a file, then `--apply` applies it as it is and `--apply-file FILE`
+        applies the file once edited. The applied text is recorded as edited. A line
         ending in `?` is IPython's help syntax and never reaches %compact: end the focus with
         something else, or quote it (`%compact focus="why?"`).
         """
@@ -319,11 +344,17 @@ class AgentMagics(Magics):
         focus = args.focus
         if args.preview:
             return session.preview(strategy, focus)
+        if args.edit:
+            return summary_edit.propose(session, focus, strategy, self._rich())
+        summary = None
+        if args.apply or args.apply_file:
+            given = summary_edit.given(session, args.apply_file, focus, strategy)
+            summary, focus, strategy = given.summary, given.focus, given.strategy
         meter = self._show_meter(session)
         view = CellView(self._rich(), sys.stdout.write)
         unsubscribe = session.subscribe(view)
         try:
-            event = session.compact(focus, strategy)
+            event = session.compact(focus, strategy, summary=summary)
         finally:
             unsubscribe()
             self._update_meter(meter)
@@ -401,6 +432,8 @@ class AgentMagics(Magics):
             from evo_magic.analysis import history_frame
 
             return history_frame(session.messages)
+        if name == "summaries":
+            return summary_edit.summaries(session)
         if name == "transcripts":
             from evo_magic.analysis import load_transcripts
 
