@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.composition import SYSTEM
+from evo_magic.context_chart import CONTEXT_CALLS, MAX_COLUMNS
 from evo_magic.events import AskFinished, CompactionFinished, Event
 from evo_magic.measure import to_json
 from evo_magic.models import FunctionModel
-from evo_magic.notebook.composition import SYSTEM
-from evo_magic.notebook.meter import MeterLog, clip, follow
-from evo_magic.notebook.meter_chart import CONTEXT_CALLS, MAX_COLUMNS, PLOT_W
+from evo_magic.notebook.meter import MeterData, MeterLog, clip, follow
+from evo_magic.notebook.meter_chart import PLOT_W
 from evo_magic.notebook.widget import ContextMeter, static_meter
 from evo_magic.render import cell_cost, usd
 from evo_magic.session import Session
@@ -193,10 +194,11 @@ def test_chart_has_axes_limit_and_a_tooltip_per_call(session: Session):
     plot = chart(static_meter(session, log)["text/html"])
     (x_axis,) = by_class(plot, "evo-axis-x")
     (y_axis,) = by_class(plot, "evo-axis-y")
-    assert "model call" in texts(x_axis) and "context sent (characters)" in texts(y_axis)
-    assert "10k" in texts(y_axis)  # ticks in thousands of characters
+    assert "model call" in texts(x_axis) and "context sent (tokens" in texts(y_axis)
+    assert re.search(r"\b\d+(\.\d+)?k\b", texts(y_axis))  # ticks in thousands of tokens
     (limit,) = by_class(plot, "evo-limit")
-    assert "limit 12,000 chars" in texts(limit)
+    data = MeterData.of_session(session, log)
+    assert texts(limit) == f"limit 12,000 chars ≈ {data.limit_tokens:,} tokens"
     points = by_class(plot, "evo-point")
     assert [int(p.get("data-call")) for p in points] == [c.call for c in log.calls]
     for point, call in zip(points, log.calls, strict=True):
@@ -367,16 +369,18 @@ def test_cell_cost_is_the_asks_cost(new_session, claude, fake):
     cost = cell_cost(finished[0])
     assert cost is not None and cost > 0
     assert meter.get_state()["cost_usd"] == pytest.approx(cost)
-    assert f"cost <span class='evo-cost'>{usd(cost)}</span>" in meter._view.value
+    (counts,) = by_class(ET.fromstring(meter._view.value), "evo-counts")
+    assert f"cost {usd(cost)}" in texts(counts)
 
 
-def test_cost_is_a_dash_without_a_price(new_session):
+def test_cost_is_unknown_without_a_price(new_session):
     model = FunctionModel(lambda request: [{"type": "text", "text": "done"}])
     session = new_session(model=model)
     (meter,) = run_cells(session, follow(session), SURVEY)
     assert meter.get_state()["cost_usd"] is None
-    assert "cost <span class='evo-cost'>—</span>" in meter._view.value
-    assert "cost —" in meter.finish()["text/plain"]
+    (counts,) = by_class(ET.fromstring(meter._view.value), "evo-counts")
+    assert "cost unknown (a model without a price)" in texts(counts)
+    assert "cost unknown" in meter.finish()["text/plain"]
 
 
 # -- text, bundle, failures, secrets -------------------------------------------------------------

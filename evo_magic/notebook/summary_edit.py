@@ -204,8 +204,9 @@ class SummaryEditor:
             key: redact(value)
             for key, value in {
                 "text/html": (
-                    f"<div class='evo-summary-record'>{_html_text(head)}<pre class='evo-summary-text' "
-                    "style='white-space:pre-wrap;border:1px solid #ddd;padding:4px 6px'>"
+                    f"<div class='evo-summary-record'>{_html_text(head)}"
+                    "<pre class='evo-summary-text' style='white-space:pre-wrap;"
+                    "border:1px solid #ddd;padding:4px 6px'>"
                     f"{html.escape(self.text.value)}</pre>"
                     f"<div class='evo-summary-status'>{_html_text(message)}</div></div>"
                 ),
