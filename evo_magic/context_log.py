@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evo_magic.composition import Composer, Share, tool_names
 from evo_magic.events import (
@@ -31,7 +31,23 @@ from evo_magic.events import (
 from evo_magic.secrets import redact
 
 if TYPE_CHECKING:
-    from evo_magic.session import Session
+    from evo_magic.compact.policy import CompactPolicy
+    from evo_magic.history import History
+
+
+class Followed(Protocol):
+    """What a log needs of the session it follows (a `Session`; nothing here imports it)."""
+
+    history: History
+    session_id: str
+
+    @property
+    def policy(self) -> CompactPolicy: ...
+
+    def subscribe(self, observer: Callable[[Event], None]) -> Callable[[], None]: ...
+
+    def context(self) -> ContextSize: ...
+
 
 TRIGGERS = {
     "auto": "automatic",
@@ -290,7 +306,7 @@ class MeterLog:
         return Scope("session", 0, 0, None, 0)
 
 
-def follow(session: Session) -> MeterLog:
+def follow(session: Followed) -> MeterLog:
     """A log that follows `session` from now on, knowing what its history holds by kind
     (`log.compose()`); `log.stop()` ends it."""
     composer = Composer()
@@ -396,7 +412,7 @@ class MeterData:
         )
 
     @classmethod
-    def of_session(cls, session: Session, log: MeterLog, scope: Scope | None = None) -> MeterData:
+    def of_session(cls, session: Followed, log: MeterLog, scope: Scope | None = None) -> MeterData:
         """The data of `session`'s `log` through `scope` (None: the whole session), now."""
         return cls.of(
             log,

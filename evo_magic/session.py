@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evo_magic.compact.base import Strategy, check_strategy, describe
 from evo_magic.compact.compactor import Compactor, GivenSummary, Preview
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
+from evo_magic.context_log import MeterData, MeterLog, follow
 from evo_magic.cost import Ledger, Overrides, PriceTable, Spending, price_table
 from evo_magic.events import (
     AskFinished,
@@ -39,6 +40,9 @@ from evo_magic.tools import Tool, ToolContext, default_tools
 from evo_magic.tools.sandbox import DEFAULT_SANDBOX, SandboxMode, check_mode
 from evo_magic.transcript import Transcript
 from evo_magic.usage import Usage
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 Observer = Callable[[Event], None]
 
@@ -172,6 +176,9 @@ class Session:
             strategies=[check_strategy(s) for s in chosen],
             cache=self.cached_prefix,
         )
+        self.context_log: MeterLog = follow(self)
+        """Every model call and compaction of the session, as the context meter and
+        `context_figure` draw them."""
         self._record_start()
 
     # -- settings ------------------------------------------------------------------------
@@ -316,6 +323,15 @@ class Session:
         """The size of the history now: messages, characters (the seed's measure) and tokens
         of the whole prompt (system, tools and messages; exact right after a model call)."""
         return self.history.size()
+
+    def context_figure(self, width: float = 3.4) -> Figure:
+        """The context chart of the whole session as a matplotlib Figure `width` inches wide
+        (3.4: a paper's column): the prompt sent at each model call in tokens, what was removed
+        just before it, the limit, and every compaction. Save it with `figure.savefig(path)`.
+        Needs matplotlib (imported here, not before)."""
+        from evo_magic.context_figure import context_figure
+
+        return context_figure(MeterData.of_session(self, self.context_log), width)
 
     def secrets(self) -> list[str]:
         """Every credential the session knows: the environment's, and those its model holds

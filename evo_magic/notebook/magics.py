@@ -25,7 +25,7 @@ from evo_magic.events import Event
 from evo_magic.models import DEFAULT_MODEL, ModelError, default_model_name, resolve_model
 from evo_magic.notebook import summary_edit
 from evo_magic.notebook.cell import CellView
-from evo_magic.notebook.meter import clip
+from evo_magic.notebook.meter import clip, save_figure
 from evo_magic.prompt_cache import TTL_SECONDS, CacheSettings
 from evo_magic.render import cell_cost, size, usd
 from evo_magic.session import ObserverError, Session
@@ -262,6 +262,11 @@ class AgentMagics(Magics):
         help="%%agent context only: a live meter widget that follows the session (it shows "
         "only while the kernel runs)",
     )
+    @argument(
+        "--save",
+        metavar="FILE",
+        help="%%agent context only: also save the context chart as a figure (.svg, .png, .pdf)",
+    )
     @argument("subcommand", nargs="*", help="line form only: " + ", ".join(SUBCOMMANDS))
     @no_var_expand
     @line_cell_magic
@@ -281,7 +286,8 @@ class AgentMagics(Magics):
         Line form, `%agent SUBCOMMAND [-s SESSION]`:
 
           context      the context meter, the CompactState and the numbers
-                       (--live: a meter widget that follows the session)
+                       (--live: a meter widget that follows the session;
+                       --save FILE: also the chart as a figure, .svg, .png or .pdf)
           reset        start the session afresh (transcript continues)
           history      the current history as a DataFrame (one row per content block)
           transcripts  the session's transcripts as DataFrames
@@ -415,6 +421,8 @@ class AgentMagics(Magics):
             raise UsageError(f"%agent {name} takes no arguments besides -s SESSION")
         if opts.live and name != "context":
             raise UsageError(f"%agent {name}: --live is for %agent context only")
+        if opts.save and name != "context":
+            raise UsageError(f"%agent {name}: --save is for %agent context only")
         if name == "sessions":
             return self._sessions_table()
         if name == "config":
@@ -423,6 +431,8 @@ class AgentMagics(Magics):
             return StrategiesTable(self.sessions.get(opts.session))
         session = self._existing_session(opts.session)
         if name == "context":
+            if opts.save:
+                save_figure(session, opts.save)
             return self._context(session, live=opts.live)
         if name == "reset":
             session.reset()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from evo_magic.composition import Share
@@ -48,6 +49,7 @@ __all__ = [
     "meter_text",
     "paid",
     "plural",
+    "save_figure",
     "size_text",
     "state_of",
 ]
@@ -182,6 +184,21 @@ def meter_text(data: MeterData) -> str:
     if not data.own_compactions:
         lines.append("no compaction" + (" in this cell" if data.scope.label == "cell" else ""))
     return "\n".join(lines)
+
+
+def save_figure(session: Any, path: str) -> Path:
+    """`%agent context --save PATH`: the session's context figure written to PATH (.svg,
+    .png or .pdf); UsageError for another suffix or a file that cannot be written."""
+    from IPython.core.error import UsageError
+
+    from evo_magic.context_figure import save
+
+    try:
+        saved = save(session.context_figure(), path)
+    except (ValueError, OSError) as exc:
+        raise UsageError(f"%agent context --save: {exc}") from None
+    print(f"context figure saved to {saved}")
+    return saved
 
 
 def scope_title(data: MeterData) -> str:
