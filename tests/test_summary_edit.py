@@ -196,7 +196,10 @@ def test_terminal_round_trip_edit_the_file_then_apply_it(ip):
     assert EDITED in text and PROPOSED not in text and f"{FOCUS_PREFIX}the TODOs" in text
     assert len([b for b in ip.server.accepted if is_summary(b)]) == 1, "one call: the proposal"
 
-    table = ip.run_line_magic("agent", "summaries")
+    shown = ip.run_line_magic("agent", "summaries")
+    assert EDITED in repr(shown) and EDITED in shown._repr_html_()  # whole, not cut
+    assert "focus “the TODOs” · edited" in repr(shown)
+    table = shown.frame
     assert list(table.columns) == [
         "when",
         "turn",

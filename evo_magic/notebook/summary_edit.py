@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from evo_magic.events import CompactionFinished
-from evo_magic.render import compaction_line, size
+from evo_magic.notebook.meter import tokens_text
+from evo_magic.render import compaction_line
 from evo_magic.secrets import redact
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ PROPOSAL_FILE = "proposed-summary.md"
 MAX_SUMMARY_BYTES = 1_000_000
 """A summary file larger than this is refused (a summary is a few thousand characters)."""
 SUMMARY_COLUMNS = ("timestamp", "turn", "strategy", "trigger", "focus", "summary_edited")
+UNCHANGED = "Nothing has changed yet."
 NO_PROPOSAL = (
     "no proposed summary for the history as it is now: run %compact --edit [focus=...] first "
     "(a proposal is dropped when the history changes, e.g. after a %%agent cell)"
@@ -53,11 +55,11 @@ def propose(session: Session, focus: str | None, strategy: Any, rich: bool) -> N
 
 
 def proposal_head(proposal: SummaryProposal) -> str:
-    """One line: which strategy, the focus, and the size before and after it applies."""
+    """One line: which strategy, the focus, and the context before and after it applies."""
     focus = f"; focus “{proposal.focus}”" if proposal.focus else ""
     return (
-        f"Proposed summary ({proposal.strategy}{focus}): {size(proposal.before)} -> "
-        f"{size(proposal.after)} once applied. Nothing has changed yet."
+        f"Proposed summary ({proposal.strategy}{focus}): {tokens_text(proposal.before)} -> "
+        f"{tokens_text(proposal.after)} once applied."
     )
 
 
@@ -66,7 +68,7 @@ def proposal_text(proposal: SummaryProposal, path: Path) -> str:
     rule = "─" * 72
     return "\n".join(
         [
-            proposal_head(proposal),
+            f"{proposal_head(proposal)} {UNCHANGED}",
             rule,
             proposal.text,
             rule,
@@ -142,7 +144,9 @@ class SummaryEditor:
         import ipywidgets as widgets
 
         self.session, self.proposal = session, proposal
-        self.head = widgets.HTML(_html_text(proposal_head(proposal) + " Edit it, then Apply."))
+        self.head = widgets.HTML(
+            _html_text(f"{proposal_head(proposal)} {UNCHANGED} Edit it, then Apply.")
+        )
         self.text = widgets.Textarea(
             value=proposal.text, layout=widgets.Layout(width="100%", height="16em")
         )
@@ -222,20 +226,75 @@ class SummaryEditor:
         return bundle
 
 
+def _true(value: Any) -> bool:
+    """A frame's boolean cell as a bool (missing: False)."""
+    try:
+        return bool(value)
+    except TypeError:  # pandas' NA has no truth value
+        return False
+
+
 def _html_text(text: str) -> str:
     import html
 
     return f"<span style='white-space:pre-wrap'>{html.escape(text)}</span>"
 
 
-def summaries(session: Session) -> Any:
+def summaries(session: Session) -> Summaries:
     """`%agent summaries`: every compaction of the session that applied a summary, from its
-    transcript, as a DataFrame: when, which strategy and trigger, the focus, whether a person
-    edited it, and the text (with the proposal it was edited from)."""
+    transcript: when, which strategy and trigger, the focus, whether a person edited it, and
+    the text (with the proposal it was edited from)."""
     from evo_magic.analysis import load_transcripts
 
     session.transcript.sync()
     frame = load_transcripts(session.directory).compactions
     made = frame[frame["success"].fillna(False) & (frame["summary"].fillna("") != "")]
     columns = [*SUMMARY_COLUMNS, "summary", "summary_proposed"]
-    return made[columns].rename(columns={"timestamp": "when"}).reset_index(drop=True)
+    return Summaries(made[columns].rename(columns={"timestamp": "when"}).reset_index(drop=True))
+
+
+@dataclass(frozen=True)
+class Summaries:
+    """The applied summaries: `frame` is the DataFrame; shown, each summary is whole (a
+    DataFrame's view cuts long texts to fifty characters)."""
+
+    frame: Any
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def _rows(self) -> list[tuple[str, Any]]:
+        return [(self._head(row), row) for row in self.frame.itertuples()]
+
+    @staticmethod
+    def _head(row: Any) -> str:
+        when = row.when.strftime("%Y-%m-%d %H:%M:%S UTC") if row.when is not None else "?"
+        focus = f" · focus “{row.focus}”" if isinstance(row.focus, str) else ""
+        edited = " · edited" if _true(row.summary_edited) else ""
+        return f"{when} · ask {row.turn} · {row.strategy} ({row.trigger}){focus}{edited}"
+
+    def __repr__(self) -> str:
+        if not len(self):
+            return "no summary applied yet"
+        return "\n\n".join(f"{head}\n{row.summary}" for head, row in self._rows())
+
+    def _repr_html_(self) -> str:
+        import html
+
+        if not len(self):
+            return "<p>no summary applied yet</p>"
+        items = []
+        for head, row in self._rows():
+            proposed = row.summary_proposed
+            original = (
+                "<details><summary>the proposal it was edited from</summary><div "
+                f"style='white-space:pre-wrap'>{html.escape(proposed)}</div></details>"
+                if isinstance(proposed, str) and proposed != row.summary
+                else ""
+            )
+            items.append(
+                f"<div class='evo-applied-summary' style='margin:6px 0'><b>{html.escape(head)}"
+                f"</b><div class='evo-summary-text' style='white-space:pre-wrap;border-left:3px "
+                f"solid #7b1fa2;padding:2px 8px'>{html.escape(row.summary)}</div>{original}</div>"
+            )
+        return redact("".join(items))
