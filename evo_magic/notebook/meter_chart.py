@@ -129,7 +129,8 @@ def _grid(f: Frame) -> str:
 def _limit(f: Frame) -> str:
     label = (
         "<div style='position:absolute;right:2px;bottom:2px;color:#777;font-size:10px;"
-        f"white-space:nowrap'>{attr(f.chart.limit_label())}</div>"
+        "white-space:nowrap;background:rgba(255,255,255,0.85);padding:0 2px'>"
+        f"{attr(f.chart.limit_label())}</div>"
     )
     return _box(
         "evo-limit",
