@@ -327,8 +327,9 @@ class Session:
     def context_figure(self, width: float = 3.4) -> Figure:
         """The context chart of the whole session as a matplotlib Figure `width` inches wide
         (3.4: a paper's column): the prompt sent at each model call in tokens, what was removed
-        just before it, the limit, and every compaction. Save it with `figure.savefig(path)`.
-        Needs matplotlib (imported here, not before)."""
+        just before it, the limit, and every compaction. Save it with `figure.savefig(path)`
+        (in a notebook it also shows as an image once matplotlib's inline backend is on, e.g.
+        after `%matplotlib inline`). Needs matplotlib (imported here, not before)."""
         from evo_magic.context_figure import context_figure
 
         return context_figure(MeterData.of_session(self, self.context_log), width)

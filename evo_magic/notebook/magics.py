@@ -239,7 +239,6 @@ class AgentMagics(Magics):
         self.sessions: dict[str, Any] = {}
         self.results: dict[str, CellResult] = {}
         self._meters: dict[str, Any] = {}
-        self._logs: dict[str, Any] = {}
         self._made: tuple[list[Any], list[Any]] | None = None
 
     # -- the magics --------------------------------------------------------------------------
@@ -617,13 +616,8 @@ class AgentMagics(Magics):
         return meter, display(meter, display_id=True)
 
     def _meter_log(self, session: Any) -> Any:
-        """The session's MeterLog (every meter of the session reads it), made on first use."""
-        from evo_magic.notebook.meter import follow
-
-        log = self._logs.get(session.session_id)
-        if log is None:
-            log = self._logs[session.session_id] = follow(session)
-        return log
+        """The session's MeterLog (every meter of the session reads it; kept by the session)."""
+        return session.context_log
 
     def _live_meter(self, session: Any) -> Any:
         """The session's live meter (one widget per session, however often it is shown)."""
