@@ -453,7 +453,9 @@ class Session:
         if preview.error:
             raise ValueError(f"no summary to propose: {preview.error}")
         if len(preview.summaries) != 1:
-            made = "makes no summary" if not preview.summaries else "makes several summaries"
+            made = "makes several summaries" if preview.summaries else "makes no summary"
+            if not preview.acts and not preview.summaries:
+                made = "has nothing to compact now"
             raise ValueError(f"no summary to propose: the strategy {preview.strategy!r} {made}")
         self._proposal = SummaryProposal(
             preview.summaries[0], focus, preview.strategy, preview.before, preview.after, strategy

@@ -206,7 +206,7 @@ def test_the_header_says_what_changed_in_tokens_and_messages(session: Session):
     (change,) = by_class(root, "evo-change")
     tokens, messages = now.tokens - before.tokens, now.messages - before.messages
     assert tokens < 0 and messages < 0, "the cell ended compacted"
-    assert texts(change) == f"(−{-tokens:,} tokens, −{-messages:,} messages)"
+    assert texts(change) == f"(-{-tokens:,} tokens, -{-messages:,} messages)"
     assert counts.get("class") == "evo-counts"
     assert re.fullmatch(
         r"\d+ model calls \(\d+–\d+\) · 1 full compaction · \d+ micro-compactions?", texts(counts)

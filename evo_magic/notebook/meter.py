@@ -118,7 +118,7 @@ def tokens_text(size: ContextSize) -> str:
 
 
 def change_text(before: ContextSize, now: ContextSize) -> str:
-    """ "−1,231 tokens, −7 messages" (signed; "unchanged" when neither changed)."""
+    """ "-1,231 tokens, -7 messages" (signed; "unchanged" when neither changed)."""
     tokens, messages = now.tokens - before.tokens, now.messages - before.messages
     if not tokens and not messages:
         return "unchanged"
@@ -127,7 +127,7 @@ def change_text(before: ContextSize, now: ContextSize) -> str:
 
 
 def _signed(n: int) -> str:
-    return f"+{n:,}" if n > 0 else f"−{-n:,}" if n < 0 else "0"
+    return f"+{n:,}" if n > 0 else f"-{-n:,}" if n < 0 else "0"
 
 
 def cost_note(data: MeterData) -> str | None:

@@ -65,7 +65,7 @@ def proposal_head(proposal: SummaryProposal) -> str:
 
 def proposal_text(proposal: SummaryProposal, path: Path) -> str:
     """What a terminal shows: the proposal and, below it, how to apply it or an edit of it."""
-    rule = "─" * 72
+    rule = "-" * 72
     return "\n".join(
         [
             f"{proposal_head(proposal)} {UNCHANGED}",

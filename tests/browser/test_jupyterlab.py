@@ -443,7 +443,7 @@ def check_header(shown: Locator, scope: str) -> None:
     expect(now).to_have_attribute("title", re.compile(r"^[\d,]+ characters of messages"))
     if scope == "cell":
         expect(shown.locator(".evo-change")).to_have_text(
-            re.compile(r"^\(([+−][\d,]+|0) tokens, ([+−][\d,]+|0) messages?\)$|^\(unchanged\)$")
+            re.compile(r"^\(([+-][\d,]+|0) tokens, ([+-][\d,]+|0) messages?\)$|^\(unchanged\)$")
         )
     expect(shown.locator(".evo-counts")).not_to_contain_text("$")
     expect(shown.locator(".evo-fill")).to_contain_text(
