@@ -272,3 +272,19 @@ def test_jupyter_text_area_edit_and_apply(ip):
     assert area.disabled and apply.disabled
     (record,) = [o.data for o in updated.outputs]  # the editor became a static record
     assert EDITED in record["text/html"] and "Applied the edited summary" in record["text/plain"]
+
+
+def test_an_editor_whose_proposal_is_no_longer_current_applies_nothing(ip):
+    from evo_magic.notebook.summary_edit import SummaryEditor
+
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 3", "Survey the project.")
+    session = the_session(ip)
+    editor = SummaryEditor(session, session.propose_summary())
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 2", "Go on.")
+    before = to_json(session.messages)
+    editor.text.value = EDITED
+    assert editor.on_apply() is None
+    assert to_json(session.messages) == before
+    assert "no longer current" in editor.status.value and editor.apply.disabled

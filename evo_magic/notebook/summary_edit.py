@@ -168,8 +168,8 @@ class SummaryEditor:
         """Apply the text as it is now (when the history is still the proposal's)."""
         if self.session.proposal is not self.proposal:
             self._done(
-                "Not applied: the history changed since this summary was proposed; "
-                "propose again with %compact --edit.",
+                "Not applied: this proposal is no longer current (the history changed, or a "
+                "newer one was made); propose again with %compact --edit.",
                 keep_open=False,
             )
             return None
