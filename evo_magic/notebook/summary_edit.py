@@ -72,10 +72,10 @@ def proposal_text(proposal: SummaryProposal, path: Path) -> str:
             rule,
             proposal.text,
             rule,
-            "To apply it as it is:            %compact --apply",
-            f"To edit it first: edit {path}",
-            f"  then apply the file:            %compact --apply-file {path}",
-            "To drop it: do nothing (it is dropped when the history changes).",
+            "To apply it as it is:  %compact --apply",
+            f"To edit it first:      edit {path} (it holds this summary), then",
+            f"                       %compact --apply-file {path}",
+            "To drop it:            do nothing (it is dropped when the history changes).",
         ]
     )
 
