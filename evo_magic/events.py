@@ -281,6 +281,11 @@ class CompactionFinished(Event):
     prompts kept verbatim and the files re-read, with their tokens."""
     fallback_for: str | None = None
     """The server strategy configured in this one's place, when it ran as its fallback."""
+    summary_edited: bool = False
+    """True when `summary` was given (`Session.compact(summary=...)`: written or edited by a
+    person), not made by the summariser."""
+    summary_proposed: str | None = None
+    """When edited: the summariser's proposal it was edited from (None: none was made)."""
 
     @property
     def summary_chars(self) -> int:

@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evo_magic.compact import server
 from evo_magic.compact.base import Strategy, check_strategy, server_edit
-from evo_magic.compact.compactor import Compactor, Preview
+from evo_magic.compact.compactor import Compactor, GivenSummary, Preview
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
+from evo_magic.context_log import MeterData, MeterLog, follow
 from evo_magic.cost import RATE_FIELDS, Ledger, Overrides, PriceTable, Spending, price_table
 from evo_magic.events import (
     AskFinished,
@@ -44,7 +45,26 @@ from evo_magic.tools.files import read_text
 from evo_magic.transcript import Transcript
 from evo_magic.usage import Usage
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 Observer = Callable[[Event], None]
+
+
+@dataclass(frozen=True)
+class SummaryProposal:
+    """A summary the summariser proposed (see `Session.propose_summary`)."""
+
+    text: str
+    focus: str | None
+    strategy: str
+    """The strategy that asked for it (and that `compact` runs with it)."""
+    before: ContextSize
+    after: ContextSize
+    """The history's size before, and after the summary applied as proposed."""
+    chosen: Strategy | None = field(default=None, repr=False, compare=False)
+    """The strategy passed to `propose_summary` (None: the configured ones): apply the text
+    with `compact(focus, chosen, summary=...)`."""
 
 
 class ObserverError(RuntimeError):
@@ -113,6 +133,8 @@ class Session:
         self.model = resolve_model(model)
         self.tools = list(tools) if tools is not None else default_tools()
         self._notices: set[str] = set()  # what tools have said once already (sandbox warnings)
+        self._proposal: SummaryProposal | None = None
+        self._proposed_at: tuple[int, int, int] | None = None
         self._summariser = summariser
         self._custom_strategies = strategies is not None
         self._observers: list[Observer] = []
@@ -138,6 +160,9 @@ class Session:
             model=lambda: self.model.name,
             server_summarise=self._server_summarise,
         )
+        self.context_log: MeterLog = follow(self)
+        """Every model call and compaction of the session, as the context meter and
+        `context_figure` draw them."""
         self._record_start()
 
     # -- settings ------------------------------------------------------------------------
@@ -360,6 +385,16 @@ class Session:
         of the whole prompt (system, tools and messages; exact right after a model call)."""
         return self.history.size()
 
+    def context_figure(self, width: float = 3.4) -> Figure:
+        """The context chart of the whole session as a matplotlib Figure `width` inches wide
+        (3.4: a paper's column): the prompt sent at each model call in tokens, what was removed
+        just before it, the limit, and every compaction. Save it with `figure.savefig(path)`
+        (in a notebook it also shows as an image once matplotlib's inline backend is on, e.g.
+        after `%matplotlib inline`). Needs matplotlib (imported here, not before)."""
+        from evo_magic.context_figure import context_figure
+
+        return context_figure(MeterData.of_session(self, self.context_log), width)
+
     def secrets(self) -> list[str]:
         """Every credential the session knows: the environment's, and those its model holds
         (a key passed in code or held by a client object)."""
@@ -430,20 +465,76 @@ class Session:
         return _result(finished, events)
 
     def compact(
-        self, focus: str | None = None, strategy: Strategy | None = None
+        self,
+        focus: str | None = None,
+        strategy: Strategy | None = None,
+        *,
+        summary: str | None = None,
     ) -> CompactionFinished | CompactionSkipped:
         """Compact now (as `%compact` does), keeping `focus` word for word.
 
         Runs `strategy`, or the strategies that answer requests (those with `when` "on_request",
         else the "over_limit" ones). Returns the compaction event; on failure (`success`
         False, `error` says why) the history is exactly as it was.
+
+        `summary` is applied instead of asking the summariser (no model call): the first of
+        those strategies runs with it as its one summary, checked like any result (the focus,
+        recent files and pending request kept as usual). It is recorded as edited, with the
+        proposal it came from when `propose_summary` made one for this history.
         """
         answer_left_over(self.history, "it was interrupted")
         focus = self.redact(focus) if focus else None  # it reaches the summariser's request
+        given = None
+        if summary is not None:
+            if not isinstance(summary, str):
+                raise TypeError(f"summary must be a str, got {type(summary).__name__}")
+            proposal = self.proposal
+            given = GivenSummary(self.redact(summary), proposal.text if proposal else None)
         try:
-            return self.compactor.request("user", focus, strategy)
+            event = self.compactor.request("user", focus, strategy, given)
         finally:
             self.transcript.sync()
+        if event.success:
+            self._proposal = None
+        return event
+
+    def propose_summary(
+        self, focus: str | None = None, strategy: Strategy | None = None
+    ) -> SummaryProposal:
+        """The summary `compact(focus, strategy)` would apply now, made by the real summariser
+        with exactly the request `compact` would send (a paid call), without changing the
+        history. Read or edit its `text`, then apply it with `compact(focus, strategy,
+        summary=text)`; the session keeps it as `proposal` until the history changes.
+
+        Raises ValueError when the strategy would fail or makes no single summary.
+        """
+        answer_left_over(self.history, "it was interrupted")  # as compact() would, first
+        focus = self.redact(focus) if focus else None
+        preview = self.compactor.preview(strategy, focus, summarise=True)
+        if preview.error:
+            raise ValueError(f"no summary to propose: {preview.error}")
+        if len(preview.summaries) != 1:
+            made = "makes several summaries" if preview.summaries else "makes no summary"
+            if not preview.acts and not preview.summaries:
+                made = "has nothing to compact now"
+            raise ValueError(f"no summary to propose: the strategy {preview.strategy!r} {made}")
+        self._proposal = SummaryProposal(
+            preview.summaries[0], focus, preview.strategy, preview.before, preview.after, strategy
+        )
+        self._proposed_at = self._history_mark()
+        return self._proposal
+
+    @property
+    def proposal(self) -> SummaryProposal | None:
+        """The last `propose_summary` result while the history is as it was then (None
+        after the history changed, or after a compaction applied)."""
+        if self._proposal is None or self._proposed_at != self._history_mark():
+            return None
+        return self._proposal
+
+    def _history_mark(self) -> tuple[int, int, int]:
+        """Changes whenever the history does (a message, a result, an edit, a replacement)."""
+        return (self.history.generation, len(self.history), self.history.size().chars)
 
     def preview(
         self,

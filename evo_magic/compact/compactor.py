@@ -300,15 +300,23 @@ class Compactor:
     # -- on request ---------------------------------------------------------------------
 
     def request(
-        self, trigger: str, focus: str | None, strategy: Strategy | None = None
+        self,
+        trigger: str,
+        focus: str | None,
+        strategy: Strategy | None = None,
+        given: GivenSummary | None = None,
     ) -> CompactionFinished | CompactionSkipped:
         """Compact now for the user ("user") or the model's compact tool ("model").
 
         Runs `strategy`, or the on-request strategies (the over-limit ones when none is
         configured), in order until one acts. Returns the event of the one that acted, or of
-        the last failure; `CompactionSkipped` when there was nothing to compact.
+        the last failure; `CompactionSkipped` when there was nothing to compact. With `given`,
+        its text is the summary (no summariser call): only the first strategy runs (the one
+        `preview` shows), and it must ask for one summary.
         """
         candidates = [check_strategy(strategy)] if strategy else self._manual_strategies()
+        if given is not None:
+            candidates = candidates[:1]
         before = self.history.size()
         if candidates and len(self.history) == 0:
             return self._skipped(trigger, focus, candidates[-1].name, "the history is empty")
@@ -320,10 +328,10 @@ class Compactor:
             )
         event: CompactionFinished | None = None
         for candidate in candidates:
-            outcome = self._run(candidate, trigger, focus)
+            outcome = self._run(candidate, trigger, focus, given)
             fallback = self._rejected_for(candidate, outcome)
             if fallback is not None:
-                outcome = self._run(fallback, trigger, focus)
+                outcome = self._run(fallback, trigger, focus, given)
             if isinstance(outcome, CompactionFinished):
                 event = outcome
                 if outcome.success:
@@ -428,7 +436,11 @@ class Compactor:
     # -- one strategy -------------------------------------------------------------------
 
     def _run(
-        self, strategy: Strategy, trigger: str, focus: str | None
+        self,
+        strategy: Strategy,
+        trigger: str,
+        focus: str | None,
+        given: GivenSummary | None = None,
     ) -> CompactionFinished | MicroCompacted | None:
         """Run one strategy and apply its result if it is valid; None when it did nothing."""
         history = self.history
@@ -441,9 +453,13 @@ class Compactor:
             return None
         run = _Run()
         view = history.view()
-        ctx = self._context(strategy, trigger, focus, before, view, run)
+        ctx = self._context(strategy, trigger, focus, before, view, run, given)
         try:
             result = strategy.compact(view, ctx)
+            if given is not None and not run.summaries:
+                raise CompactionRefused(
+                    "it makes no summary, so there is none to replace with the given one"
+                )
             if result is None:
                 return None
             # Before a call, an every-call strategy edits in place; run on request, any strategy
@@ -466,7 +482,7 @@ class Compactor:
         if changes is not None:
             return self._apply_edits(strategy, changes, edits, before, ctx) if edits else None
         return self._apply_replacement(
-            strategy, trigger, focus, new, before, started, ctx, run, snapshot
+            strategy, trigger, focus, new, before, started, ctx, run, snapshot, given
         )
 
     def _context(
@@ -477,6 +493,7 @@ class Compactor:
         size: ContextSize,
         view: Sequence[Message],
         run: _Run,
+        given: GivenSummary | None = None,
     ) -> Context:
         history = self.history
         if self._memo_generation != history.generation:
@@ -485,6 +502,8 @@ class Compactor:
         memo = self._memos.setdefault(id(strategy), {})
 
         def summarise(messages: Sequence[Message], focus: str | None) -> str:
+            if given is not None:
+                return _given_text(given, run)
             summary = self._summarise(messages, focus)
             run.usage = run.usage + summary.usage
             run.summaries += 1
@@ -607,6 +626,7 @@ class Compactor:
         ctx: Context,
         run: _Run,
         snapshot: str,
+        given: GivenSummary | None = None,
     ) -> CompactionFinished:
         self.adopt(new, ctx.summaries[-1] if ctx.summaries else None)
         self._failures.pop(id(strategy), None)
@@ -626,6 +646,8 @@ class Compactor:
             summary_cost_usd=run.cost_usd,
             details=dict(ctx.details),
             fallback_for=self._fallback_for.get(id(strategy)),
+            summary_edited=given is not None,
+            summary_proposed=given.proposed if given is not None else None,
         )
         self._emit(event)
         return event
@@ -713,6 +735,27 @@ class Compactor:
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GivenSummary:
+    """A summary written or edited by a person, to apply instead of the summariser's."""
+
+    text: str
+    proposed: str | None = None
+    """The summariser's proposal it was edited from (None: written without one)."""
+
+
+def _given_text(given: GivenSummary, run: _Run) -> str:
+    """The given summary, as the strategy's one summary; CompactionRefused when it is empty or
+    the strategy asks for a second one (a given text can stand for one summary only)."""
+    if run.summaries:
+        raise CompactionRefused("it asks for more than one summary; a given summary is one")
+    if not given.text.strip():
+        raise CompactionRefused("the given summary is empty")
+    run.summaries += 1
+    return given.text.strip()
+
 
 STAND_IN = "[summary stand-in: a summary of {chars:,} characters of conversation goes here]"
 

@@ -21,6 +21,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from evo_magic.models import ModelError
+from evo_magic.notebook import summary_edit
 from evo_magic.notebook.cell import CellView
 from evo_magic.notebook.config import AgentConfig, ConfigTable
 from evo_magic.notebook.sessions import DEFAULT_SESSION, CellResult, Sessions
@@ -31,7 +32,7 @@ from evo_magic.transcript import TranscriptWriteError
 
 SUBCOMMANDS = {
     "context": "the context meter, the CompactState and the numbers (--live: a meter widget "
-    "that follows the session)",
+    "that follows the session; --save FILE: also the chart as a figure, .svg, .png or .pdf)",
     "reset": "start the session afresh (history and compaction state; transcript continues)",
     "history": "the current history as a DataFrame, one row per content block",
     "transcripts": "the session's transcripts as DataFrames (blocks, calls, compactions)",
@@ -40,6 +41,7 @@ SUBCOMMANDS = {
     "last": "the result of the session's last %%agent cell",
     "strategies": "the registered compaction strategies with their parameters, and what the "
     "session's next call runs",
+    "summaries": "every summary a compaction applied: when, strategy, focus, edited, the text",
 }
 """The line form's subcommands: their one description (the `subcommand` argument's help)."""
 
@@ -66,6 +68,9 @@ class CompactArgs:
     focus: str | None = None
     strategy: str | None = None
     preview: bool = False
+    edit: bool = False
+    apply: bool = False
+    apply_file: str | None = None
 
 
 @magics_class
@@ -107,6 +112,11 @@ class AgentMagics(Magics, AgentConfig):
         action="store_true",
         help="%%agent context only: a live meter widget that follows the session (it shows "
         "only while the kernel runs)",
+    )
+    @argument(
+        "--save",
+        metavar="FILE",
+        help="%%agent context only: also save the context chart as a figure (.svg, .png, .pdf)",
     )
     @argument(
         "subcommand",
@@ -163,6 +173,23 @@ class AgentMagics(Magics, AgentConfig):
         "a summary is a stand-in, no model call) and change nothing",
     )
     @argument(
+        "--edit",
+        action="store_true",
+        help="make the summary this compaction would apply (the real summariser, the same "
+        "request) and show it to edit: in Jupyter a text area with Apply and Cancel; in a "
+        "terminal it is printed and saved to a file, for --apply or --apply-file",
+    )
+    @argument(
+        "--apply",
+        action="store_true",
+        help="apply the summary --edit proposed, as it is (recorded as edited)",
+    )
+    @argument(
+        "--apply-file",
+        metavar="FILE",
+        help="apply the text of FILE as the summary (the proposal, once edited)",
+    )
+    @argument(
         "focus",
         nargs="*",
         metavar="focus=TEXT",
@@ -184,13 +211,20 @@ class AgentMagics(Magics, AgentConfig):
         strategy = None
         if args.strategy:
             (strategy,) = self.make_strategies([args.strategy], "%compact --strategy")
+        focus = args.focus
         if args.preview:
-            return session.preview(strategy, args.focus)
+            return session.preview(strategy, focus)
+        if args.edit:
+            return summary_edit.propose(session, focus, strategy, self._rich())
+        summary = None
+        if args.apply or args.apply_file:
+            given = summary_edit.given(session, args.apply_file, focus, strategy)
+            summary, focus, strategy = given.summary, given.focus, given.strategy
         meter = self.registry.show_cell_meter(session) if self._rich() else None
         view = CellView(self._rich(), sys.stdout.write)
         unsubscribe = session.subscribe(view)
         try:
-            session.compact(args.focus, strategy)
+            session.compact(focus, strategy, summary=summary)
         finally:
             unsubscribe()
             self.registry.finish_cell_meter(meter)
@@ -251,6 +285,8 @@ class AgentMagics(Magics, AgentConfig):
             raise UsageError(f"%agent {name} takes no arguments besides -s SESSION")
         if opts.live and name != "context":
             raise UsageError(f"%agent {name}: --live is for %agent context only")
+        if opts.save and name != "context":
+            raise UsageError(f"%agent {name}: --save is for %agent context only")
         registry = self.registry
         if name == "sessions":
             print(sessions_text(registry))
@@ -261,7 +297,13 @@ class AgentMagics(Magics, AgentConfig):
             return StrategiesTable(registry.sessions.get(opts.session))
         session = registry.existing(opts.session)
         if name == "context":
+            if opts.save:
+                from evo_magic.notebook.meter import save_figure
+
+                save_figure(session, opts.save)
             return self._context(session, live=opts.live)
+        if name == "summaries":
+            return summary_edit.summaries(session)
         if name == "reset":
             session.reset()
             print(f"session {opts.session!r} reset: empty history and compaction state.")
@@ -321,7 +363,19 @@ def parse_compact_line(line: str) -> CompactArgs:
         if action is not None and action.nargs != 0 and "=" not in word:
             options.extend(_unquoted(value) for _, value in [next(words, (0, ""))] if value)
     opts = parser.parse_args([_unquoted(word) for word in options])
-    return CompactArgs(opts.session, _focus(line[start:].strip()), opts.strategy, opts.preview)
+    modes = [m for m in ("preview", "edit", "apply", "apply_file") if getattr(opts, m)]
+    if len(modes) > 1:
+        shown = " and ".join("--" + m.replace("_", "-") for m in modes)
+        raise UsageError(f"%compact: {shown} do not go together; choose one")
+    return CompactArgs(
+        opts.session,
+        _focus(line[start:].strip()),
+        opts.strategy,
+        opts.preview,
+        opts.edit,
+        opts.apply,
+        opts.apply_file,
+    )
 
 
 def _words(line: str) -> Iterator[tuple[int, str]]:
@@ -387,7 +441,8 @@ def usage(magic: Any) -> str:
 def magics_markdown() -> str:
     """The README's table of magics, from their `magic_arguments` and `SUBCOMMANDS` (a test
     checks the README holds this text)."""
-    cell = usage(AgentMagics.agent).replace(" [--live]", "").replace(" [SUBCOMMAND ...]", "")
+    cell = usage(AgentMagics.agent).replace(" [--live]", "").replace(" [--save FILE]", "")
+    cell = cell.replace(" [SUBCOMMAND ...]", "")
     rows = [
         (f"%{cell}", "run the cell body as the next task of the session, sent as written"),
         (usage(AgentMagics.compact), _first_line(AgentMagics.compact.parser.description)),

@@ -50,7 +50,6 @@ class Sessions:
         self.sessions: dict[str, Session] = {}
         self.results: dict[str, CellResult] = {}
         self._meters: dict[str, Any] = {}
-        self._logs: dict[str, Any] = {}
 
     def get(self, name: str, model: str | None = None) -> Session:
         """The session `name`, made from the settings (and running `model`) when it is new."""
@@ -123,13 +122,9 @@ class Sessions:
     # -- meters -----------------------------------------------------------------------------
 
     def meter_log(self, session: Session) -> Any:
-        """The session's MeterLog (every meter of the session reads it), made on first use."""
-        from evo_magic.notebook.meter import follow
-
-        log = self._logs.get(session.session_id)
-        if log is None:
-            log = self._logs[session.session_id] = follow(session)
-        return log
+        """The session's MeterLog (every meter of the session reads it; kept by the session
+        from its start)."""
+        return session.context_log
 
     def live_meter(self, session: Session) -> Any:
         """The session's live meter (one widget per session, however often it is shown)."""
