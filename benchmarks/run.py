@@ -26,6 +26,7 @@ MODULES = (
     "bench_prompt_cache",
     "bench_caching",
     "bench_replay",
+    "bench_retention",
 )
 
 

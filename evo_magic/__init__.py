@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Session": "evo_magic.session",
     "AskResult": "evo_magic.session",
+    "SessionSettings": "evo_magic.settings",
     "CompactPolicy": "evo_magic.compact.policy",
     "CompactState": "evo_magic.compact.state",
     "Usage": "evo_magic.usage",
@@ -28,6 +29,8 @@ _LAZY = {
     "load_transcripts": "evo_magic.analysis",
     "sql": "evo_magic.analysis",
     "replay": "evo_magic.analysis.replay",
+    "Fact": "evo_magic.analysis.retention",
+    "retention": "evo_magic.analysis.retention",
 }
 
 __all__ = [*_LAZY, "load_ipython_extension", "unload_ipython_extension"]
@@ -35,10 +38,12 @@ __all__ = [*_LAZY, "load_ipython_extension", "unload_ipython_extension"]
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports on demand
     from evo_magic.analysis import load_transcripts, sql  # noqa: F401
     from evo_magic.analysis.replay import replay  # noqa: F401
+    from evo_magic.analysis.retention import Fact, retention  # noqa: F401
     from evo_magic.compact.policy import CompactPolicy  # noqa: F401
     from evo_magic.compact.state import CompactState  # noqa: F401
     from evo_magic.models import AnthropicModel, FunctionModel, ModelError, OfflineModel  # noqa: F401
     from evo_magic.session import AskResult, Session  # noqa: F401
+    from evo_magic.settings import SessionSettings  # noqa: F401
     from evo_magic.summariser import Summariser  # noqa: F401
     from evo_magic.usage import Usage  # noqa: F401
 

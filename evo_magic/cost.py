@@ -21,6 +21,19 @@ Claude Haiku 5.5 has two price bands: a prompt (input plus cache reads and write
 mode (``usage.speed == "fast"``), the Batch API discount and regional-endpoint premiums are not
 modelled: such calls are priced at the standard rates.
 
+OpenAI's GPT-5 family (the models of Codex sessions) is priced from OpenAI's model pages
+(developers.openai.com/api/docs/models/<model>), read on ``OPENAI_PRICES_AS_OF``; rates missing
+there (gpt-5-mini, gpt-5.2, gpt-5.2-codex, gpt-5.3-codex) from GitHub's table of the models'
+OpenAI list prices (github/docs, data/tables/copilot/models-and-pricing.yml), and gpt-5.1-codex-mini
+from OpenRouter's listing, its cached input at the family's 10%. OpenAI bills no cache writes: a
+cached prefix is written at the input rate, and read at the "cached input" rate (the
+``cache_read`` column). Codex variants without a page of their own (gpt-5.1-codex,
+gpt-5.1-codex-max) are priced as their base model, as OpenAI lists the codex models it prices.
+
+Every rate is a finite number of USD per million tokens from 0 to `MAX_RATE` (10,000): a rate
+outside that (a typo, 1e308) is refused with a ValueError naming the model and the rate, so a
+cost never becomes ``inf``. `validate_prices` checks a user's setting without building a session.
+
 Model ids map to their family by `model_family`: a snapshot date (``claude-sonnet-4-5-20250929``),
 a Vertex ``@date``, a Bedrock ``anthropic.`` prefix or ``-v1:0`` suffix and a ``[1m]`` context
 tag are dropped, so ids from Claude Code and cloud transcripts find their row. An id that maps to
@@ -56,6 +69,8 @@ __all__ = [
     "call_cost",
     "model_family",
     "price_table",
+    "unpriced_notice",
+    "validate_prices",
 ]
 
 PRICES_AS_OF = "2026-12-03"
@@ -66,7 +81,18 @@ PRICES_SOURCE = (
     "the live page on 2026-12-01"
 )
 
+OPENAI_PRICES_AS_OF = "2026-12-04"
+OPENAI_PRICES_SOURCE = (
+    "OpenAI model pages (developers.openai.com/api/docs/models/gpt-5, gpt-5-codex, gpt-5-nano, "
+    "gpt-5.1), GitHub's table of OpenAI list prices (github/docs "
+    "data/tables/copilot/models-and-pricing.yml: gpt-5-mini, gpt-5.2, gpt-5.2-codex, "
+    "gpt-5.3-codex), OpenRouter (gpt-5.1-codex-mini), read 2026-12-04"
+)
+
 PER_MILLION = 1_000_000
+MAX_RATE = 10_000.0
+"""The highest rate accepted, USD per million tokens: far above any real model's, low enough
+that a mistyped rate is caught before a cost is reported."""
 # The standard cache multipliers of the base input rate (pricing page, "Prompt caching").
 WRITE_5M_MULTIPLIER = 1.25
 WRITE_1H_MULTIPLIER = 2.0
@@ -92,8 +118,11 @@ class Price:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"price {name} must be a number of USD per million tokens")
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"price {name} must be a finite number >= 0, not {value!r}")
+            if not math.isfinite(value) or not 0 <= value <= MAX_RATE:
+                raise ValueError(
+                    f"price {name} must be a finite number of USD per million tokens from 0 "
+                    f"to {MAX_RATE:,.0f}, not {value!r}"
+                )
 
     @classmethod
     def standard(cls, input: float, output: float) -> Price:
@@ -200,14 +229,21 @@ def _overridden(base: Price | None, override: Price | Mapping[str, Any]) -> Pric
     missing = [name for name in ("input", "output") if name not in override]
     if missing:
         raise ValueError(f"a model without a price needs {missing}")
-    rates = dict(override)
-    standard = Price.standard(_number(rates["input"]), _number(rates["output"]))
-    return replace(standard, **rates)
+    base_input = _number(override["input"])
+    rates = {
+        "cache_write_5m": base_input * WRITE_5M_MULTIPLIER,
+        "cache_write_1h": base_input * WRITE_1H_MULTIPLIER,
+        "cache_read": base_input * READ_MULTIPLIER,
+        **override,
+    }
+    return Price(**rates)
 
 
 def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"rates must be numbers, not {value!r}")
+    if not math.isfinite(value) or not 0 <= value <= MAX_RATE:
+        raise ValueError(f"rates must be finite numbers from 0 to {MAX_RATE:,.0f}, not {value!r}")
     return float(value)
 
 
@@ -251,6 +287,33 @@ def price_table(prices: PriceTable | Overrides | None) -> PriceTable:
             f"{{'claude-sonnet-5-5': {{'cache_read': 0.2}}}}, not {type(prices).__name__}"
         )
     return DEFAULT_PRICES.with_overrides(prices)
+
+
+def validate_prices(value: Any) -> Any:
+    """`value` unchanged if it is a valid prices setting (None, a `PriceTable`, or a mapping of
+    model id to a `Price` or to rates, each rate a finite number from 0 to `MAX_RATE`); else a
+    ValueError saying which model and rate is wrong. For settings layers (``%config``) that
+    check a value before they store it."""
+    price_table(value)
+    return value
+
+
+def unpriced_notice(models: Any, prices: PriceTable | None = None) -> str | None:
+    """One notice naming every model of ``models`` that ``prices`` (default: `DEFAULT_PRICES`)
+    has no row for, so their costs are NA; None when every model has a price. Missing and
+    empty model names are not models."""
+    table = prices or DEFAULT_PRICES
+    missing = sorted(
+        {m for m in models if isinstance(m, str) and m.strip() and table.lookup(m) is None}
+    )
+    if not missing:
+        return None
+    names = ", ".join(repr(m) for m in missing)
+    plural = "s" if len(missing) > 1 else ""
+    return (
+        f"No price for model{plural} {names}: the cost of their calls is not known (shown as "
+        f"NA). Give one with prices={{{missing[0]!r}: {{'input': ..., 'output': ...}}}}."
+    )
 
 
 # -- what a session spent ------------------------------------------------------------------
@@ -347,6 +410,8 @@ _VENDOR_PREFIX = re.compile(r"^(?:anthropic[./])")
 _VERTEX_DATE = re.compile(r"@\d{8}$")  # "claude-sonnet-4-5@20250929"
 _BEDROCK_VERSION = re.compile(r"-v\d+(?::\d+)?$")  # "...-20250929-v1:0"
 _SNAPSHOT_DATE = re.compile(r"-\d{8}$")  # "claude-sonnet-4-5-20250929"
+_OPENAI_DATE = re.compile(r"^(gpt-.*)-\d{4}-\d{2}-\d{2}$")  # "gpt-5-2025-08-07"
+_OPENAI_VENDOR = re.compile(r"^openai/")  # "openai/gpt-5" (routers)
 _MAJOR_ALIAS = re.compile(r"^(claude-[a-z]+-\d+)-0$")  # "claude-opus-4-0" is Opus 4
 
 
@@ -367,6 +432,7 @@ def model_family(model: str) -> str:
     family = _BEDROCK_VERSION.sub("", family)
     family = _SNAPSHOT_DATE.sub("", family)
     family = _MAJOR_ALIAS.sub(r"\1", family)
+    family = _OPENAI_DATE.sub(r"\1", _OPENAI_VENDOR.sub("", family))
     return family.removesuffix("-latest")
 
 
@@ -394,6 +460,17 @@ _HAIKU_5_5 = Price(
 _HAIKU_4_5 = _row(1, 5, 1.25, 2, 0.10)
 _HAIKU_3_5 = _row(0.80, 4, 1, 1.60, 0.08)
 
+
+def _openai(input: float, output: float, cached: float) -> Price:
+    """An OpenAI rate: cache writes are billed as input (OpenAI charges nothing extra)."""
+    return Price(input, output, input, input, cached)
+
+
+_GPT_5 = _openai(1.25, 10, 0.125)
+_GPT_5_MINI = _openai(0.25, 2, 0.025)
+_GPT_5_NANO = _openai(0.05, 0.40, 0.005)
+_GPT_5_2 = _openai(1.75, 14, 0.175)
+
 DEFAULT_PRICES = PriceTable(
     {
         "claude-fable-5-2": _FABLE_5_2,
@@ -418,12 +495,23 @@ DEFAULT_PRICES = PriceTable(
         "claude-haiku-5-5": _HAIKU_5_5,
         "claude-haiku-4-5": _HAIKU_4_5,
         "claude-3-5-haiku": _HAIKU_3_5,
+        "gpt-5": _GPT_5,
+        "gpt-5-codex": _GPT_5,
+        "gpt-5-mini": _GPT_5_MINI,
+        "gpt-5-nano": _GPT_5_NANO,
+        "gpt-5.1": _GPT_5,
+        "gpt-5.1-codex": _GPT_5,
+        "gpt-5.1-codex-max": _GPT_5,
+        "gpt-5.1-codex-mini": _GPT_5_MINI,
+        "gpt-5.2": _GPT_5_2,
+        "gpt-5.2-codex": _GPT_5_2,
+        "gpt-5.3-codex": _GPT_5_2,
         # evo_magic's offline scripted stand-in: nothing is billed (override it to price an
         # offline run as if it were a model).
         "offline": _row(0, 0, 0, 0, 0),
     },
     as_of=PRICES_AS_OF,
-    source=PRICES_SOURCE,
+    source=f"{PRICES_SOURCE}; {OPENAI_PRICES_SOURCE}",
 )
-"""The shipped prices of every Claude model from the 4 family on (and Haiku 3.5), and of the
-offline stand-in (zero)."""
+"""The shipped prices of every Claude model from the 4 family on (and Haiku 3.5), of OpenAI's
+GPT-5 family as Codex uses it, and of the offline stand-in (zero)."""

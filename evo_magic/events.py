@@ -21,6 +21,7 @@ __all__ = [
     "AskFinished",
     "AskStarted",
     "CompactionFinished",
+    "CompactionSkipped",
     "CompactionStarted",
     "ContextSize",
     "ErrorOccurred",
@@ -167,6 +168,8 @@ class ModelResponded(Event):
     session_cost_usd: float | None = None
     """Every model and summarisation call of the session so far, this one included (None when
     one of them had no price)."""
+    applied_edits: tuple[dict[str, Any], ...] = ()
+    """The server's context edits applied to this call's prompt, as the API reported them."""
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,9 @@ class MicroCompacted(Event):
     """Tokens freed (an estimate from the characters)."""
     cache_invalidated_tokens: int = 0
     """Tokens of cached prompt prefix the change invalidated (0 when caching is off)."""
+    applied: dict[str, Any] | None = None
+    """For a server strategy: the edit the API reported applying to the prompt of the call
+    (`context_management.applied_edits[i]`); the history itself is unchanged."""
 
     @cached_property
     def edits(self) -> tuple[BlockEdit, ...]:
@@ -254,7 +260,7 @@ class CompactionFinished(Event):
     kind: ClassVar[str] = "compaction"
     trigger: str
     """"auto" (over the limit), "model" (the compact tool), "user" (Session.compact /
-    %compact) or "every_call"."""
+    %compact), "every_call", or "server" (the API compacted: `server-compact`)."""
     focus: str | None
     before: ContextSize
     after: ContextSize
@@ -273,10 +279,33 @@ class CompactionFinished(Event):
     details: dict[str, Any] = field(default_factory=dict)
     """What the strategy reported keeping besides its summary (`Context.details`): e.g. the
     prompts kept verbatim and the files re-read, with their tokens."""
+    fallback_for: str | None = None
+    """The server strategy configured in this one's place, when it ran as its fallback."""
+    summary_edited: bool = False
+    """True when `summary` was given (`Session.compact(summary=...)`: written or edited by a
+    person), not made by the summariser."""
+    summary_proposed: str | None = None
+    """When edited: the summariser's proposal it was edited from (None: none was made)."""
 
     @property
     def summary_chars(self) -> int:
         return len(self.summary)
+
+
+@dataclass(frozen=True)
+class CompactionSkipped(Event):
+    """A compaction was asked for and there was nothing to compact: nothing failed, the
+    history is untouched, and no back-off follows."""
+
+    kind: ClassVar[str] = "compaction_skipped"
+    trigger: str
+    focus: str | None
+    reason: str
+    """Why, e.g. "the history is empty", "no strategy found anything to do"."""
+    strategy: str = ""
+    """The strategy asked last (the one given, or the last configured one)."""
+    success: ClassVar[bool] = False
+    """As `CompactionFinished.success`: no compaction happened."""
 
 
 @dataclass(frozen=True)

@@ -30,24 +30,13 @@ from evo_magic.measure import (
     message_chars,
     to_json,
 )
+from evo_magic.messages import blocks_of_type
 
 Message = dict[str, Any]
 # The JSON of a tool-results message around its blocks: a new one measures this plus its block.
 _RESULTS_SHELL = to_json({"role": "user", "content": []})
 Emit = Callable[[Event], None]
 T = TypeVar("T")
-
-
-def content_blocks(message: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The blocks of a message; string content counts as one text block."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [block for block in content or [] if isinstance(block, dict)]
-
-
-def blocks_of_type(message: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
-    return [block for block in content_blocks(message) if block.get("type") == kind]
 
 
 @dataclass(frozen=True)
@@ -102,7 +91,7 @@ class History:
         # block by block): rewriting one block then re-measures that block, not the message.
         self._block_chars: list[list[int] | None] = []
         self._results: list[ResultRef] = []
-        self._tool_names: dict[str, str] = {}
+        self._tool_uses: dict[str, dict[str, Any]] = {}
         self._ids_ever: set[str] = set()
         self._fresh_ids = 0
         self._anchor: TokenAnchor | None = None
@@ -183,7 +172,12 @@ class History:
 
     def tool_name(self, tool_use_id: str) -> str | None:
         """The name of the tool a tool_use id called, if that call is in the history."""
-        return self._tool_names.get(tool_use_id)
+        block = self._tool_uses.get(tool_use_id)
+        return None if block is None else block.get("name", "")
+
+    def tool_use(self, tool_use_id: str) -> dict[str, Any] | None:
+        """The tool_use block of that id (name and input), if that call is in the history."""
+        return self._tool_uses.get(tool_use_id)
 
     def id_taken(self, tool_use_id: str) -> bool:
         """True when a tool_use of this session already used the id (ids stay unique)."""
@@ -340,7 +334,7 @@ class History:
         self._block_chars = []
         self._chars_sum = 0
         self._results = []
-        self._tool_names = {}
+        self._tool_uses = {}
         self.generation += 1
 
     def _push(
@@ -370,7 +364,7 @@ class History:
         self._block_chars[index] = sizes
         self._messages[index] = message
         for block in blocks_of_type(message, "tool_use"):
-            self._tool_names[block.get("id", "")] = block.get("name", "")
+            self._tool_uses[block.get("id", "")] = block
 
     def _index_blocks(self, index: int, message: Message) -> None:
         content = message.get("content")
@@ -381,7 +375,7 @@ class History:
                 continue
             kind = block.get("type")
             if kind == "tool_use":
-                self._tool_names[block.get("id", "")] = block.get("name", "")
+                self._tool_uses[block.get("id", "")] = block
                 self._ids_ever.add(block.get("id", ""))
             elif kind == "tool_result":
                 self._results.append(ResultRef(index, block_index, block.get("tool_use_id", "")))

@@ -15,14 +15,16 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evo_magic.compact.compactor import Compactor
+from evo_magic.compact.server import compaction_index, named_in
 from evo_magic.cost import Ledger
 from evo_magic.events import (
     AskFinished,
     AskStarted,
+    CompactionSkipped,
     ErrorOccurred,
     Event,
     ModelCalled,
@@ -33,7 +35,7 @@ from evo_magic.events import (
     ToolStarted,
 )
 from evo_magic.history import History
-from evo_magic.measure import to_json
+from evo_magic.measure import ContextSize, to_json
 from evo_magic.models.base import Model, ModelError, ModelReply, ModelRequest, prompt_too_long
 from evo_magic.prompt_cache import CacheSettings, PrefixTracker
 from evo_magic.secrets import StreamRedactor
@@ -60,9 +62,15 @@ WINDOW_NOTE = (
     "[Your previous response was cut off: the context window is full. Tool calls in it were "
     "dropped; continue from where you stopped.]"
 )
-WINDOW_AGAIN = (
-    "The model stopped again because its context window is full, after a compaction; the "
-    "history is kept. Compact by hand (%compact) with a strategy that keeps less."
+CONTEXT_EXCEEDED = (
+    "The prompt reached the context window of {model} (stop_reason "
+    "model_context_window_exceeded), and compacting did not make room; the history is kept. "
+    "Compact it (%compact, Session.compact) or configure a strategy that keeps it smaller, "
+    "then ask again."
+)
+STILL_TOO_LONG = (
+    "The history is kept and valid; compact by hand (%compact) with a strategy that keeps "
+    "less, unpin large pins, or start afresh."
 )
 COMPACT_FAILED = "[The compaction you asked for did not happen: {error}. The history is unchanged.]"
 _TOOL_USE_ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -131,20 +139,23 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
                 )
                 break
             turns += 1
-            reply = _call_reactively(parts)
+            reply, sent = _call_reactively(parts)
             usage = usage + reply.usage
             stop_reason = reply.stop_reason or "end_turn"
             tool_uses, bad_inputs, content = _append_reply(parts, reply)
+            _server_results(parts, reply, sent)
             final_text = _text_of(content) or final_text
             if stop_reason == WINDOW_EXCEEDED:
                 if refilled:
-                    parts.emit(Notice(WINDOW_EXCEEDED, WINDOW_AGAIN))
-                    break
+                    raise ModelError(CONTEXT_EXCEEDED.format(model=reply.model))
                 refilled = True
-                _compact_reactively(parts, "the model stopped: its context window is full")
+                why = "the model stopped: its context window is full"
+                if _compact_reactively(parts, why):
+                    raise ModelError(CONTEXT_EXCEEDED.format(model=reply.model))
                 continue
             if not tool_uses:
-                if stop_reason != "max_tokens":
+                # Paused after a server compaction: the ask goes on from the compacted context.
+                if stop_reason not in ("max_tokens", "compaction"):
                     # Answered: nothing is pending any more (a later compaction carries nothing).
                     history.finish_request()
                     break
@@ -182,41 +193,47 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
     return finished
 
 
-def _call_reactively(parts: LoopParts) -> ModelReply:
+def _call_reactively(parts: LoopParts) -> tuple[ModelReply, ContextSize]:
     """One model call; when the API refuses the prompt as too long, compact (the over-limit
-    strategies) and call once more. A second refusal is a ModelError saying so (the history,
-    compacted or not, stays valid)."""
+    strategies) and call once more. A compaction that cannot be made, or a second refusal,
+    is a ModelError saying so (the history, compacted or not, stays valid)."""
     try:
         return _call_model(parts)
     except ModelError as exc:
         if not prompt_too_long(exc):
             raise
-        _compact_reactively(parts, f"the API refused the prompt as too long ({exc})")
+        failure = _compact_reactively(parts, f"the API refused the prompt as too long ({exc})")
+        if failure:
+            raise ModelError(
+                f"The API refused the prompt as too long ({exc}) and {failure}. " + STILL_TOO_LONG,
+                status=exc.status,
+                error_type=exc.error_type,
+            ) from exc
     try:
         return _call_model(parts)
     except ModelError as again:
         if not prompt_too_long(again):
             raise
         raise ModelError(
-            f"The prompt is still too long after a compaction was tried ({again}). The history "
-            "is kept and valid; compact by hand (%compact) with a strategy that keeps less, "
-            "unpin large pins, or start afresh.",
+            f"The prompt is still too long after a compaction ({again}). " + STILL_TOO_LONG,
             status=again.status,
             error_type=again.error_type,
         ) from again
 
 
-def _compact_reactively(parts: LoopParts, why: str) -> None:
-    """Compact now because the context does not fit the model's window, and say so."""
+def _compact_reactively(parts: LoopParts, why: str) -> str | None:
+    """Compact now because the context does not fit the model's window, and say so. Returns
+    why nothing was compacted (None when it was: the call goes once more)."""
     event = parts.compactor.reactive()
+    failure = None
     if event is None:
-        outcome = "no over-limit strategy is configured, so nothing was compacted"
-    elif event.success:
-        outcome = f"compacted with {event.strategy}"
+        failure = outcome = "no over-limit strategy is configured, so nothing could be compacted"
+    elif not event.success:
+        failure = outcome = f"the compaction failed ({event.error})"
     else:
-        outcome = f"the compaction failed ({event.error})"
-    note = f"{why[0].upper()}{why[1:]}: {outcome}; trying the call once more."
-    parts.emit(Notice("reactive_compaction", note))
+        outcome = f"compacted with {event.strategy}; trying once more"
+    parts.emit(Notice("reactive_compaction", f"{why[0].upper()}{why[1:]}: {outcome}."))
+    return failure
 
 
 def answer_left_over(history: History, why: str) -> None:
@@ -228,8 +245,9 @@ def answer_left_over(history: History, why: str) -> None:
 # -- one model call ----------------------------------------------------------------------------
 
 
-def _call_model(parts: LoopParts) -> ModelReply:
-    """The strategies that are due, then one streamed model call. Nothing is appended here."""
+def _call_model(parts: LoopParts) -> tuple[ModelReply, ContextSize]:
+    """The strategies that are due, then one streamed model call. Nothing is appended here.
+    Returns the reply and the size of the history it was sent."""
     history = parts.history
     before = history.size()
     parts.compactor.before_call()
@@ -246,6 +264,7 @@ def _call_model(parts: LoopParts) -> ModelReply:
         cache=parts.cache,
         edited_from=parts.prefix.edited_from if parts.prefix is not None else None,
     )
+    request = _with_server_params(parts, request)
     streamed: list[str] = []
     # Streamed text is shown as it comes, minus any credential: a key split across deltas is
     # held back until it is known not to be one.
@@ -262,7 +281,7 @@ def _call_model(parts: LoopParts) -> ModelReply:
 
     call_started = time.perf_counter()
     try:
-        reply = parts.model.respond(request, on_text)
+        reply = _respond(parts, request, on_text)
     except KeyboardInterrupt:
         flush()
         _keep_partial_text(parts, parts.redact("".join(streamed)))
@@ -277,8 +296,10 @@ def _call_model(parts: LoopParts) -> ModelReply:
     flush()
     duration = time.perf_counter() - call_started
     parts.totals.usage = parts.totals.usage + reply.usage
-    if reply.usage.context_tokens > 0:
-        history.anchor(sent.chars, reply.usage.context_tokens)
+    if reply.usage.context_tokens > 0 and compaction_index(reply.content) is None:
+        # The server's clearing edits counted the prompt without what they cleared.
+        cleared = sum(int(edit.get("cleared_input_tokens") or 0) for edit in reply.applied_edits)
+        history.anchor(sent.chars, reply.usage.context_tokens + cleared)
     cost = _account(parts, reply, request)
     parts.emit(
         ModelResponded(
@@ -292,11 +313,60 @@ def _call_model(parts: LoopParts) -> ModelReply:
             history.size(),
             cost_usd=cost,
             session_cost_usd=parts.ledger.spent.total_usd,
+            applied_edits=reply.applied_edits,
         )
     )
     if cost is None and (note := parts.ledger.unpriced_notice(reply.model)):
         parts.emit(Notice("unpriced_model", note))
-    return reply
+    return reply, sent
+
+
+def _with_server_params(parts: LoopParts, request: ModelRequest) -> ModelRequest:
+    """The request with the server strategies' edits and betas (those the model lacks have
+    given way to their fallbacks)."""
+    try:
+        offline = bool(getattr(parts.model, "offline", False))
+        params = parts.compactor.server_params(parts.model.name, offline=offline)
+    except ValueError as exc:
+        raise ModelError(str(exc)) from exc
+    return replace(request, context_management=params.context_management, betas=params.betas)
+
+
+def _respond(parts: LoopParts, request: ModelRequest, on_text: Callable[[str], None]) -> ModelReply:
+    """One call; when the API rejects a server strategy's feature (a 400 naming it), its
+    fallback takes over and the call is made again, once."""
+    try:
+        return parts.model.respond(request, on_text)
+    except ModelError as exc:
+        named = named_in(str(exc), parts.compactor.strategies) if exc.status == 400 else []
+        if not named:
+            raise
+        names = ", ".join(s.name for s in named)
+        if not parts.compactor.fall_back(named, f"the API rejected {names}: {exc}"):
+            raise ModelError(
+                f"{exc} ({names} is not offered here and has no fallback: configure "
+                "fallback=... or another strategy; the history is unchanged)",
+                status=exc.status,
+                error_type=exc.error_type,
+            ) from exc
+    return parts.model.respond(_with_server_params(parts, request), on_text)
+
+
+def _server_results(parts: LoopParts, reply: ModelReply, sent: ContextSize) -> None:
+    """What the server's strategies did on this call: clearing edits as events, a compaction
+    block as a compaction (its own tokens priced as a summary)."""
+    if reply.applied_edits:
+        parts.compactor.server_cleared(reply.applied_edits, sent)
+    index = compaction_index(reply.content)
+    last = parts.history.view()[-1] if len(parts.history) else None
+    if index is None or last is None or compaction_index(last.get("content") or []) is None:
+        return
+    compactions = [i for i in reply.iterations if i.get("type") == "compaction"]
+    usage = sum((Usage.from_api(i) for i in compactions), Usage())
+    cost = parts.ledger.charge(usage, reply.model, summary=True) if compactions else None
+    messages = [i for i in reply.iterations if i.get("type") == "message"]
+    after = Usage.from_api(messages[-1]).context_tokens if messages else None
+    parts.compactor.server_compacted(sent, reply.content[index].get("content"), usage, cost, after)
 
 
 def _account(parts: LoopParts, reply: ModelReply, request: ModelRequest) -> float | None:
@@ -500,7 +570,8 @@ def _compact_for_model(parts: LoopParts, focus: str | None) -> None:
     """The model's compact tool: compact after its batch, and tell the model when it failed."""
     event = parts.compactor.request("model", focus)
     if not event.success:
-        note = COMPACT_FAILED.format(error=event.error)
+        error = event.reason if isinstance(event, CompactionSkipped) else event.error
+        note = COMPACT_FAILED.format(error=error)
         parts.history.append({"role": "user", "content": [{"type": "text", "text": note}]})
 
 

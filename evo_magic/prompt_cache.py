@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evo_magic.cost import Price, model_family
-from evo_magic.measure import CHARS_PER_TOKEN, to_json
+from evo_magic.measure import estimate_tokens as estimate_chars_tokens
+from evo_magic.measure import to_json
 from evo_magic.usage import Usage
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "CachedPrefix",
     "PlacedRequest",
     "PrefixCache",
+    "PrefixChain",
     "PrefixTracker",
     "Spot",
     "cache_request",
@@ -63,7 +65,9 @@ __all__ = [
     "estimate_tokens",
     "min_cacheable_tokens",
     "place_breakpoints",
+    "prefix_key",
     "simulate",
+    "start_key",
 ]
 
 MAX_BREAKPOINTS = 4
@@ -488,6 +492,16 @@ class CacheUsage:
     def prompt_tokens(self) -> int:
         return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
 
+    def to_usage(self) -> Usage:
+        """As a `Usage` (no output tokens), its cache writes split by TTL."""
+        return Usage(
+            input_tokens=self.input_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens,
+            cache_write_5m_tokens=self.ephemeral_5m_input_tokens,
+            cache_write_1h_tokens=self.ephemeral_1h_input_tokens,
+        )
+
     def as_usage(self) -> dict[str, Any]:
         """The API's JSON ``usage`` shape (without ``output_tokens``)."""
         return {
@@ -648,8 +662,9 @@ def clearing_saving(
 
 
 def estimate_tokens(value: Any) -> int:
-    """A rough token count: characters of the compact JSON over 4 (the project's convention)."""
-    return len(to_json(value)) // CHARS_PER_TOKEN
+    """A rough token count of `value`: its compact JSON's characters as `measure.estimate_tokens`
+    counts them (the project's one estimate)."""
+    return estimate_chars_tokens(len(to_json(value)))
 
 
 def cache_request(
@@ -668,16 +683,13 @@ def cache_request(
     before, with its role, so equal keys mean identical prefixes. ``prompt_tokens`` defaults to
     the sum over the blocks (pass the recorded usage's total for exact figures).
     """
-    digest = hashlib.blake2b(model_family(model).encode(), digest_size=16).digest()
+    digest = start_key(model)
     boundaries: list[tuple[int, bytes]] = []
     breakpoints: list[Breakpoint] = []
     total = 0
     for role, block, opens_message in _prompt_blocks(params):
         unmarked = _unmarked(block)
-        # Keys keep their order: the API renders a tool_use input as given, so reordered keys
-        # are a different prefix (its docs warn about languages that shuffle them).
-        encoded = to_json([role, unmarked]).encode()
-        digest = hashlib.blake2b(digest + encoded, digest_size=16).digest()
+        digest = prefix_key(digest, role, unmarked)
         total += tokens_of(unmarked)
         if opens_message:  # the message's own framing (role and structure) is prompt too
             total += tokens_of({"role": role, "content": []})
@@ -689,6 +701,119 @@ def cache_request(
     if prompt_tokens is None:
         prompt_tokens = total
     return CacheRequest(time, max(prompt_tokens, total), tuple(breakpoints))
+
+
+def start_key(model: str) -> bytes:
+    """The key of the empty prompt of ``model`` (caches are per model): where every chain of
+    prefix keys starts."""
+    return hashlib.blake2b(model_family(model).encode(), digest_size=16).digest()
+
+
+def prefix_key(previous: bytes, role: str, block: Any) -> bytes:
+    """The key of the prefix that ends with ``block`` (unmarked, in a message of ``role``, or
+    "tools" / "system") after the prefix keyed ``previous``: equal keys, identical prefixes.
+    Keys keep their order: the API renders a tool_use input as given, so reordered keys are a
+    different prefix (its docs warn about languages that shuffle them)."""
+    return _next_key(previous, to_json([role, block]))
+
+
+def _next_key(previous: bytes, encoded: str) -> bytes:
+    return hashlib.blake2b(previous + encoded.encode(), digest_size=16).digest()
+
+
+_ROLE_JSON = {role: to_json(role) for role in ("user", "assistant", "tools", "system")}
+_MESSAGE_FRAMING = len('{"role":,"content":[')
+
+
+class PrefixChain:
+    """The prefix keys of a conversation, block by block, after a fixed start (the tools and
+    system prompt), kept up to date as the messages change: `update` rehashes from the first
+    message that is not the same object as before, so a call costs what changed.
+
+    For each block it keeps the key of the prefix that ends there and where that prefix ends
+    in the characters of the messages' JSON list (`chars`), so that a breakpoint anywhere in
+    the conversation gets its key, its position and the 20-block lookback window the API
+    reads (`breakpoint`).
+    """
+
+    def __init__(self, start: bytes):
+        self.start = start
+        self._messages: list[Any] = []
+        self._keys: list[list[bytes]] = []
+        self._ends: list[list[int]] = []
+
+    def update(self, messages: Sequence[dict[str, Any]]) -> None:
+        """Follow ``messages`` (a history's messages, treated as immutable)."""
+        first = 0
+        for old, new in zip(self._messages, messages):  # noqa: B905 (lengths differ)
+            if old is not new:
+                break
+            first += 1
+        del self._messages[first:], self._keys[first:], self._ends[first:]
+        key = self.key()
+        end = self._ends[-1][-1] if self._ends else 0
+        for message in messages[first:]:
+            role = message.get("role", "")
+            role_json = _ROLE_JSON.get(role) or to_json(role)
+            prefix = "[" + role_json + ","
+            # `{"role":<role>,"content":[` after the list's bracket or comma, then the blocks.
+            end += 1 + len(role_json) + _MESSAGE_FRAMING
+            keys: list[bytes] = []
+            ends: list[int] = []
+            for position, block in enumerate(_message_blocks(message)):
+                encoded = to_json(_unmarked(block))
+                key = _next_key(key, prefix + encoded + "]")
+                end += len(encoded) + (position > 0)
+                keys.append(key)
+                ends.append(end)
+            end += 2  # `]}`
+            if ends:
+                ends[-1] = end  # a breakpoint on the last block caches the whole message
+            else:
+                keys.append(key)
+                ends.append(end)
+            self._messages.append(message)
+            self._keys.append(keys)
+            self._ends.append(ends)
+
+    def key(self) -> bytes:
+        """The key of the whole conversation's prefix."""
+        return self._keys[-1][-1] if self._keys else self.start
+
+    @property
+    def chars(self) -> int:
+        """Characters of the messages' JSON list (as `measure.message_chars` counts them)."""
+        return self._ends[-1][-1] + 1 if self._ends else 2
+
+    def breakpoint(self, spot: Spot, overhead: int, tokens_per_char: float) -> Breakpoint:
+        """The cache's view of a breakpoint at ``spot`` (a message spot of `place_breakpoints`):
+        its key, its tokens and its lookback window, a prefix of ``chars`` characters of the
+        messages counting ``overhead + round(tokens_per_char * chars)`` tokens (``overhead``:
+        the tools and system prompt)."""
+        index, block = spot.index, spot.block or 0
+        need = LOOKBACK_BLOCKS - 1
+        ends: list[int] = []
+        keys: list[bytes] = []
+        i, upto = index, block
+        while i >= 0 and len(ends) < need:
+            ends += self._ends[i][upto - 1 :: -1] if upto > 0 else []
+            keys += self._keys[i][upto - 1 :: -1] if upto > 0 else []
+            i -= 1
+            upto = len(self._ends[i]) if i >= 0 else 0
+        del ends[need:], keys[need:]
+        pairs = zip(ends, keys, strict=True)
+        window = [(overhead + round(tokens_per_char * chars), key) for chars, key in pairs]
+        if i < 0 and len(window) < need:
+            window.append((overhead, self.start))
+        tokens = overhead + round(tokens_per_char * self._ends[index][block])
+        return Breakpoint(tokens, self._keys[index][block], spot.ttl, tuple(window))
+
+
+def _message_blocks(message: dict[str, Any]) -> list[Any]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content or ())
 
 
 def _prompt_blocks(params: dict[str, Any]) -> Iterable[tuple[str, Any, bool]]:

@@ -10,19 +10,22 @@ prints, and nothing imports this module but the front ends.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evo_magic.compact.base import Strategy, check_strategy, describe
-from evo_magic.compact.compactor import Compactor, Preview
+from evo_magic.compact import server
+from evo_magic.compact.base import Strategy, check_strategy, server_edit
+from evo_magic.compact.compactor import Compactor, GivenSummary, Preview
 from evo_magic.compact.pins import Pin, pin_message
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
-from evo_magic.cost import Ledger, Overrides, PriceTable, Spending, price_table
+from evo_magic.context_log import MeterData, MeterLog, follow
+from evo_magic.cost import RATE_FIELDS, Ledger, Overrides, PriceTable, Spending, price_table
 from evo_magic.events import (
     AskFinished,
     CompactionFinished,
+    CompactionSkipped,
     ContextSize,
     Event,
     Notice,
@@ -31,29 +34,41 @@ from evo_magic.events import (
 from evo_magic.history import History
 from evo_magic.loop import LoopParts, Totals, answer_left_over, run_ask
 from evo_magic.measure import to_json
-from evo_magic.models import Model, resolve_model
+from evo_magic.models import Model, ModelRequest, resolve_model
 from evo_magic.prompt_cache import CacheSettings, PrefixTracker
 from evo_magic.secrets import add_secret, known_secrets, redact
+from evo_magic.settings import SessionSettings
 from evo_magic.strategies import default_pipeline
+from evo_magic.strategies.registry import describe
 from evo_magic.summariser import AgentPrompt, Summariser, Summary
-from evo_magic.tools import Tool, ToolContext, default_tools
-from evo_magic.tools.bash_settings import DEFAULT_ENV_DROP, BashSettings, GiB, MiB, NetworkMode
+from evo_magic.tools import BashSettings, Tool, ToolContext, default_tools
 from evo_magic.tools.files import read_text
-from evo_magic.tools.sandbox import DEFAULT_SANDBOX, SandboxMode, check_mode
 from evo_magic.transcript import Transcript
 from evo_magic.usage import Usage
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 Observer = Callable[[Event], None]
 
 PIN_FILE_MAX_CHARS = 100_000
 """A pinned file holds at most this many characters (about 25,000 tokens in every request)."""
 
-DEFAULT_SYSTEM = """\
-You are a careful coding agent working inside a researcher's notebook session.
-Your workspace is a directory; file paths are relative to it. Use the tools to look before you \
-change anything, keep tool outputs small (head, grep, offset/limit), and say what you found.
-When the context grows long, or before switching to a new part of the task, call `compact` with \
-a focus that names what must survive."""
+
+@dataclass(frozen=True)
+class SummaryProposal:
+    """A summary the summariser proposed (see `Session.propose_summary`)."""
+
+    text: str
+    focus: str | None
+    strategy: str
+    """The strategy that asked for it (and that `compact` runs with it)."""
+    before: ContextSize
+    after: ContextSize
+    """The history's size before, and after the summary applied as proposed."""
+    chosen: Strategy | None = field(default=None, repr=False, compare=False)
+    """The strategy passed to `propose_summary` (None: the configured ones): apply the text
+    with `compact(focus, chosen, summary=...)`."""
 
 
 class ObserverError(RuntimeError):
@@ -86,27 +101,19 @@ class Session:
         workspace: the directory the agent works in (its file tools cannot leave it).
         model: a `Model` (e.g. `FunctionModel(fn)`), a Claude model name, "offline", or None
             (Claude when ANTHROPIC_API_KEY is set, else the offline stand-in).
-        system: the system prompt (None: evo_magic's default).
-        policy: the limits (`context_limit`, `token_limit`, `max_failures`, ...) and the
-            numbers of the default pipeline.
         strategies: the compaction strategies, cheapest first (None: the seed's pipeline,
             `default_pipeline(policy)`); changeable between asks.
         summariser: how summaries are made (None: the session's model with the seed's prompt
             and the policy's `summary_input_limit` / `summary_max_tokens`).
-        max_turns, max_tokens: model calls per ask at most; max_tokens of each call.
         transcripts_root: where transcripts go (None: `<workspace>/.evo_magic`).
         session_id: the transcript directory's name (None: a new sortable id).
         tools: the tools offered (None: bash, read_file, write_file, edit_file, compact).
-        bash_timeout: seconds before a bash command, and all it started, is killed.
-        sandbox: where bash runs when bubblewrap cannot be used: "require" refuses to run it,
-            "warn" (default) runs it unsandboxed and says so, "off" never sandboxes.
-        bash_env_keep, bash_env_drop, sandbox_network, sandbox_tmp_size, bash_memory,
-            bash_processes, bash_file_size: what a bash command gets and its bounds (the
-            fields of `BashSettings`, see the README's sandbox section).
-        cache: how requests are marked for prompt caching (None: `CacheSettings()`, on with
-            the 5-minute TTL; `CacheSettings(enabled=False)` sends no breakpoint).
-        prices: the price table calls are costed with: a `PriceTable`, or overrides of the
-            shipped one (`{"claude-sonnet-5-5": {"cache_read": 0.2}}`); None: the shipped one.
+        settings: a `SessionSettings` (None: the defaults).
+        **changes: settings by name, over `settings`: every `SessionSettings` field
+            (`system_prompt`, `max_turns`, `max_tokens`, `bash_timeout`, `sandbox`, the bash
+            environment and bounds such as `sandbox_network`, `caching`, `cache_ttl`,
+            `prices`, `policy`), a `CompactPolicy` field (`context_limit=...`), or
+            `cache=CacheSettings(...)`. Each is checked by its one rule (ValueError).
     """
 
     def __init__(
@@ -114,79 +121,56 @@ class Session:
         workspace: str | Path = ".",
         *,
         model: Model | str | None = None,
-        system: str | None = None,
-        policy: CompactPolicy | None = None,
         strategies: Sequence[Strategy] | None = None,
         summariser: Summariser | None = None,
-        max_turns: int = 30,
-        max_tokens: int = 8_192,
         transcripts_root: str | Path | None = None,
         session_id: str | None = None,
         tools: list[Tool] | None = None,
-        bash_timeout: float = 120.0,
-        sandbox: SandboxMode = DEFAULT_SANDBOX,
-        bash_env_keep: Sequence[str] = (),
-        bash_env_drop: Sequence[str] = DEFAULT_ENV_DROP,
-        sandbox_network: NetworkMode = "on",
-        sandbox_tmp_size: int | None = 512 * MiB,
-        bash_memory: int | None = 4 * GiB,
-        bash_processes: int | None = 512,
-        bash_file_size: int | None = 4 * GiB,
-        cache: CacheSettings | None = None,
-        prices: PriceTable | Overrides | None = None,
+        settings: SessionSettings | None = None,
+        **changes: Any,
     ):
         self.workspace = Path(workspace).expanduser().resolve()
         if not self.workspace.is_dir():
             raise FileNotFoundError(f"workspace {self.workspace} is not a directory")
+        settings = (settings or SessionSettings()).with_changes(**changes)
+        self._settings = settings
         self.model = resolve_model(model)
-        self.system = DEFAULT_SYSTEM if system is None else system
-        self.max_turns = max_turns
-        self.max_tokens = max_tokens
         self.tools = list(tools) if tools is not None else default_tools()
-        self.bash_timeout = bash_timeout
-        self.sandbox = check_mode(sandbox)
-        self.bash_settings = BashSettings(
-            env_keep=tuple(bash_env_keep),
-            env_drop=tuple(bash_env_drop),
-            network=sandbox_network,
-            tmp_size=sandbox_tmp_size,
-            memory=bash_memory,
-            processes=bash_processes,
-            file_size=bash_file_size,
-        )
-        """What a bash command gets and how far it may go; assign a new `BashSettings` to
-        change it from the next command."""
         self._notices: set[str] = set()  # what tools have said once already (sandbox warnings)
+        self._proposal: SummaryProposal | None = None
+        self._proposed_at: tuple[int, int, int] | None = None
         self._pins: dict[int, Pin] = {}
         self._asking = False  # pins join the history between asks, never inside one
         self._next_pin = 1
-        self._policy = policy or CompactPolicy()
         self._summariser = summariser
         self._custom_strategies = strategies is not None
         self._observers: list[Observer] = []
         self.totals = Totals()
-        self._cache = _checked_cache(cache)
-        self.ledger = Ledger(price_table(prices))
+        self.ledger = Ledger(price_table(settings.prices or None))
         """Prices every call and keeps what the session spent (`spending`)."""
         self.cached_prefix = PrefixTracker()
         """Where the prompt cache of the history ends (what cache-aware strategies weigh)."""
         root = Path(transcripts_root) if transcripts_root else self.workspace / ".evo_magic"
         self.transcript = Transcript(root.expanduser(), session_id, secrets=self.secrets)
         self.history = History(self.emit, overhead_chars=self._prompt_overhead())
-        chosen = list(strategies) if strategies is not None else default_pipeline(self._policy)
+        chosen = list(strategies) if strategies is not None else default_pipeline(settings.policy)
         self.compactor = Compactor(
             self.history,
             emit=self.emit,
             summarise=self._summarise,
             snapshot=lambda messages: str(self.transcript.snapshot(messages)),
             save_output=self._save_output,
-            policy=self._policy,
+            policy=settings.policy,
             strategies=[check_strategy(s) for s in chosen],
             cache=self.cached_prefix,
             read_file=self._read_for_compaction,
             model=lambda: self.model.name,
             pins=self._pin_texts,
+            server_summarise=self._server_summarise,
         )
+        self.context_log: MeterLog = follow(self)
+        """Every model call and compaction of the session, as the context meter and
+        `context_figure` draw them."""
         self._record_start()
 
     # -- settings ------------------------------------------------------------------------
@@ -202,22 +186,102 @@ class Session:
         self.secrets()  # its credentials are known (and redacted) from now on
 
     @property
+    def settings(self) -> SessionSettings:
+        """Every setting the session runs with (the policy is the compactor's)."""
+        if self._settings.policy is not self.compactor.policy:
+            self._settings = replace(self._settings, policy=self.compactor.policy)
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: SessionSettings) -> None:
+        """Apply new settings from the next model call on; each change is recorded once."""
+        if not isinstance(settings, SessionSettings):
+            raise TypeError(f"settings must be a SessionSettings, got {type(settings).__name__}")
+        old = self.settings
+        self._settings = settings
+        if settings.policy != old.policy:
+            self.compactor.policy = settings.policy
+            self.transcript.write("policy", {"policy": _policy_record(settings.policy)})
+            if not self._custom_strategies:
+                self._set_strategies(default_pipeline(settings.policy))
+        if settings.cache != old.cache:
+            self.transcript.write("cache", {"cache": asdict(settings.cache)})
+        if settings.prices != old.prices:
+            table = price_table(settings.prices or None)
+            if _price_record(table) != _price_record(self.ledger.prices):
+                self.transcript.write("prices", {"prices": _price_record(table)})
+            self.ledger.prices = table
+        changed = _changed(old, settings)
+        if changed:
+            self.transcript.write("settings", {"settings": changed})
+
+    def _change(self, **changes: Any) -> None:
+        self.settings = self.settings.with_changes(**changes)
+
+    @property
+    def system(self) -> str:
+        """The system prompt sent (`settings.system_prompt`, or evo_magic's default when it
+        is empty); assign a text to change it, "" for the default."""
+        return self._settings.system
+
+    @system.setter
+    def system(self, text: str) -> None:
+        self._change(system_prompt=text)
+
+    @property
+    def max_turns(self) -> int:
+        return self._settings.max_turns
+
+    @max_turns.setter
+    def max_turns(self, value: int) -> None:
+        self._change(max_turns=value)
+
+    @property
+    def max_tokens(self) -> int:
+        return self._settings.max_tokens
+
+    @max_tokens.setter
+    def max_tokens(self, value: int) -> None:
+        self._change(max_tokens=value)
+
+    @property
+    def bash_timeout(self) -> float:
+        return self._settings.bash_timeout
+
+    @bash_timeout.setter
+    def bash_timeout(self, value: float) -> None:
+        self._change(bash_timeout=value)
+
+    @property
+    def sandbox(self) -> str:
+        return self._settings.sandbox
+
+    @sandbox.setter
+    def sandbox(self, mode: str) -> None:
+        self._change(sandbox=mode)
+
+    @property
+    def bash_settings(self) -> BashSettings:
+        """What a bash command gets and how far it may go; assign a new `BashSettings` to
+        change it from the next command."""
+        return self._settings.bash
+
+    @bash_settings.setter
+    def bash_settings(self, bash: BashSettings) -> None:
+        self._change(bash=bash)
+
+    @property
     def policy(self) -> CompactPolicy:
-        """The limits and the default pipeline's numbers; a new policy applies from the next
-        model call (and rebuilds the default pipeline unless strategies were set)."""
-        return self._policy
+        """The limits and the default pipeline's numbers (the compactor's); a new policy
+        applies from the next model call (and rebuilds the default pipeline unless strategies
+        were set)."""
+        return self.compactor.policy
 
     @policy.setter
     def policy(self, policy: CompactPolicy) -> None:
         if not isinstance(policy, CompactPolicy):
             raise TypeError(f"policy must be a CompactPolicy, got {type(policy).__name__}")
-        if policy == self._policy:
-            return
-        self._policy = policy
-        self.compactor.policy = policy
-        self.transcript.write("policy", {"policy": _policy_record(policy)})
-        if not self._custom_strategies:
-            self._set_strategies(default_pipeline(policy))
+        self._change(policy=policy)
 
     @property
     def token_limit(self) -> int | None:
@@ -234,7 +298,7 @@ class Session:
     @strategies.setter
     def strategies(self, strategies: Sequence[Strategy] | None) -> None:
         self._custom_strategies = strategies is not None
-        chosen = list(strategies) if strategies is not None else default_pipeline(self._policy)
+        chosen = list(strategies) if strategies is not None else default_pipeline(self.policy)
         self._set_strategies(chosen)
 
     def _set_strategies(self, strategies: list[Strategy]) -> None:
@@ -248,14 +312,11 @@ class Session:
     def cache(self) -> CacheSettings:
         """How requests are marked for prompt caching; a new value applies from the next call
         (and is recorded in the transcript)."""
-        return self._cache
+        return self._settings.cache
 
     @cache.setter
     def cache(self, cache: CacheSettings | None) -> None:
-        cache = _checked_cache(cache)
-        if cache != self._cache:
-            self._cache = cache
-            self.transcript.write("cache", {"cache": asdict(cache)})
+        self._change(cache=cache)
 
     @property
     def prices(self) -> PriceTable:
@@ -266,7 +327,7 @@ class Session:
 
     @prices.setter
     def prices(self, prices: PriceTable | Overrides | None) -> None:
-        self.ledger.prices = price_table(prices)
+        self._change(prices=prices or {})
 
     @property
     def spending(self) -> Spending:
@@ -285,9 +346,9 @@ class Session:
         if self._summariser is not None:
             return self._summariser
         return Summariser(
-            input_limit=self._policy.summary_input_limit,
-            max_tokens=self._policy.summary_max_tokens,
-            in_context=self._policy.summary_in_context,
+            input_limit=self.policy.summary_input_limit,
+            max_tokens=self.policy.summary_max_tokens,
+            in_context=self.policy.summary_in_context,
         )
 
     @summariser.setter
@@ -337,6 +398,16 @@ class Session:
         """The size of the history now: messages, characters (the seed's measure) and tokens
         of the whole prompt (system, tools and messages; exact right after a model call)."""
         return self.history.size()
+
+    def context_figure(self, width: float = 3.4) -> Figure:
+        """The context chart of the whole session as a matplotlib Figure `width` inches wide
+        (3.4: a paper's column): the prompt sent at each model call in tokens, what was removed
+        just before it, the limit, and every compaction. Save it with `figure.savefig(path)`
+        (in a notebook it also shows as an image once matplotlib's inline backend is on, e.g.
+        after `%matplotlib inline`). Needs matplotlib (imported here, not before)."""
+        from evo_magic.context_figure import context_figure
+
+        return context_figure(MeterData.of_session(self, self.context_log), width)
 
     def secrets(self) -> list[str]:
         """Every credential the session knows: the environment's, and those its model holds
@@ -411,20 +482,76 @@ class Session:
         return _result(finished, events)
 
     def compact(
-        self, focus: str | None = None, strategy: Strategy | None = None
-    ) -> CompactionFinished:
+        self,
+        focus: str | None = None,
+        strategy: Strategy | None = None,
+        *,
+        summary: str | None = None,
+    ) -> CompactionFinished | CompactionSkipped:
         """Compact now (as `%compact` does), keeping `focus` word for word.
 
         Runs `strategy`, or the strategies that answer requests (those with `when` "on_request",
         else the "over_limit" ones). Returns the compaction event; on failure (`success`
         False, `error` says why) the history is exactly as it was.
+
+        `summary` is applied instead of asking the summariser (no model call): the first of
+        those strategies runs with it as its one summary, checked like any result (the focus,
+        recent files and pending request kept as usual). It is recorded as edited, with the
+        proposal it came from when `propose_summary` made one for this history.
         """
         answer_left_over(self.history, "it was interrupted")
         focus = self.redact(focus) if focus else None  # it reaches the summariser's request
+        given = None
+        if summary is not None:
+            if not isinstance(summary, str):
+                raise TypeError(f"summary must be a str, got {type(summary).__name__}")
+            proposal = self.proposal
+            given = GivenSummary(self.redact(summary), proposal.text if proposal else None)
         try:
-            return self.compactor.request("user", focus, strategy)
+            event = self.compactor.request("user", focus, strategy, given)
         finally:
             self.transcript.sync()
+        if event.success:
+            self._proposal = None
+        return event
+
+    def propose_summary(
+        self, focus: str | None = None, strategy: Strategy | None = None
+    ) -> SummaryProposal:
+        """The summary `compact(focus, strategy)` would apply now, made by the real summariser
+        with exactly the request `compact` would send (a paid call), without changing the
+        history. Read or edit its `text`, then apply it with `compact(focus, strategy,
+        summary=text)`; the session keeps it as `proposal` until the history changes.
+
+        Raises ValueError when the strategy would fail or makes no single summary.
+        """
+        answer_left_over(self.history, "it was interrupted")  # as compact() would, first
+        focus = self.redact(focus) if focus else None
+        preview = self.compactor.preview(strategy, focus, summarise=True)
+        if preview.error:
+            raise ValueError(f"no summary to propose: {preview.error}")
+        if len(preview.summaries) != 1:
+            made = "makes several summaries" if preview.summaries else "makes no summary"
+            if not preview.acts and not preview.summaries:
+                made = "has nothing to compact now"
+            raise ValueError(f"no summary to propose: the strategy {preview.strategy!r} {made}")
+        self._proposal = SummaryProposal(
+            preview.summaries[0], focus, preview.strategy, preview.before, preview.after, strategy
+        )
+        self._proposed_at = self._history_mark()
+        return self._proposal
+
+    @property
+    def proposal(self) -> SummaryProposal | None:
+        """The last `propose_summary` result while the history is as it was then (None
+        after the history changed, or after a compaction applied)."""
+        if self._proposal is None or self._proposed_at != self._history_mark():
+            return None
+        return self._proposal
+
+    def _history_mark(self) -> tuple[int, int, int]:
+        """Changes whenever the history does (a message, a result, an edit, a replacement)."""
+        return (self.history.generation, len(self.history), self.history.size().chars)
 
     def preview(
         self,
@@ -436,6 +563,8 @@ class Session:
         """What `compact(focus, strategy)` would do now, without doing it: which messages and
         tool results it would replace, the size before and after. No model call unless
         `summarise` (a summary is otherwise a stand-in of the right kind)."""
+        if strategy is not None and server_edit(strategy) is not None:
+            return self._server_preview(strategy)
         return self.compactor.preview(strategy, focus or None, summarise=summarise)
 
     def reset(self) -> None:
@@ -449,7 +578,7 @@ class Session:
 
     def _check_window(self) -> None:
         """Say once when a token limit given as a share has no window to apply to."""
-        share = self._policy.token_limit
+        share = self.policy.token_limit
         if share is None or share >= 1 or self.token_limit is not None:
             return
         if "unknown_window" not in self._notices:
@@ -564,13 +693,13 @@ class Session:
             totals=self.totals,
             redact=self.redact,
             sync=self.transcript.sync,
-            cache=self._cache,
+            cache=self.cache,
             ledger=self.ledger,
             prefix=self.cached_prefix,
         )
 
     def _tool_context(self, request_compaction: Callable[[str | None], None]) -> ToolContext:
-        state, policy = self.compactor.state, self._policy
+        state, policy = self.compactor.state, self.policy
         return ToolContext(
             workspace=self.workspace,
             on_file=lambda path: state.note_file(path, policy.max_recent_files),
@@ -578,7 +707,7 @@ class Session:
             bash_timeout=self.bash_timeout,
             sandbox=self.sandbox,
             read_only=(self.transcript.root,),
-            bash=self.bash_settings,
+            bash=self._settings.bash,
             notices=self._notices,
         )
 
@@ -588,7 +717,7 @@ class Session:
             # The whole history: the prompt the agent's last call cached. (Part of it, as
             # SummariseOlder asks, ends where no cache entry is: asked as text.)
             tools = [tool.definition() for tool in self.tools]
-            prompt = AgentPrompt(self.system, tools, self._cache)
+            prompt = AgentPrompt(self.system, tools, self.cache)
         summary = self.summariser.summarise(messages, focus, self.model, prompt)
         cost = self.ledger.charge(summary.usage, summary.model, summary=True)
         if cost is None and (note := self.ledger.unpriced_notice(summary.model)):
@@ -600,6 +729,42 @@ class Session:
         redacted as a tool result is."""
         text = read_text(self.workspace, path, max_chars)
         return None if text is None else self.redact(text)
+
+    def _server_summarise(
+        self, messages: Sequence[dict[str, Any]], focus: str | None
+    ) -> tuple[dict[str, Any], Summary]:
+        tools = [tool.definition() for tool in self.tools]
+        request = server.summary_request(
+            messages, focus, system=self.system, tools=tools, max_tokens=self.max_tokens
+        )
+        reply = self.model.respond(request)
+        block, usage = server.summary_block(reply)
+        cost = self.ledger.charge(usage, reply.model, summary=True)
+        return block, Summary(block["content"], usage, reply.model, cost)
+
+    def _server_preview(self, strategy: Strategy) -> Preview:
+        """What a server strategy's edits would take out of the prompt now: `count_tokens`
+        with them (free) against the count without them."""
+        view = list(self.history.view())
+        before = self.history.size()
+        params = server.request_params([strategy])
+        tools = [tool.definition() for tool in self.tools]
+        request = ModelRequest(
+            messages=view, max_tokens=self.max_tokens, system=self.system, tools=tools,
+            context_management=params.context_management, betas=params.betas,
+        )  # fmt: skip
+        count = getattr(self.model, "count_tokens", None)
+        if count is None or not view or params.context_management is None:
+            why = "no edit to count" if params.context_management is None else "nothing to count"
+            if count is None:
+                why = f"the model {self.model.name!r} cannot count tokens"
+            return Preview(strategy.name, strategy.when, before, before, view, why, original=view)
+        edited, original = count(request)
+        after = replace(before, tokens=edited, tokens_exact=True)
+        return Preview(
+            strategy.name, strategy.when, before, after, view, None, original=view,
+            input_tokens=edited, original_input_tokens=original,
+        )  # fmt: skip
 
     def _save_output(self, tool_use_id: str, text: str) -> str:
         path = self.transcript.save_tool_output(tool_use_id, text)
@@ -621,20 +786,16 @@ class Session:
                 "workspace": str(self.workspace),
                 "system": self.system,
                 "tools": [tool.name for tool in self.tools],
-                "policy": _policy_record(self._policy),
+                "policy": _policy_record(self.policy),
                 "strategies": [describe(s) for s in self.compactor.strategies],
                 "max_turns": self.max_turns,
-                "cache": asdict(self._cache),
+                "cache": asdict(self.cache),
+                "prices": _price_record(self.ledger.prices),
             },
         )
-
-
-def _checked_cache(cache: CacheSettings | None) -> CacheSettings:
-    if cache is None:
-        return CacheSettings()
-    if not isinstance(cache, CacheSettings):
-        raise TypeError(f"cache must be a CacheSettings or None, got {type(cache).__name__}")
-    return cache
+        # Every other setting (those session_start does not carry, a new one included).
+        rest = _recorded(self._settings, skip=frozenset({"system_prompt", "max_turns"}))
+        self.transcript.write("settings", {"settings": rest})
 
 
 def _name(observer: Observer) -> str:
@@ -645,6 +806,36 @@ def _policy_record(policy: CompactPolicy) -> dict[str, Any]:
     record = dict(vars(policy))
     record["exclude_tools"] = sorted(policy.exclude_tools)
     return record
+
+
+RECORDED_ELSEWHERE = frozenset({"policy", "caching", "cache_ttl", "cache_static_ttl", "prices"})
+"""Settings with records of their own (`policy`, `cache`, `prices`); the others go in
+`settings` records, at the start and when they change."""
+
+
+def _recorded(settings: SessionSettings, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    return {
+        f.name: getattr(settings, f.name)
+        for f in fields(settings)
+        if f.name not in RECORDED_ELSEWHERE and f.name not in skip
+    }
+
+
+def _changed(old: SessionSettings, new: SessionSettings) -> dict[str, Any]:
+    """The settings `new` changes, as a `settings` record holds them."""
+    before = _recorded(old)
+    return {name: value for name, value in _recorded(new).items() if before[name] != value}
+
+
+def _price_record(table: PriceTable) -> dict[str, dict[str, float]]:
+    """The rates of `table` that differ from the shipped ones, by model (what a `prices`
+    record holds; `price_table` of it is the table again)."""
+    shipped = price_table(None)
+    return {
+        model: {rate: getattr(price, rate) for rate in RATE_FIELDS}
+        for model in table.models()
+        if (price := table.lookup(model)) is not None and price != shipped.lookup(model)
+    }
 
 
 def _result(finished: AskFinished, events: list[Event]) -> AskResult:

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evo_magic.history import blocks_of_type, content_blocks
 from evo_magic.measure import message_chars, to_json
+from evo_magic.messages import blocks_of_type, content_blocks
 from evo_magic.models.base import Model, ModelReply, ModelRequest
 from evo_magic.prompt_cache import CacheSettings
 from evo_magic.usage import Usage

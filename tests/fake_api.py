@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+import fake_context
+
 if TYPE_CHECKING:
     import anthropic
     import httpx2
@@ -244,7 +246,16 @@ def server_error() -> Fault:
 
 _ROLES = ("user", "assistant")
 _BLOCK_TYPES = frozenset(
-    {"text", "tool_use", "tool_result", "image", "thinking", "redacted_thinking", "document"}
+    {
+        "text",
+        "tool_use",
+        "tool_result",
+        "image",
+        "thinking",
+        "redacted_thinking",
+        "document",
+        "compaction",
+    }
 )
 _TOOL_RESULT_CONTENT_TYPES = frozenset({"text", "image"})
 _UNMARKABLE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
@@ -418,7 +429,7 @@ def validate_messages(messages: list) -> str | None:
     for i, message in enumerate(messages):
         if (error := _check_message(i, message)) is not None:
             return error
-    if messages[0]["role"] != "user":
+    if messages[0]["role"] != "user" and not _opens_with_compaction(messages[0]):
         return 'messages: first message must use the "user" role'
     turns = _merge_turns(messages)
     checks = (_check_block_roles, _check_unique_tool_use_ids, _check_tool_pairing)
@@ -426,6 +437,13 @@ def validate_messages(messages: list) -> str | None:
         if (error := check(turns)) is not None:
             return error
     return None
+
+
+def _opens_with_compaction(message: dict) -> bool:
+    """A history may start with the assistant message holding a compaction block (which
+    stands for everything before it)."""
+    content = message.get("content")
+    return isinstance(content, list) and bool(content) and content[0].get("type") == "compaction"
 
 
 def _check_message(i: int, message: Any) -> str | None:
@@ -480,6 +498,31 @@ def _check_block(path: str, block: Any) -> str | None:
         return _check_tool_use_block(path, block)
     if kind == "tool_result":
         return _check_tool_result_block(path, block)
+    if kind in ("image", "document"):
+        return _check_media_block(path, block)
+    if kind == "thinking":
+        for name in ("thinking", "signature"):
+            if not isinstance(block.get(name), str):
+                return f"{path}.thinking.{name}: Field required"
+    return None
+
+
+def _check_media_block(path: str, block: dict) -> str | None:
+    """An image or document needs its source: base64 data with its media type, or a URL."""
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return f"{path}.source: Field required"
+    if source.get("type") == "url":
+        return None if isinstance(source.get("url"), str) else f"{path}.source.url: Field required"
+    if source.get("type") not in ("base64", "text", "content", "file"):
+        kind = source.get("type")
+        return (
+            f"{path}.source: Input tag '{kind}' found using 'type' does not match any of the tags"
+        )
+    if source.get("type") == "base64":
+        for name in ("media_type", "data"):
+            if not isinstance(source.get(name), str):
+                return f"{path}.source.base64.{name}: Field required"
     return None
 
 
@@ -532,6 +575,8 @@ def _check_tool_result_block(path: str, block: dict) -> str | None:
                 "the expected tags: 'image', 'text'"
             )
         if inner["type"] == "text" and (error := _check_text_block(inner_path, inner)):
+            return error
+        if inner["type"] == "image" and (error := _check_media_block(inner_path, inner)):
             return error
         if (error := _check_marker(inner_path, inner)) is not None:
             return error
@@ -671,10 +716,11 @@ def _merge_turns(messages: list[dict]) -> list[_Turn]:
 
 def _check_block_roles(turns: list[_Turn]) -> str | None:
     for turn in turns:
-        forbidden = "tool_result" if turn.role == "assistant" else "tool_use"
+        forbidden = ("tool_result",) if turn.role == "assistant" else ("tool_use", "compaction")
         for path, block in turn.blocks:
-            if block["type"] == forbidden:
-                return f"{path}: `{forbidden}` blocks are not allowed in {turn.role} messages"
+            if block["type"] in forbidden:
+                kind = block["type"]
+                return f"{path}: `{kind}` blocks are not allowed in {turn.role} messages"
     return None
 
 
@@ -972,6 +1018,25 @@ def _message(item: Reply, body: dict, message_id: str, cache: dict[str, Any] | N
     }
 
 
+def _with_context(message: dict, plan: fake_context.Plan) -> dict:
+    """The reply with what the server's context management did: the compaction block first,
+    `usage.iterations` (a compaction's tokens apart from the top-level usage), and the applied
+    clearing edits."""
+    message = {**message, "usage": dict(message["usage"])}
+    if plan.compaction is not None:
+        message["content"] = [plan.compaction, *message["content"]]
+        iterations = [plan.compaction_usage]
+        if not plan.alone:
+            counts = ("input_tokens", "output_tokens")
+            cached = ("cache_creation_input_tokens", "cache_read_input_tokens")
+            sampled = {k: message["usage"].get(k, 0) for k in (*counts, *cached)}
+            iterations.append({"type": "message", **sampled})
+        message["usage"]["iterations"] = iterations
+    if plan.managed:
+        message["context_management"] = {"applied_edits": plan.applied_edits}
+    return message
+
+
 def _error_body(error_type: str, message: str, request_id: str) -> dict:
     return {
         "type": "error",
@@ -998,6 +1063,8 @@ def _block_start(block: dict) -> dict:
         return {**block, "input": {}}
     if kind == "thinking":
         return {**block, "thinking": "", "signature": ""}
+    if kind == "compaction":
+        return {**block, "content": None, "encrypted_content": None}
     return block
 
 
@@ -1011,6 +1078,9 @@ def _block_deltas(block: dict) -> list[dict]:
     if kind == "thinking":
         deltas = [{"type": "thinking_delta", "thinking": block.get("thinking", "")}]
         return [*deltas, {"type": "signature_delta", "signature": block.get("signature", "")}]
+    if kind == "compaction":
+        delta = {"content": block.get("content"), "encrypted_content": block["encrypted_content"]}
+        return [{"type": "compaction_delta", **delta}]
     return []
 
 
@@ -1030,11 +1100,16 @@ def sse_events(message: dict) -> Iterator[dict]:
         for delta in _block_deltas(block):
             yield {"type": "content_block_delta", "index": index, "delta": delta}
         yield {"type": "content_block_stop", "index": index}
-    yield {
+    delta: dict[str, Any] = {
         "type": "message_delta",
         "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
         "usage": {"output_tokens": usage["output_tokens"]},
     }
+    if "iterations" in usage:
+        delta["usage"]["iterations"] = usage["iterations"]
+    if "context_management" in message:
+        delta["context_management"] = message["context_management"]
+    yield delta
     yield {"type": "message_stop"}
 
 
@@ -1260,6 +1335,11 @@ class FakeAnthropic:
         self.rejections: list[tuple[dict, str]] = []
         self.headers: list[dict[str, str]] = []
         self.count_tokens_requests: list[dict] = []
+        self.tool_changes: list[dict] = []
+        """The `tool_changes` of the compaction blocks the fake makes (as a server reports
+        them when the compacted range added or withdrew tools)."""
+        self.fail_next_summary = False
+        """True: the next compaction the fake makes fails (its block has null content)."""
         self.event_delay = 0.0
         """Seconds to wait after each SSE event (a slow stream, to interrupt mid-way)."""
         self.context_window: int | None = None
@@ -1392,7 +1472,7 @@ class FakeAnthropic:
         if parsed is None:
             return
         body, request_id = parsed
-        if (error := validate_request(body)) is not None:
+        if (error := validate_request(body) or fake_context.check(body, headers)) is not None:
             self._reject(handler, body, error, request_id)
             return
         window = self.context_window
@@ -1402,20 +1482,43 @@ class FakeAnthropic:
             handler.send_error_json(400, "invalid_request_error", message, request_id)
             return
         self._record(self.accepted, body)
-        self._respond(handler, body, self._next_item(body), request_id)
+        with self._lock:
+            fail, self.fail_next_summary = self.fail_next_summary, False
+        plan = fake_context.plan(
+            body, estimate_input_tokens, fail_summary=fail, tool_changes=self.tool_changes
+        )
+        if plan.alone:  # nothing is sampled: the compaction block alone
+            zero = {"input_tokens": 0, "output_tokens": 0}
+            item: Item = Reply([], "compaction", usage=zero)
+        else:
+            item = self._next_item(plan.body)
+        self._respond(handler, body, item, request_id, plan)
 
     def _handle_count_tokens(self, handler: _Handler, raw: bytes, headers: dict[str, str]) -> None:
         parsed = self._parse_checked(handler, raw, headers, self.count_tokens_requests)
         if parsed is None:
             return
         body, request_id = parsed
-        if (error := _validate_body(body, require_max_tokens=False)) is not None:
+        error = _validate_body(body, require_max_tokens=False) or fake_context.check(
+            body, headers, count_tokens=True
+        )
+        if error is not None:
             self._reject(handler, body, error, request_id)
             return
-        payload = {"input_tokens": estimate_input_tokens(body)}
+        plan = fake_context.plan(body, estimate_input_tokens, counting=True)
+        payload: dict[str, Any] = {"input_tokens": estimate_input_tokens(plan.body)}
+        if plan.managed:
+            payload["context_management"] = {"original_input_tokens": plan.original_tokens}
         handler.send_json(200, payload, {"request-id": request_id})
 
-    def _respond(self, handler: _Handler, body: dict, item: Item, request_id: str) -> None:
+    def _respond(
+        self,
+        handler: _Handler,
+        body: dict,
+        item: Item,
+        request_id: str,
+        plan: fake_context.Plan | None = None,
+    ) -> None:
         if isinstance(item, RawStream):
             raw = [e if isinstance(e, bytes) else encode_sse(e) for e in item.events]
             handler.send_sse(raw, request_id, cut=False)
@@ -1428,8 +1531,11 @@ class FakeAnthropic:
         cut = isinstance(item, StreamCut)
         scripted = item.reply if isinstance(item, StreamCut) else item
         # The response begins, so the prompt was processed: the cache is read and written.
-        cache = self.cache.usage(body)
-        message = _message(scripted, body, self._new_id("msg"), cache)
+        prompt = plan.body if plan is not None else body
+        cache = None if plan is not None and plan.alone else self.cache.usage(prompt)
+        message = _message(scripted, prompt, self._new_id("msg"), cache)
+        if plan is not None:
+            message = _with_context(message, plan)
         if not body.get("stream"):
             if cut:
                 handler.send_truncated_json(message, request_id)

@@ -17,6 +17,9 @@ from evo_magic.cost import (
     PriceTable,
     call_cost,
     model_family,
+    price_table,
+    unpriced_notice,
+    validate_prices,
 )
 from evo_magic.models.anthropic import DEFAULT_MODEL
 from evo_magic.usage import Usage
@@ -205,7 +208,7 @@ def test_haiku_5_5_long_prompts_are_billed_at_the_higher_band() -> None:
     assert long_cost.cache_read == 1_000 * band.price.cache_read / M
 
 
-@pytest.mark.parametrize("model", ["claude-unknown-9", "<synthetic>", "gpt-5", ""])
+@pytest.mark.parametrize("model", ["claude-unknown-9", "<synthetic>", "gpt-4-turbo", ""])
 def test_an_unknown_model_has_no_cost(model: str) -> None:
     assert call_cost({"input_tokens": 100}, model) is None
     assert model not in DEFAULT_PRICES
@@ -238,7 +241,10 @@ def test_a_new_model_gets_the_standard_cache_multipliers() -> None:
     ("overrides", "message"),
     [
         ({"claude-opus-5": {"cache_reads": 1}}, r"claude-opus-5.*unknown field.*cache_reads"),
-        ({"claude-opus-5": {"input": -1}}, r"claude-opus-5.*input.*>= 0"),
+        ({"claude-opus-5": {"input": -1}}, r"claude-opus-5.*input.*from 0 to 10,000"),
+        ({"claude-opus-5": {"input": 1e308}}, r"claude-opus-5.*input.*from 0 to 10,000"),
+        ({"brand-new": {"input": 1e30, "output": 1}}, r"brand-new.*from 0 to 10,000"),
+        ({"claude-opus-5": {"cache_read": float("inf")}}, r"claude-opus-5.*cache_read"),
         ({"claude-opus-5": {"output": "cheap"}}, r"claude-opus-5.*output.*number"),
         ({"claude-opus-5": {"output": float("nan")}}, r"claude-opus-5.*output"),
         ({"brand-new": {"input": 1}}, r"brand-new.*needs \['output'\]"),
@@ -263,3 +269,68 @@ def test_importing_the_modules_stays_cheap() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+# OpenAI's rates per million tokens (input, cached input, output), as read on the model pages and
+# tables named in the module (see PRICES_SOURCE): each Codex model id is found, cached input is
+# its cache-read rate, and writing the cache costs what input costs (OpenAI bills no writes).
+OPENAI = {
+    "gpt-5": (1.25, 0.125, 10),
+    "gpt-5-2025-08-07": (1.25, 0.125, 10),
+    "gpt-5-codex": (1.25, 0.125, 10),
+    "gpt-5-mini": (0.25, 0.025, 2),
+    "gpt-5-nano": (0.05, 0.005, 0.40),
+    "gpt-5.1": (1.25, 0.125, 10),
+    "gpt-5.1-codex": (1.25, 0.125, 10),
+    "gpt-5.1-codex-max": (1.25, 0.125, 10),
+    "gpt-5.1-codex-mini": (0.25, 0.025, 2),
+    "gpt-5.2": (1.75, 0.175, 14),
+    "gpt-5.2-codex": (1.75, 0.175, 14),
+    "gpt-5.3-codex": (1.75, 0.175, 14),
+    "openai/gpt-5-mini": (0.25, 0.025, 2),
+}
+
+
+@pytest.mark.parametrize(("model", "rates"), OPENAI.items())
+def test_the_gpt_5_family_is_priced_with_its_cached_input_rate(model: str, rates: tuple) -> None:
+    price = DEFAULT_PRICES.lookup(model)
+    assert price is not None, model
+    assert (price.input, price.cache_read, price.output) == rates
+    assert price.cache_write_5m == price.cache_write_1h == price.input
+    # A Codex call: 10,000 prompt tokens of which 8,000 read from the cache, 500 out.
+    cost = call_cost(
+        {"input_tokens": 2_000, "cache_read_input_tokens": 8_000, "output_tokens": 500}, model
+    )
+    assert cost is not None
+    assert cost.total == pytest.approx((2_000 * rates[0] + 8_000 * rates[1] + 500 * rates[2]) / M)
+    assert "openai" in DEFAULT_PRICES.source.lower() and "2026-12-04" in DEFAULT_PRICES.source
+
+
+def test_an_unpriced_model_is_na_with_exactly_one_notice() -> None:
+    assert call_cost({"input_tokens": 10, "output_tokens": 1}, "gpt-9-hypothetical") is None
+    notice = unpriced_notice(["gpt-9-hypothetical", "gpt-5", None, "gpt-9-hypothetical", "x-1"])
+    assert notice is not None
+    assert notice.count("No price") == 1
+    assert "'gpt-9-hypothetical'" in notice and "'x-1'" in notice and "'gpt-5'" not in notice
+    assert unpriced_notice(["gpt-5.3-codex", "claude-opus-5"]) is None
+
+
+@pytest.mark.parametrize("rate", [1e308, float("inf"), float("nan"), -0.5, 10_000.01])
+def test_an_insane_rate_is_refused_everywhere_it_can_enter(rate: float) -> None:
+    with pytest.raises(ValueError, match="input"):
+        Price(input=rate, output=1, cache_write_5m=1, cache_write_1h=1, cache_read=1)
+    with pytest.raises(ValueError, match="'my-model'.*from 0 to 10,000"):
+        price_table({"my-model": {"input": rate, "output": 1}})
+    with pytest.raises(ValueError, match="claude-opus-5"):
+        validate_prices({"claude-opus-5": {"input": rate}})
+    # The bound itself is a rate.
+    bound = {"input": 10_000, "output": 1, "cache_write_5m": 1, "cache_write_1h": 1}
+    assert price_table({"my-model": bound}).lookup("my-model") is not None
+
+
+def test_validate_prices_returns_a_valid_setting_unchanged() -> None:
+    setting = {"claude-opus-5": {"cache_read": 0.2}}
+    assert validate_prices(setting) is setting
+    assert validate_prices(None) is None
+    with pytest.raises(ValueError, match="PriceTable or a mapping"):
+        validate_prices(["claude-opus-5"])

@@ -303,19 +303,35 @@ def test_a_too_long_prompt_compacts_and_retries_once(workspace: Path):
 
 def test_a_second_refusal_is_a_clear_error_with_a_valid_history(workspace: Path):
     with FakeAnthropic(reader()) as fake:
-        session = session_on(fake, workspace)
+        # A window that drops the middle: it compacts without a model call, but not enough.
+        session = session_on(fake, workspace, strategies=[SlidingWindow(keep=2)])
         session.pin(PIN)
         session.ask("Read inventory.py.")
         fake.context_window = 100  # nothing fits
-        with pytest.raises(ModelError, match="still too long after a compaction was tried"):
+        with pytest.raises(ModelError, match="still too long after a compaction"):
             session.ask("Read it again, please.")
-        # The call, the summary the compaction asked for, and the call once more.
-        assert [bool(body.get("tools")) for body in fake.too_long] == [True, False, True]
+        assert len(fake.too_long) == 2  # the call, and the call once more (compacted)
+        assert session.state.compact_count == 1
         assert history_problem(session.messages) is None
         assert BLOCK in user_texts(session.messages)
         assert "Read it again, please." in json.dumps(session.messages)
         fake.context_window = None
         assert session.ask("Go on.").text == "Done."  # the conversation continues
+        fake.assert_no_rejections()
+
+
+def test_a_refusal_that_cannot_be_compacted_is_a_clear_error_at_once(workspace: Path):
+    with FakeAnthropic(reader()) as fake:
+        session = session_on(fake, workspace)
+        session.ask("Read inventory.py.")
+        before = json.dumps(session.messages)
+        fake.context_window = 100  # the summary's request does not fit either
+        with pytest.raises(ModelError, match="too long .* and the compaction failed"):
+            session.ask("Read it again, please.")
+        # The call and the summary the compaction asked for; no retry that could not pass.
+        assert [bool(body.get("tools")) for body in fake.too_long] == [True, False]
+        assert history_problem(session.messages) is None
+        assert json.dumps(session.messages).startswith(before[:-1])  # kept, request added
         fake.assert_no_rejections()
 
 

@@ -151,7 +151,9 @@ def test_a_session_recorded_before_cache_aware_clearing_replays_as_it_ran(tmp_pa
     log.write_text("\n".join([json.dumps(start), *lines[1:]]) + "\n")
     t = load_transcripts(log)
     assert t.blocks["compacted"].sum() > 0  # it did clear old results
-    r = replay(t, {"recorded": "recorded", "today's default": None}, policy=policy)
+    # The default pipeline follows the policy in force: today's default policy is cache-aware.
+    today = CompactPolicy(context_limit=9_000)
+    r = replay(t, {"recorded": "recorded", "today's default": None}, policy=today)
     recorded = t.calls.sort_values("call")["context_sent_chars"].tolist()
     assert r.calls[r.calls["strategy"] == "recorded"]["context_chars"].tolist() == recorded
     default = r.calls[r.calls["strategy"] == "today's default"]["context_chars"].tolist()

@@ -644,3 +644,70 @@ def test_a_subagent_file_alone_is_not_empty(tmp_path: Path, layout: str):
     t = load_transcripts(write_jsonl(tmp_path / name, helper.records))
     assert t.blocks["text"].tolist() == ["Task prompt", "Done"]
     assert set(t.blocks["agent_id"]) == {"b1"} and t.blocks["sidechain"].all()
+
+
+# -- Claude Code compactions ---------------------------------------------------------------------
+
+
+def test_a_compaction_gets_its_size_after_and_its_own_call(tmp_path: Path):
+    from claude_code_session import SID, write_session
+
+    project = write_session(tmp_path, calls=30, seed=3)
+    main = [json.loads(line) for line in (project / f"{SID}.jsonl").read_text().splitlines()]
+    boundary = next(r for r in main if r.get("subtype") == "compact_boundary")
+    assert "postTokens" not in boundary["compactMetadata"]
+    # The next call after the boundary, counted from the file: its prompt's tokens.
+    later = main[main.index(boundary) :]
+    first = next(r for r in later if r["type"] == "assistant" and r["message"].get("usage"))
+    usage = first["message"]["usage"]
+    expected_after = sum(
+        usage[k] for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    )
+    # Claude Code writes the summarising call beside the session as agent-acompact-<id>.jsonl.
+    agent = "acompact-5f2e9c1d"
+    own = {"sessionId": SID, "isSidechain": True, "agentId": agent, "version": "2.1.16"}
+    summary_usage = {
+        "input_tokens": 9,
+        "cache_read_input_tokens": 41_000,
+        "cache_creation_input_tokens": 0,
+        "output_tokens": 1_700,
+    }
+    stamp = boundary["timestamp"].replace("Z", "").rsplit(":", 1)[0]  # a minute before, or so
+    records = [
+        own
+        | {
+            "type": "user",
+            "uuid": "c-1",
+            "parentUuid": None,
+            "timestamp": f"{stamp}:00.000Z",
+            "message": {"role": "user", "content": "Your task is to create a detailed summary"},
+        },
+        own
+        | {
+            "type": "assistant",
+            "uuid": "c-2",
+            "parentUuid": "c-1",
+            "timestamp": f"{stamp}:00.500Z",
+            "message": {
+                "id": "msg_compact",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5-20250929",
+                "content": [{"type": "text", "text": "<summary>...</summary>"}],
+                "stop_reason": "end_turn",
+                "usage": summary_usage,
+            },
+        },
+    ]
+    assert records[-1]["timestamp"] <= boundary["timestamp"]
+    write_jsonl(project / SID / "subagents" / f"agent-{agent}.jsonl", records)
+
+    t = load_transcripts(project)
+    row = t.compactions.iloc[0]
+    assert row["after_tokens"] == expected_after and not row["after_tokens_exact"]
+    assert row["before_tokens"] == boundary["compactMetadata"]["preTokens"]
+    assert row["summary_output_tokens"] == 1_700
+    assert row["summary_cache_read_input_tokens"] == 41_000
+    # Not an ordinary subagent: no rows or calls of its own; its records are still events.
+    assert agent not in set(t.blocks["agent_id"].dropna()) | set(t.calls["agent_id"].dropna())
+    assert (t.events["agent_id"].astype(object) == agent).sum() == 2
+    assert t.skipped["claude_code: compaction's own call (linked to its compaction)"] == 1

@@ -21,6 +21,7 @@ from evo_magic.analysis.conversation import (
     Call,
     Compaction,
     Message,
+    changes,
     conversation,
     conversations,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "TranscriptError",
     "TranscriptWarning",
     "Transcripts",
+    "changes",
     "connect",
     "conversation",
     "conversations",

@@ -6,10 +6,22 @@ between them, and the compactions between its epochs (what trace-driven replay c
         if isinstance(item, Call): ...                  # sent with the messages before it
     for item in conversation(t, session_id, agent_id="a5bdbc1"): ...   # one subagent
 
-Messages are in the Messages API's shape. A block's content is what the frames hold: text,
-the tool input (parsed from its recorded JSON), the tool result (a string, or its parts: text
-parts whole, images as their media type and size only, since frames do not carry image data),
-thinking. Abandoned branches are left out.
+Messages are a valid request in the Messages API's shape: what replay and probes send. A
+block's content is what the frames hold: text, the tool input (parsed from its recorded JSON),
+the tool result (a string, or its text parts). What the frames do not carry is replaced, and
+each message counts what was changed in `Message.changes` (`changes(items)` sums them):
+
+- an image or document (frames keep its media type and size, not its data) becomes a text
+  placeholder saying what was there (`media without data`), in a message or a tool result;
+- thinking is dropped: the frames keep no signature, and the API refuses thinking without one
+  (`unsigned thinking`);
+- a server tool call the file kept without its result (a Codex web search), or a block of a
+  kind the API does not take (a Codex `compaction`), becomes a text placeholder (`not a
+  request block`); an empty text block, which the API refuses, too (`empty text`);
+- a tool input that is not a JSON object is wrapped as `{"input": <text>}` (`tool input not an
+  object`); a message left with no block gets a placeholder (`empty message`).
+
+Abandoned branches are left out.
 """
 
 from __future__ import annotations
@@ -37,6 +49,8 @@ class Message:
     turn: int | None = None
     kind: str | None = None
     """`message_kind`: prompt, response, tool_result, compact_summary, meta, ..."""
+    changes: dict[str, int] = field(default_factory=dict)
+    """What was changed to make it a valid request, by kind (see the module's docstring)."""
 
     def as_api(self) -> dict[str, Any]:
         return {"role": self.role, "content": self.content}
@@ -109,9 +123,17 @@ def conversation(
             for call in pending.pop(index, []):
                 yield _call(call)
             first = rows[0]
+            changed: dict[str, int] = {}
+            content = [
+                block for row in rows if (block := _block(row, part_lists, changed)) is not None
+            ]
+            if not content:
+                content = [{"type": "text", "text": "[no content kept]"}]
+                changed["empty message"] = changed.get("empty message", 0) + 1
             yield Message(
                 role=str(first.role),
-                content=[_block(row, part_lists) for row in rows],
+                content=content,
+                changes=changed,
                 epoch=epoch,
                 index=index,
                 segment=segment,
@@ -132,50 +154,89 @@ def _of(frame: pd.DataFrame, session_id: str, agent_id: str | None) -> pd.DataFr
     return frame[same & mine]
 
 
-def _parts_by_block(parts: pd.DataFrame) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
-    found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+def changes(items: Any) -> dict[str, int]:
+    """What was changed, by kind, in the messages of `items` (what `conversation` yields) to
+    make them a valid request; empty when nothing was."""
+    total: dict[str, int] = {}
+    for item in items:
+        for kind, count in getattr(item, "changes", {}).items():
+            total[kind] = total.get(kind, 0) + count
+    return total
+
+
+def _count(changed: dict[str, int], kind: str) -> None:
+    changed[kind] = changed.get(kind, 0) + 1
+
+
+def _placeholder(kind: str, media_type: Any, size: Any) -> dict[str, Any]:
+    """A text block saying which media was here (its data is not in the frames)."""
+    what = kind if pd.isna(media_type) else f"{kind} ({media_type})"
+    size_text = "" if pd.isna(size) else f", {int(size):,} characters of data"
+    return {"type": "text", "text": f"[{what}{size_text}: not kept in the transcript]"}
+
+
+def _parts_by_block(parts: pd.DataFrame) -> dict[tuple[Any, ...], list[Any]]:
+    """Per tool result (file, line, block), its parts as rows (turned into blocks by `_part`)."""
+    found: dict[tuple[Any, ...], list[Any]] = {}
     for row in parts.itertuples():
-        key = (row.file, row.line, row.block_index)
-        if row.part_type == "text":
-            part: dict[str, Any] = {"type": "text", "text": row.text}
-        else:
-            part = {"type": row.part_type}
-            if not pd.isna(row.media_type):
-                part["source"] = {"media_type": row.media_type, "data_chars": row.chars}
-        found.setdefault(key, []).append(part)
+        found.setdefault((row.file, row.line, row.block_index), []).append(row)
     return found
 
 
-def _block(row: Any, parts: dict[tuple[Any, ...], list[dict[str, Any]]]) -> dict[str, Any]:
+def _part(row: Any, changed: dict[str, int]) -> dict[str, Any]:
+    if row.part_type == "text" and not pd.isna(row.text) and str(row.text).strip():
+        return {"type": "text", "text": row.text}
+    if row.part_type == "text":
+        _count(changed, "empty text")
+        return {"type": "text", "text": "[empty]"}
+    if row.part_type in ("image", "document"):
+        _count(changed, "media without data")
+    else:
+        _count(changed, "not a request block")
+    return _placeholder(str(row.part_type), row.media_type, row.chars)
+
+
+def _block(
+    row: Any, parts: dict[tuple[Any, ...], list[Any]], changed: dict[str, int]
+) -> dict[str, Any] | None:
+    """One block of a request from a row of `blocks`, or None to leave it out."""
     kind = row.block_type
-    text = None if pd.isna(row.text) else row.text
+    text = None if pd.isna(row.text) else str(row.text)
     if kind == "text":
+        if text is None or not text.strip():
+            _count(changed, "empty text")
+            return {"type": "text", "text": "[empty]"}
         return {"type": "text", "text": text}
     if kind == "tool_use":
         try:
             tool_input: Any = json.loads(text) if text is not None else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             tool_input = text
+        if not isinstance(tool_input, dict):
+            _count(changed, "tool input not an object")
+            tool_input = {"input": tool_input}
         return {
             "type": "tool_use",
-            "id": row.tool_use_id,
-            "name": row.tool_name,
+            "id": None if pd.isna(row.tool_use_id) else str(row.tool_use_id),
+            "name": None if pd.isna(row.tool_name) else str(row.tool_name),
             "input": tool_input,
         }
     if kind == "tool_result":
-        content: Any = parts.get((row.file, row.line, row.block_index), text)
-        block = {"type": "tool_result", "tool_use_id": row.tool_use_id, "content": content}
+        listed = parts.get((row.file, row.line, row.block_index))
+        content: Any = [_part(p, changed) for p in listed] if listed else (text or "")
+        block = {"type": "tool_result", "tool_use_id": str(row.tool_use_id), "content": content}
         if not pd.isna(row.is_error) and bool(row.is_error):
             block["is_error"] = True
         return block
     if kind == "thinking":
-        return {"type": "thinking", "thinking": text}
-    block = {"type": kind}
-    if not pd.isna(row.media_type):
-        block["source"] = {"media_type": row.media_type, "data_chars": row.chars}
-    if text is not None:
-        block["text"] = text
-    return block
+        _count(changed, "unsigned thinking")
+        return None
+    if kind in ("image", "document"):
+        _count(changed, "media without data")
+        return _placeholder(str(kind), row.media_type, row.chars)
+    _count(changed, "not a request block")
+    shown = f": {text}" if text else ""
+    return {"type": "text", "text": f"[{kind}{shown}]"}
 
 
 def _call(row: Any) -> Call:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,9 +40,17 @@ class SourceFile:
     path: Path
     data: bytes = field(repr=False)
     bad: list[int] = field(default_factory=list)
-    """Line numbers that are not a JSON object (torn or corrupt)."""
+    """Line numbers that are not a JSON object (torn, corrupt, or nested too deep)."""
+    bad_usage: list[int] = field(default_factory=list)
+    """Line numbers of usage counts that are not counts (set to NA), one entry per count."""
+    copy: bool = False
+    """Whether its lines differ from the file's (deep lines dropped): read from `data`."""
 
     def __post_init__(self) -> None:
+        self._index()
+
+    def _index(self) -> None:
+        """Where the non-blank lines start, their numbers, and the longest line."""
         buffer = np.frombuffer(self.data, dtype=np.uint8)
         starts = np.concatenate(([0], np.flatnonzero(buffer == 10) + 1)).astype(np.int64)
         ends = np.append(starts[1:] - 1, len(self.data))
@@ -56,13 +66,31 @@ class SourceFile:
         self.numbers, self.starts = numbers[~blank], starts[~blank]
         self.longest = int((ends - starts).max()) if len(starts) else 0
 
+    def drop_deep_lines(self) -> bool:
+        """Blank out, and count as bad, every line nested deeper than `MAX_DEPTH` (DuckDB's JSON
+        functions and Python's decoder refuse them); its other lines keep their numbers. True
+        when a line was dropped. Read through a copy (`copy`) from then on."""
+        deep = [row for row in range(len(self.starts)) if _too_deep(self.line(row))]
+        if not deep:
+            return False
+        data = bytearray(self.data)
+        for row in deep:
+            start, line = int(self.starts[row]), self.line(row)
+            data[start : start + len(line.rstrip(b"\n"))] = b" " * len(line.rstrip(b"\n"))
+            self.bad.append(int(self.numbers[row]))
+        self.data, self.copy = bytes(data), True
+        self._index()
+        return True
+
     @classmethod
     def read(cls, file_id: int, path: Path) -> SourceFile:
         return cls(file_id, path, path.read_bytes())
 
     def release(self) -> SourceFile:
-        """This file without its bytes (its line numbers stay), once its records are read."""
-        self.data = b""
+        """This file without its bytes (its line numbers stay), once its records are read; a
+        copy without its deep lines keeps them (it is what the file's records are read from)."""
+        if not self.copy:
+            self.data = b""
         return self
 
     @property
@@ -96,10 +124,40 @@ class SourceFile:
         return found
 
 
+MAX_DEPTH = 128
+"""The deepest nesting of a readable line (DuckDB's JSON functions refuse deeper ones)."""
+_OPENERS = frozenset(b"[{")
+
+
+def _too_deep(line: bytes) -> bool:
+    """Whether a JSON line nests arrays and objects deeper than `MAX_DEPTH` (strings skipped)."""
+    if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:
+        return False
+    depth, at, size = 0, 0, len(line)
+    while at < size:
+        byte = line[at]
+        if byte == 34:  # a string: skip to its closing quote
+            at += 1
+            while at < size and line[at] != 34:
+                at += 2 if line[at] == 92 else 1
+        elif byte in _OPENERS:
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif byte in (93, 125):
+            depth -= 1
+        at += 1
+    return False
+
+
+_GLOB_CHARS = frozenset("*?[]{}\\")
+"""Characters that make a name a pattern to DuckDB's file reader."""
+
+
 def _parse(line: bytes) -> dict[str, Any] | None:
     try:
         record = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # a line nested too deep is as unreadable as a torn one
         return None
     return record if isinstance(record, dict) else None
 
@@ -117,6 +175,7 @@ class Engine:
         if pid not in _DATABASE:  # a parent's database is left alone: closing it would hang
             _DATABASE[pid] = duckdb.connect()
         self.con = _DATABASE[pid].cursor()
+        self._links: str | None = None
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET enable_progress_bar = false")
         self.con.execute("SET arrow_large_buffer_size = true")  # large_string, as pandas keeps
@@ -132,7 +191,7 @@ class Engine:
         sql = f"""select file_index as file_id, {select} from read_json(?,
             format = 'newline_delimited', ignore_errors = true, maximum_object_size = {size},
             columns = {_struct(columns)})"""
-        table = self.fetch(sql, [[s.name for s in sources]])
+        table = self.fetch(sql, [self.names(sources)])
         files = table.column("file_id").to_numpy()
         if np.any(np.diff(files) < 0):  # files come in order; be sure
             table = table.take(np.argsort(files, kind="stable"))
@@ -182,7 +241,7 @@ class Engine:
         size = max(16 << 20, max(s.longest for s in sources) + 1)
         reader = f"""read_json(?, format = 'newline_delimited', ignore_errors = true,
             maximum_object_size = {size}{{}})"""
-        params = [[s.name for s in sources]]
+        params = [self.names(sources)]
         detect = ", sample_size = -1, maximum_depth = 3, union_by_name = true, "
         detect += "timestampformat = 'x', dateformat = 'x'"
         relation = self.con.sql(f"select * from {reader.format(detect)}", params=params)
@@ -211,8 +270,30 @@ class Engine:
         table = table.set_column(0, "file_id", pa.array(ids))
         return table.append_column("line", pa.array(np.concatenate(lines), pa.int64()))
 
+    def names(self, sources: list[SourceFile]) -> list[str]:
+        """The names to give `read_json` for `sources`, each naming that file and no other.
+        DuckDB reads every name as a glob pattern: a folder called `run*` or `q[ab]` would
+        match other files, so such a file is read through a link of a plain name."""
+        names = []
+        for source in sources:
+            name = source.name
+            if source.copy or set(name) & _GLOB_CHARS:
+                if self._links is None:
+                    self._links = tempfile.mkdtemp(prefix="evo-magic-read-")
+                link = os.path.join(self._links, f"{source.file_id}.jsonl")
+                if source.copy:  # its deep lines blanked: DuckDB reads the copy
+                    Path(link).write_bytes(source.data)
+                elif not os.path.lexists(link):
+                    os.symlink(os.path.abspath(name), link)
+                name = link
+            names.append(name)
+        return names
+
     def close(self) -> None:
         self.con.close()
+        if self._links is not None:
+            shutil.rmtree(self._links, ignore_errors=True)
+            self._links = None
 
 
 def _scalar_sql(expression: str, kind: Any) -> str | None:
@@ -286,6 +367,29 @@ def _is_snapshot(path: Path) -> bool:
     return path.parent.name == "snapshots" and (path.parent.parent / LOG_NAME).is_file()
 
 
+def too_deep(error: BaseException) -> bool:
+    """Whether `error` is a reader refusing a line nested too deep (DuckDB or Python)."""
+    return isinstance(error, RecursionError) or (
+        isinstance(error, duckdb.Error) and "recursion depth" in str(error)
+    )
+
+
+def warn_bad_usage(source: SourceFile, stacklevel: int) -> None:
+    """One warning naming the file and the lines of its usage counts set to NA."""
+    if not source.bad_usage:
+        return
+    lines = sorted(set(source.bad_usage))
+    shown = ", ".join(str(n) for n in lines[:10]) + (", ..." if len(lines) > 10 else "")
+    count = len(source.bad_usage)
+    warnings.warn(
+        f"{source.path}: {count} usage count{'s' if count > 1 else ''} that are not token "
+        f"counts (negative, not a whole number, text, or over 10^12) set to NA; line"
+        f"{'s' if len(lines) > 1 else ''} {shown}",
+        TranscriptWarning,
+        stacklevel=stacklevel,
+    )
+
+
 def warn_bad_lines(source: SourceFile, stacklevel: int) -> None:
     """One warning naming the file and its unreadable lines ("2-4, 9", the first ten spans)."""
     if not source.bad:
@@ -303,7 +407,8 @@ def warn_bad_lines(source: SourceFile, stacklevel: int) -> None:
     shown = ", ".join(spans[:10]) + (", ..." if len(spans) > 10 else "")
     plural = "s" if len(bad) > 1 else ""
     warnings.warn(
-        f"{source.path}: skipped {len(bad)} unreadable (torn or corrupt) line{plural}: {shown}",
+        f"{source.path}: skipped {len(bad)} unreadable (torn, corrupt or nested too deep) "
+        f"line{plural}: {shown}",
         TranscriptWarning,
         stacklevel=stacklevel,
     )

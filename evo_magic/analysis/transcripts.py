@@ -6,7 +6,9 @@ import html
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import duckdb
 import pandas as pd
 import pyarrow as pa
 
@@ -19,7 +21,17 @@ from evo_magic.analysis.frames import (
     LEADING,
     to_pandas,
 )
-from evo_magic.analysis.loader import Engine, SourceFile, resolve, warn_bad_lines
+from evo_magic.analysis.loader import (
+    Engine,
+    SourceFile,
+    resolve,
+    too_deep,
+    warn_bad_lines,
+    warn_bad_usage,
+)
+
+if TYPE_CHECKING:
+    from evo_magic.analysis.lake_transcripts import LakeTranscripts
 
 _READERS = {"evo_magic": evo.read, "claude_code": claude_code.read, "codex": codex.read}
 _HINTS = {
@@ -61,6 +73,42 @@ class Transcripts:
         if self._events is None:
             self._events = _events_frame(self._identities, self._sources)
         return self._events
+
+    def session_ids(self) -> list[str]:
+        """The sessions' ids, in the order their records were read."""
+        if not len(self.blocks):
+            return []
+        return [str(s) for s in self.blocks["session_id"].astype(object).drop_duplicates()]
+
+    def session(self, session_id: str) -> Transcripts:
+        """One session's Transcripts (its subagents included): every frame cut to its rows."""
+        if session_id not in self.session_ids():
+            raise KeyError(f"no session {session_id!r} in these transcripts")
+
+        def cut(frame: pd.DataFrame) -> pd.DataFrame:
+            if not len(frame) or "session_id" not in frame.columns:
+                return frame
+            mine = frame[frame["session_id"].astype(object) == session_id].reset_index(drop=True)
+            return mine
+
+        identities = self._identities
+        if identities is not None and identities.num_rows:
+            import pyarrow.compute as pc
+
+            column = identities.column("session_id").cast(pa.string())
+            identities = identities.filter(pc.equal(column, session_id))
+        names = set(identities.column("file").to_pylist()) if identities is not None else set()
+        return Transcripts(
+            blocks=cut(self.blocks),
+            calls=cut(self.calls),
+            compactions=cut(self.compactions),
+            parts=cut(self.parts),
+            files=[path for path in self.files if str(path) in names] or list(self.files),
+            skipped=dict(self.skipped),
+            _identities=identities,
+            _sources=[source for source in self._sources if source.name in names],
+            _events=cut(self._events) if self._events is not None else None,
+        )
 
     def frames(self) -> dict[str, pd.DataFrame]:
         """The frames by name (`events` included only once it has been built)."""
@@ -136,7 +184,9 @@ def _key_columns(name: str, frame: pd.DataFrame | None) -> str:
     return ", ".join(leading) + (f" (+ {more} more)" if more > 0 else "")
 
 
-def load_transcripts(path: str | Path) -> Transcripts:
+def load_transcripts(
+    path: str | Path, lake: str | Path | None = None
+) -> Transcripts | LakeTranscripts:
     """Load transcripts into typed DataFrames.
 
     `path` is a session directory, a transcripts root, a Claude Code project folder
@@ -145,13 +195,34 @@ def load_transcripts(path: str | Path) -> Transcripts:
     Every `*.jsonl` below a directory is read (except evo_magic's history snapshots), and the
     format is detected per file.
 
-    Torn or corrupt lines are skipped with one `TranscriptWarning` per file naming the file, the
-    line numbers and the count; a file found in a folder that is in no known format is skipped
-    with a warning. Raises `TranscriptError` when the path does not exist, a glob matches
+    Names are data: every file is read as itself, whatever characters its path holds (only a
+    `path` that does not exist is a glob). Torn or corrupt lines, and lines nested too deep to
+    read, are skipped with one `TranscriptWarning` per file naming the file, the line numbers
+    and the count; so are usage counts that are not counts (set to NA). A file found in a
+    folder that is in no known format is skipped with a warning; files without messages
+    (empty, a title or session metadata only) give no rows, a `skipped` count and one warning
+    for the load. Raises `TranscriptError` when the path does not exist, a glob matches
     nothing, there are no records, a file named on its own is in no known format, or a record
     has a schema version newer than this evo_magic reads.
+
+    With `lake=DIR` the files are parsed once into a lake of Parquet files (built, or brought
+    up to date: only new or changed sessions are read, one at a time) and a `LakeTranscripts`
+    over it is returned: see `evo_magic.analysis.lake_transcripts`.
     """
+    if lake is not None:
+        from evo_magic.analysis.lake_transcripts import LakeTranscripts, update_lake
+
+        def read(files: list[Path]) -> Transcripts:
+            return read_files(files, single=False, label=str(files[0]))
+
+        return LakeTranscripts(lake, Transcripts, update_lake(path, lake, read))
     files, single = resolve(path)
+    return read_files(files, single=single, label=str(path))
+
+
+def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
+    """The Transcripts of exactly `files` (see `load_transcripts`; `label` names them in an
+    error, `single` says a file was named on its own)."""
     sources = [SourceFile.read(i, file) for i, file in enumerate(files)]
     skipped: dict[str, int] = {}
     by_format: dict[str, list[SourceFile]] = {}
@@ -162,16 +233,24 @@ def load_transcripts(path: str | Path) -> Transcripts:
     engine = Engine()
     try:
         engine.con.register("files", _files_table(sources))
-        parts = [_READERS[kind](engine, group) for kind, group in by_format.items()]
+        parts = [_read(engine, kind, group) for kind, group in by_format.items()]
     finally:
         engine.close()
     for source in sources:
-        warn_bad_lines(source, stacklevel=3)
+        warn_bad_lines(source, stacklevel=4)
+        warn_bad_usage(source, stacklevel=4)
         if source.bad:
             skipped["unreadable line"] = skipped.get("unreadable line", 0) + len(set(source.bad))
-    if sum(part.records for part in parts) == 0:
+        if source.bad_usage:
+            skipped["usage count not a count"] = skipped.get("usage count not a count", 0) + len(
+                source.bad_usage
+            )
+    empty = [s.name for s in sources if len(s.numbers) == 0]
+    empty += [name for part in parts for name in part.without_messages]
+    _warn_without_messages(empty)
+    if sum(part.records for part in parts) == 0 and not empty:
         shown = ", ".join(str(f) for f in files[:3]) + (" and more" if len(files) > 3 else "")
-        raise TranscriptError(f"no transcript records in {path} (read {shown})")
+        raise TranscriptError(f"no transcript records in {label} (read {shown})")
     for part in parts:
         for reason, count in part.skipped.items():
             skipped[reason] = skipped.get(reason, 0) + count
@@ -184,6 +263,34 @@ def load_transcripts(path: str | Path) -> Transcripts:
         _identities=pa.concat_tables(events) if events else None,
         _sources=[source.release() for source in sources],
     )
+
+
+def _warn_without_messages(names: list[str]) -> None:
+    """One warning for every file that held no message (empty, a title only, metadata only):
+    they give no rows, which should not pass unnoticed."""
+    if not names:
+        return
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    plural = "s" if len(names) > 1 else ""
+    warnings.warn(
+        f"{len(names)} file{plural} without messages (empty, a title or session metadata "
+        f"only) gave no rows: {shown} (counted in .skipped)",
+        TranscriptWarning,
+        stacklevel=4,
+    )
+
+
+def _read(engine: Engine, kind: str, sources: list[SourceFile]) -> Part:
+    """The rows of `sources` (all of format `kind`). A line nested deeper than the readers go
+    is found only when a reader refuses it (looking for one costs a pass over every byte):
+    then such lines are dropped and counted as unreadable, and the files read again."""
+    try:
+        return _READERS[kind](engine, sources)
+    except (RecursionError, duckdb.Error) as error:
+        dropped = [source.drop_deep_lines() for source in sources] if too_deep(error) else []
+        if not any(dropped):
+            raise
+    return _READERS[kind](engine, sources)
 
 
 def _format(source: SourceFile, single: bool, skipped: dict[str, int]) -> str | None:
@@ -208,7 +315,7 @@ def _format(source: SourceFile, single: bool, skipped: dict[str, int]) -> str | 
     )
     if single:
         raise TranscriptError(message)
-    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=4)
+    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=5)
     skipped["file in no known format"] = skipped.get("file in no known format", 0) + 1
     return None
 
@@ -264,7 +371,14 @@ def _events_frame(identities: pa.Table | None, sources: list[SourceFile]) -> pd.
     engine = Engine()
     try:
         engine.con.register("files", _files_table(sources))
-        fields = engine.detected(sources)
+        try:
+            fields = engine.detected(sources)
+        except (RecursionError, duckdb.Error) as error:
+            # A line readable at load but nested too deep for DuckDB's JSON functions.
+            if not too_deep(error):
+                raise
+            sources = [_without_deep_lines(source) for source in sources]
+            fields = engine.detected(sources)
         own = [n for n in fields.column_names if n not in EVENT_COLUMNS and n != "file_id"]
         picked = ", ".join(f'd."{n}"' for n in own)
         table = engine.query(
@@ -279,6 +393,15 @@ def _events_frame(identities: pa.Table | None, sources: list[SourceFile]) -> pd.
         engine.close()
     spec = {name: _dtype(name, table.column(name).type) for name in own}
     return to_pandas(table, {**EVENT_COLUMNS, **spec})
+
+
+def _without_deep_lines(source: SourceFile) -> SourceFile:
+    """`source` read again, its lines nested too deep blanked (its line numbers kept)."""
+    if source.copy:
+        return source
+    fresh = SourceFile.read(source.file_id, source.path)
+    fresh.drop_deep_lines()
+    return fresh
 
 
 def _dtype(name: str, kind: pa.DataType) -> str:

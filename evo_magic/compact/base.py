@@ -22,17 +22,22 @@ new list (reusing the unchanged dicts) or None. The session checks every result 
 API accepts, the pending request carried, smaller than before when it replaces the history),
 puts the original on disk first, and turns any failure into a failed compaction that leaves
 the history byte-identical.
+
+A server strategy (the API's own compaction and context editing) edits no history: it also
+has `server_edit()`, returning a `ServerEdit` the loop adds to every request while it is
+configured (see `evo_magic.compact.server`); its `compact` does nothing before a call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
-from evo_magic.compact.format import compacted_message
+from evo_magic.compact.format import REQUEST_HEADER, compacted_message
 from evo_magic.compact.pins import with_pins
 from evo_magic.measure import ContextSize, measure, message_chars, to_json
+from evo_magic.messages import has_text, tool_names
 from evo_magic.prompt_cache import CachedPrefix, clearing_saving
 
 if TYPE_CHECKING:
@@ -139,6 +144,7 @@ class Context:
     _save_output: Callable[[str, str], str] | None = None
     _message_chars: Callable[[int], int] | None = None
     _read_file: Callable[[str, int], str | None] | None = None
+    _server_summarise: Callable[[Sequence[Message], str | None], dict[str, Any]] | None = None
     summaries: list[str] = field(default_factory=list)
     """Every summary this run asked for, in order."""
 
@@ -164,13 +170,7 @@ class Context:
         `cached_prefix` says what the prompt cache holds (None: nothing); `read_file(path,
         max_chars)` reads workspace files (see `Context.read_file`; None: none can be read);
         `pins` are the pinned blocks' texts a full compaction carries."""
-        names = {
-            block.get("id", ""): block.get("name")
-            for message in messages
-            if message.get("role") == "assistant" and isinstance(message.get("content"), list)
-            for block in message["content"]
-            if isinstance(block, dict) and block.get("type") == "tool_use"
-        }
+        names = tool_names(messages)
         return cls(
             focus=focus,
             trigger=trigger,
@@ -198,6 +198,25 @@ class Context:
         self.summaries.append(summary)
         return summary
 
+    def server_summarise(self, messages: Sequence[Message], focus: str | None = None) -> dict:
+        """The API's own summary of `messages` (the whole history): its `compaction` block, to
+        be kept byte for byte. `focus` becomes the summary's instructions. Raises when there
+        is no usable block (an error, a null summary, or no model that offers it)."""
+        if self._server_summarise is None:
+            raise RuntimeError("this context cannot ask the API for a summary")
+        block = self._server_summarise(list(messages), focus)
+        self.summaries.append(block.get("content") or "")
+        return block
+
+    def pending_request_message(self) -> list[Message]:
+        """The user's unanswered request, verbatim, as the one user message that follows a
+        server's compaction block ([] when nothing is pending)."""
+        request = self.pending_request
+        if not request or not request.strip():
+            return []
+        text = f"{REQUEST_HEADER}\n{request}"
+        return [{"role": "user", "content": [{"type": "text", "text": text}]}]
+
     def compacted_message(self, summary: str) -> Message:
         """The seed's compacted message: a header, the summary, the focus, the recent files,
         and the pending request verbatim; the pinned texts follow the header, each its own
@@ -216,7 +235,7 @@ class Context:
         return [
             index
             for index, message in enumerate(messages)
-            if message.get("role") == "user" and _has_text(message)
+            if message.get("role") == "user" and has_text(message)
         ]
 
     def tool_name(self, block: Mapping[str, Any]) -> str | None:
@@ -359,11 +378,21 @@ def scan_tool_results(messages: Sequence[Message]) -> list[ResultRef]:
     return found
 
 
-def _has_text(message: Mapping[str, Any]) -> bool:
-    content = message.get("content")
-    if isinstance(content, str):
-        return bool(content.strip())
-    return any(isinstance(b, dict) and b.get("type") == "text" for b in content or [])
+@dataclass(frozen=True)
+class ServerEdit:
+    """What a server strategy adds to every request: a `context_management` edit (None for
+    the on-demand `compaction` parameter), the beta it needs, and the feature it is (a name
+    of `evo_magic.models.catalog.FEATURES`, for the capability table and error messages)."""
+
+    feature: str
+    beta: str
+    edit: Mapping[str, Any] | None = None
+
+
+def server_edit(strategy: object) -> ServerEdit | None:
+    """The strategy's `ServerEdit` when it is a server strategy, else None."""
+    method = getattr(strategy, "server_edit", None)
+    return method() if callable(method) else None
 
 
 def check_strategy(strategy: object) -> Strategy:
@@ -381,30 +410,3 @@ def check_strategy(strategy: object) -> Strategy:
             f"{strategy!r} is not a compaction strategy: it needs {', '.join(problems)}"
         )
     return strategy  # type: ignore[return-value]
-
-
-def describe(strategy: Strategy) -> dict[str, Any]:
-    """The strategy as a record: name, when, class and parameters (JSON-able)."""
-    cls = type(strategy)
-    if is_dataclass(strategy):
-        params = {f.name: getattr(strategy, f.name) for f in fields(strategy)}
-    else:
-        params = {k: v for k, v in vars(strategy).items() if not k.startswith("_")}
-    return {
-        "name": strategy.name,
-        "when": strategy.when,
-        "class": f"{cls.__module__}.{cls.__qualname__}",
-        "params": {key: _plain(value) for key, value in params.items() if key != "when"},
-    }
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, frozenset | set):
-        return sorted(_plain(v) for v in value)
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return repr(value)

@@ -17,10 +17,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from evo_magic.compact.base import Context, Edited, Message, Strategy, check_strategy
+from evo_magic.compact import server
+from evo_magic.compact.base import (
+    Context,
+    Edited,
+    Message,
+    Strategy,
+    check_strategy,
+    server_edit,
+)
 from evo_magic.compact.pins import missing_pins, with_pins
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
@@ -28,15 +36,18 @@ from evo_magic.compact.validate import history_problem, message_problem
 from evo_magic.cost import add_costs
 from evo_magic.events import (
     CompactionFinished,
+    CompactionSkipped,
     CompactionStarted,
     Event,
     MicroCompacted,
     Notice,
 )
-from evo_magic.history import History, blocks_of_type, content_blocks
+from evo_magic.history import History
 from evo_magic.measure import ContextSize, message_chars, to_json
+from evo_magic.messages import content_blocks, holds_text
 from evo_magic.models.catalog import context_window
 from evo_magic.prompt_cache import PrefixTracker
+from evo_magic.render import plural, size
 from evo_magic.summariser import Summary
 from evo_magic.usage import Usage
 
@@ -46,6 +57,8 @@ REFILL_CALLS = 2
 RETRY_GROWTH = 0.1
 
 Summarise = Callable[[Sequence[Message], str | None], Summary]
+ServerSummarise = Callable[[Sequence[Message], str | None], tuple[dict[str, Any], Summary]]
+"""Asks the API for its own summary: the compaction block, and its text and cost."""
 
 
 class CompactionRefused(Exception):
@@ -78,9 +91,15 @@ class Compactor:
         cache: PrefixTracker | None = None,
         read_file: Callable[[str, int], str | None] | None = None,
         model: Callable[[], str | None] = lambda: None,
+        server_summarise: ServerSummarise | None = None,
         pins: Callable[[bool], tuple[str, ...]] = lambda reread: (),
     ):
         self.history = history
+        self._server_summarise = server_summarise
+        self._block_betas: set[str] = set()
+        """Betas of the compaction blocks the server made in this session."""
+        self._fallback_for: dict[int, str] = {}
+        """id of a fallback strategy -> the server strategy it stands in for."""
         self.cache = cache
         """Where the prompt cache of the history ends (kept current through every edit)."""
         self.state = state or CompactState()
@@ -219,19 +238,157 @@ class Compactor:
                     break
         return event
 
+    # -- server strategies (see evo_magic.compact.server) ---------------------------------
+
+    def server_params(self, model: str, *, offline: bool = False) -> server.ServerParams:
+        """What the server strategies add to the next request to `model`; those the capability
+        table says it lacks (all of them for an `offline` stand-in, which has no server) give
+        way to their fallbacks first (ValueError without one)."""
+        if offline:
+            lacking = server.server_strategies(self._strategies)
+            source = "the offline model has no server"
+        else:
+            lacking = server.unsupported(self._strategies, model)
+            source = "the capability table says so"
+        if lacking:
+            names = ", ".join(s.name for s in lacking)
+            why = f"the model {model} does not offer {names} ({source})"
+            if not self.fall_back(lacking, why):
+                raise ValueError(f"{why}, and no fallback is configured")
+        params = server.request_params(self._strategies)
+        if self._block_betas and server.holds_compaction(self.history.view()):
+            # A compaction block goes back with the beta that made it, whatever runs now.
+            betas = tuple(dict.fromkeys([*params.betas, *sorted(self._block_betas)]))
+            params = replace(params, betas=betas)
+        return params
+
+    def fall_back(self, failing: Sequence[Strategy], why: str) -> bool:
+        """Replace each failing server strategy by its fallback from now on, saying so once;
+        False (nothing changed) when one has no fallback."""
+        chosen = server.replaced_by_fallbacks(self._strategies, failing)
+        if chosen is None:
+            return False
+        for strategy in failing:
+            self._fallback_for[id(strategy.fallback)] = strategy.name  # type: ignore[attr-defined]
+        self.strategies = chosen
+        ran = ", ".join(f"{s.fallback.name} for {s.name}" for s in failing)  # type: ignore[attr-defined]
+        self._emit(Notice("server_fallback", f"Falling back to {ran} from now on: {why}."))
+        return True
+
+    def _rejected_for(self, strategy: Strategy, outcome: object) -> Strategy | None:
+        """When the API refused an on-demand server strategy's feature (a failure naming it)
+        and it has a fallback: the fallback, which takes over from now on; else None."""
+        edit = server_edit(strategy)
+        fallback = getattr(strategy, "fallback", None)
+        if edit is None or fallback is None or not isinstance(outcome, CompactionFinished):
+            return None
+        if outcome.success or not server.names_feature(outcome.error or "", edit):
+            return None
+        self.fall_back([strategy], f"the API rejected {strategy.name}: {outcome.error}")
+        return fallback
+
+    def stands_in_for(self, name: str) -> str | None:
+        """The server strategy that the configured strategy `name` is the fallback of."""
+        return next(
+            (self._fallback_for[id(s)] for s in self._strategies if s.name == name
+             and id(s) in self._fallback_for),
+            None,
+        )  # fmt: skip
+
+    def server_compacted(
+        self,
+        before: ContextSize,
+        summary: str | None,
+        usage: Usage,
+        cost: float | None,
+        after_tokens: int | None,
+    ) -> CompactionFinished:
+        """The last reply holds a server's compaction block: the history becomes what the server
+        reads from now on (the reply from that block on, then the pending request verbatim),
+        the original on disk first. A block with null content failed: it stays, as it came."""
+        started = time.perf_counter()
+        self._block_betas.add(server.COMPACT_BETA)
+        name = next((s.name for s in server.server_strategies(self._strategies)), "server-compact")
+        if summary is None:
+            return self._failed(
+                "server", None, before, started, name, "every_call",
+                "the server's summary failed (its compaction block has null content)",
+                _Run(usage, cost, 1), count=False,
+            )  # fmt: skip
+        messages = self.history.messages
+        snapshot = self._snapshot(messages)
+        new = [server.from_compaction(messages[-1])]
+        pending = self.history.pending_request
+        if messages[-1]["content"][-1].get("type") == "compaction" and pending:
+            ctx = Context.for_messages(new, pending_request=pending)
+            new += ctx.pending_request_message()
+        self.history.replace(new)
+        if self.cache is not None:
+            self.cache.replaced()
+        self.state.has_compacted = True
+        self.state.last_summary = summary
+        self.state.compact_count += 1
+        after = self.history.size()
+        if after_tokens:
+            after = replace(after, tokens=after_tokens, tokens_exact=True)
+        event = CompactionFinished(
+            trigger="server", focus=None, before=before, after=after, success=True,
+            duration=time.perf_counter() - started, summary=summary, snapshot_path=snapshot,
+            summary_usage=usage, strategy=name, layer="every_call", summary_cost_usd=cost,
+        )  # fmt: skip
+        self._emit(event)
+        return event
+
+    def server_cleared(self, applied: Sequence[dict[str, Any]], sent: ContextSize) -> None:
+        """What the server's clearing edits did to the prompt of the last call, as
+        `MicroCompacted` events (the history itself is unchanged)."""
+        for edit in applied:
+            feature = edit.get("type")
+            name = next(
+                (
+                    s.name
+                    for s in server.server_strategies(self._strategies)
+                    if (e := server_edit(s)) is not None and e.feature == feature
+                ),
+                str(feature),
+            )
+            tokens = int(edit.get("cleared_input_tokens") or 0)
+            after = replace(sent, tokens=max(sent.tokens - tokens, 0))
+            self._emit(
+                MicroCompacted(
+                    cleared_ids=(),
+                    chars_freed=0,
+                    before=sent,
+                    after=after,
+                    strategy=name,
+                    cleared_tokens=tokens,
+                    applied=dict(edit),
+                )  # fmt: skip
+            )
+
     # -- on request ---------------------------------------------------------------------
 
     def request(
-        self, trigger: str, focus: str | None, strategy: Strategy | None = None
-    ) -> CompactionFinished:
+        self,
+        trigger: str,
+        focus: str | None,
+        strategy: Strategy | None = None,
+        given: GivenSummary | None = None,
+    ) -> CompactionFinished | CompactionSkipped:
         """Compact now for the user ("user") or the model's compact tool ("model").
 
         Runs `strategy`, or the on-request strategies (the over-limit ones when none is
         configured), in order until one acts. Returns the event of the one that acted, or of
-        the last failure.
+        the last failure; `CompactionSkipped` when there was nothing to compact. With `given`,
+        its text is the summary (no summariser call): only the first strategy runs (the one
+        `preview` shows), and it must ask for one summary.
         """
         candidates = [check_strategy(strategy)] if strategy else self._manual_strategies()
+        if given is not None:
+            candidates = candidates[:1]
         before = self.history.size()
+        if candidates and len(self.history) == 0:
+            return self._skipped(trigger, focus, candidates[-1].name, "the history is empty")
         refusal = self._request_refusal(trigger, candidates)
         if refusal:
             name = candidates[0].name if candidates else "none"
@@ -240,22 +397,25 @@ class Compactor:
             )
         event: CompactionFinished | None = None
         for candidate in candidates:
-            outcome = self._run(candidate, trigger, focus)
+            outcome = self._run(candidate, trigger, focus, given)
+            fallback = self._rejected_for(candidate, outcome)
+            if fallback is not None:
+                outcome = self._run(fallback, trigger, focus, given)
             if isinstance(outcome, CompactionFinished):
                 event = outcome
                 if outcome.success:
                     break
         if event is None:
-            event = self._failed(
-                trigger,
-                focus,
-                before,
-                time.perf_counter(),
-                candidates[-1].name,
-                candidates[-1].when,
-                "nothing to compact: no strategy found anything to do",
-                count=False,
-            )
+            reason = "no strategy found anything to do"
+            return self._skipped(trigger, focus, candidates[-1].name, reason)
+        return event
+
+    def _skipped(
+        self, trigger: str, focus: str | None, strategy: str, reason: str
+    ) -> CompactionSkipped:
+        """Nothing to compact: said (and recorded) once, not a failure, no back-off."""
+        event = CompactionSkipped(trigger, focus, reason, strategy)
+        self._emit(event)
         return event
 
     def _manual_strategies(self) -> list[Strategy]:
@@ -267,8 +427,6 @@ class Compactor:
                 "no strategy answers compaction requests: configure one whose `when` is "
                 "'on_request' or 'over_limit'"
             )
-        if len(self.history) == 0:
-            return "nothing to compact: the history is empty"
         if trigger != "model":
             return None
         if self.paused:
@@ -347,7 +505,11 @@ class Compactor:
     # -- one strategy -------------------------------------------------------------------
 
     def _run(
-        self, strategy: Strategy, trigger: str, focus: str | None
+        self,
+        strategy: Strategy,
+        trigger: str,
+        focus: str | None,
+        given: GivenSummary | None = None,
     ) -> CompactionFinished | MicroCompacted | None:
         """Run one strategy and apply its result if it is valid; None when it did nothing."""
         history = self.history
@@ -360,9 +522,13 @@ class Compactor:
             return None
         run = _Run()
         view = history.view()
-        ctx = self._context(strategy, trigger, focus, before, view, run)
+        ctx = self._context(strategy, trigger, focus, before, view, run, given)
         try:
             result = strategy.compact(view, ctx)
+            if given is not None and not run.summaries:
+                raise CompactionRefused(
+                    "it makes no summary, so there is none to replace with the given one"
+                )
             if result is None:
                 return None
             # Before a call, an every-call strategy edits in place; run on request, any strategy
@@ -396,7 +562,7 @@ class Compactor:
         if changes is not None:
             return self._apply_edits(strategy, changes, edits, before, ctx) if edits else None
         return self._apply_replacement(
-            strategy, trigger, focus, new, before, started, ctx, run, snapshot
+            strategy, trigger, focus, new, before, started, ctx, run, snapshot, given
         )
 
     def _context(
@@ -407,6 +573,7 @@ class Compactor:
         size: ContextSize,
         view: Sequence[Message],
         run: _Run,
+        given: GivenSummary | None = None,
     ) -> Context:
         history = self.history
         if self._memo_generation != history.generation:
@@ -415,12 +582,25 @@ class Compactor:
         memo = self._memos.setdefault(id(strategy), {})
 
         def summarise(messages: Sequence[Message], focus: str | None) -> str:
+            if given is not None:
+                return _given_text(given, run)
             summary = self._summarise(messages, focus)
             run.usage = run.usage + summary.usage
             run.summaries += 1
             cost = summary.cost_usd
             run.cost_usd = cost if run.summaries == 1 else add_costs(run.cost_usd, cost)
             return summary.text
+
+        def server_summarise(messages: Sequence[Message], focus: str | None) -> dict[str, Any]:
+            if self._server_summarise is None:
+                raise RuntimeError("this session cannot ask the API for a summary")
+            block, summary = self._server_summarise(messages, focus)
+            self._block_betas.add(server.SUMMARIZE_BETA)
+            run.usage = run.usage + summary.usage
+            run.summaries += 1
+            cost = summary.cost_usd
+            run.cost_usd = cost if run.summaries == 1 else add_costs(run.cost_usd, cost)
+            return block
 
         return Context(
             focus=focus,
@@ -444,6 +624,7 @@ class Compactor:
             _save_output=self._save_output,
             _message_chars=history.message_chars,
             _read_file=self._read_file,
+            _server_summarise=server_summarise,
         )
 
     # -- results in place ----------------------------------------------------------------
@@ -505,7 +686,7 @@ class Compactor:
                 "the result does not end with the user's turn, as the history did"
             )
         pending = self.history.pending_request
-        if pending and not any(_holds_text(m, pending) for m in new if m["role"] == "user"):
+        if pending and not any(holds_text(m, pending) for m in new if m["role"] == "user"):
             raise CompactionRefused("the result drops the user's pending request")
         if trigger != "every_call":  # a compaction must make the history smaller
             chars = message_chars(new)
@@ -526,25 +707,16 @@ class Compactor:
         ctx: Context,
         run: _Run,
         snapshot: str,
+        given: GivenSummary | None = None,
     ) -> CompactionFinished:
-        self.history.replace(new)
-        if self.cache is not None:
-            self.cache.replaced()
+        self.adopt(new, ctx.summaries[-1] if ctx.summaries else None)
         state = self.state
-        state.has_compacted = True
-        if ctx.summaries:
-            state.last_summary = ctx.summaries[-1]
-        state.compact_count += 1
-        state.consecutive_failures = 0
-        state.retry_after_chars = 0
         if trigger == "auto":
             state.calls_since_auto = 0
         elif trigger == "user":
             state.refills, state.calls_since_auto = 0, None  # by hand: a pause is lifted
         self._failures.pop(id(strategy), None)
         after = self.history.size()
-        if self.over_limit(after):
-            state.retry_after_chars = self._retry_at(after)
         event = CompactionFinished(
             trigger=trigger,
             focus=focus,
@@ -559,9 +731,29 @@ class Compactor:
             layer=strategy.when,
             summary_cost_usd=run.cost_usd,
             details=dict(ctx.details),
+            fallback_for=self._fallback_for.get(id(strategy)),
+            summary_edited=given is not None,
+            summary_proposed=given.proposed if given is not None else None,
         )
         self._emit(event)
         return event
+
+    def adopt(self, new: Sequence[Message], summary: str | None = None) -> None:
+        """Replace the history with `new`, the result of a successful compaction (here, or one
+        recorded that replay applies): the cache holds none of it, the state counts it."""
+        self.history.replace(new)
+        if self.cache is not None:
+            self.cache.replaced()
+        state = self.state
+        state.has_compacted = True
+        if summary:
+            state.last_summary = summary
+        state.compact_count += 1
+        state.consecutive_failures = 0
+        state.retry_after_chars = 0
+        after = self.history.size()
+        if self.over_limit(after):
+            state.retry_after_chars = self._retry_at(after)
 
     # -- failures -------------------------------------------------------------------------
 
@@ -595,6 +787,7 @@ class Compactor:
             strategy=strategy,
             layer=layer,
             summary_cost_usd=run.cost_usd if run else None,
+            fallback_for=self.stands_in_for(strategy),
         )
         self._emit(event)
         if count and automatic and state.consecutive_failures == self.policy.max_failures:
@@ -629,6 +822,27 @@ class Compactor:
 
 # -- helpers -------------------------------------------------------------------------------
 
+
+@dataclass(frozen=True)
+class GivenSummary:
+    """A summary written or edited by a person, to apply instead of the summariser's."""
+
+    text: str
+    proposed: str | None = None
+    """The summariser's proposal it was edited from (None: written without one)."""
+
+
+def _given_text(given: GivenSummary, run: _Run) -> str:
+    """The given summary, as the strategy's one summary; CompactionRefused when it is empty or
+    the strategy asks for a second one (a given text can stand for one summary only)."""
+    if run.summaries:
+        raise CompactionRefused("it asks for more than one summary; a given summary is one")
+    if not given.text.strip():
+        raise CompactionRefused("the given summary is empty")
+    run.summaries += 1
+    return given.text.strip()
+
+
 STAND_IN = "[summary stand-in: a summary of {chars:,} characters of conversation goes here]"
 
 
@@ -655,6 +869,10 @@ class Preview:
     summaries: tuple[str, ...] = ()
     stand_in: bool = False
     """True when the summaries are stand-ins (no model was called)."""
+    input_tokens: int | None = None
+    """A server strategy's preview: the prompt's tokens with its edits (`count_tokens`)."""
+    original_input_tokens: int | None = None
+    """A server strategy's preview: the prompt's tokens without them, as the API reports."""
 
     @property
     def acts(self) -> bool:
@@ -691,11 +909,7 @@ class Preview:
             return f"{head}: would FAIL, history kept: {self.error}"
         if not self.acts:
             return f"{head}: nothing to do now"
-        sizes = (
-            f"{self.before.messages} msgs, {self.before.chars:,} chars, ~{self.before.tokens:,} "
-            f"tokens -> {self.after.messages} msgs, {self.after.chars:,} chars, "
-            f"~{self.after.tokens:,} tokens"
-        )
+        sizes = f"{size(self.before)} -> {size(self.after)}"
         if self.replaces:
             dropped = self.dropped()
             detail = f"replaces {len(dropped)} of {len(self.original)} messages"
@@ -703,7 +917,7 @@ class Preview:
                 kind = "a stand-in" if self.stand_in else "a real"
                 detail += f" with {kind} summary"
         else:
-            detail = f"rewrites {len(self.changed_blocks())} block(s)"
+            detail = f"rewrites {plural(len(self.changed_blocks()), 'block')}"
         return f"{head}: {detail}; {sizes}"
 
 
@@ -765,7 +979,7 @@ def _edit_problem(old: Message, new: Any, index: int, pending: str | None) -> st
         return f"message {index} changed role"
     if _pairs(old) != _pairs(new):
         return f"message {index}: its tool calls or results changed (ids must stay, in order)"
-    dropped = pending and _holds_text(old, pending) and not _holds_text(new, pending)
+    dropped = pending and holds_text(old, pending) and not holds_text(new, pending)
     return f"message {index}: the pending request was removed" if dropped else None
 
 
@@ -802,7 +1016,3 @@ def _block_id(block: dict[str, Any]) -> str | None:
     return block.get("tool_use_id") or (
         block.get("id") if block.get("type") == "tool_use" else None
     )
-
-
-def _holds_text(message: Message, text: str) -> bool:
-    return any(text in (b.get("text") or "") for b in blocks_of_type(message, "text"))

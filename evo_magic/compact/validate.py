@@ -1,6 +1,8 @@
 """Is a history one the Messages API accepts? The check every strategy's result passes.
 
-The rules (those of the real API): at least one message, the first from the user; every message
+The rules (those of the real API): at least one message, the first from the user (or an
+assistant message opening with a server's `compaction` block, which stands for all before it);
+every message
 has non-empty content; no empty or whitespace-only text block; tool_use blocks only from the
 assistant, with a unique id of letters, digits, `_` and `-`, a name and an object input;
 tool_result blocks only from the user; consecutive messages of one role count as one turn, and
@@ -21,7 +23,7 @@ def history_problem(messages: Sequence[Mapping[str, Any]]) -> str | None:
     """Why the API would reject `messages` as a request's history, or None when it would not."""
     if not messages:
         return "the history is empty"
-    if messages[0].get("role") != "user":
+    if messages[0].get("role") != "user" and not _opens_with_compaction(messages[0]):
         return "the first message is not from the user"
     seen_ids: set[str] = set()
     open_calls: list[str] = []
@@ -46,6 +48,16 @@ def history_problem(messages: Sequence[Mapping[str, Any]]) -> str | None:
     if open_calls:
         return f"tool call(s) {', '.join(open_calls)} have no tool_result"
     return None
+
+
+def _opens_with_compaction(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and isinstance(content[0], Mapping)
+        and content[0].get("type") == "compaction"
+    )
 
 
 def message_problem(message: Any, index: int, seen_ids: set[str] | None = None) -> str | None:

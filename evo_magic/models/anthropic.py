@@ -76,13 +76,24 @@ class AnthropicModel:
     def respond(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelReply:
         import anthropic
 
+        if self._client is None and not self.credentials() and not _environment_key():
+            raise ModelError(MISSING_KEY.format(model=self.name))
         params: dict[str, Any] = {
             "model": self.name,
             "max_tokens": request.max_tokens,
             **request_params(request, self.name),
         }
+        messages = self.client.messages
+        if request.betas:
+            # Server context management lives in the beta API (a beta header per feature).
+            messages = self.client.beta.messages
+            params["betas"] = list(request.betas)
+            if request.context_management is not None:
+                params["context_management"] = request.context_management
+            if request.compaction is not None:
+                params["compaction"] = request.compaction
         try:
-            with self.client.messages.stream(**params) as stream:
+            with messages.stream(**params) as stream:
                 for event in stream:
                     if event.type == "text" and on_text is not None and event.text:
                         on_text(event.text)
@@ -101,12 +112,55 @@ class AnthropicModel:
             raise ModelError(
                 f"Malformed response from {self._shown_url}: {type(exc).__name__}: {exc}"
             ) from exc
+        usage = final.usage.model_dump()
+        managed = getattr(final, "context_management", None)
         return ModelReply(
             content=[_block_param(block) for block in final.content],
             stop_reason=final.stop_reason,
-            usage=Usage.from_api(final.usage.model_dump()),
+            usage=Usage.from_api(usage),
             model=final.model or self.name,
+            iterations=tuple(usage.get("iterations") or ()),
+            applied_edits=tuple(
+                edit.model_dump() for edit in (managed.applied_edits if managed else ())
+            ),
         )
+
+    def count_tokens(self, request: ModelRequest) -> tuple[int, int | None]:
+        """The prompt's input tokens as `count_tokens` gives them (free: no model call), with
+        the request's context edits applied, and the count before them when the API reports
+        it (`context_management.original_input_tokens`, None otherwise)."""
+        import anthropic
+
+        params: dict[str, Any] = {"model": self.name, **request_params(request, self.name)}
+        counter = self.client.messages
+        if request.betas:
+            counter = self.client.beta.messages
+            params["betas"] = list(request.betas)
+            if request.context_management is not None:
+                params["context_management"] = request.context_management
+        try:
+            counted = counter.count_tokens(**params)
+        except anthropic.APIStatusError as exc:
+            raise ModelError(
+                _status_message(exc), status=exc.status_code, error_type=_error_type(exc)
+            ) from exc
+        except (anthropic.APIConnectionError, *_transport_errors()) as exc:
+            raise ModelError(f"Could not reach {self.base_url}: {_cause(exc)}") from exc
+        managed = getattr(counted, "context_management", None)
+        original = managed.original_input_tokens if managed is not None else None
+        return counted.input_tokens, original
+
+
+MISSING_KEY = (
+    "no Anthropic API key for {model}: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the "
+    "kernel's environment, or pass api_key= to AnthropicModel; or run the offline stand-in "
+    "(%%agent --offline, or Session(model='offline'))"
+)
+
+
+def _environment_key() -> bool:
+    """True when the SDK would find a key or token in the environment."""
+    return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
 
 
 def request_params(request: ModelRequest, model: str) -> dict[str, Any]:
@@ -159,6 +213,14 @@ def _block_param(block: Any) -> dict[str, Any]:
         return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
     if block.type == "redacted_thinking":
         return {"type": "redacted_thinking", "data": block.data}
+    if block.type == "compaction":
+        # Sent back byte for byte: a null summary stays null (a failed compaction).
+        kept = {"type": "compaction", "content": block.content}
+        sent = block.model_dump(mode="json", exclude_unset=True)  # only what the API sent
+        for name in ("encrypted_content", "signature", "tool_changes"):
+            if sent.get(name) is not None:
+                kept[name] = sent[name]
+        return kept
     return block.model_dump(exclude_none=True)
 
 

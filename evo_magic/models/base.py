@@ -36,6 +36,12 @@ class ModelRequest:
     tool_choice: dict[str, Any] | None = None
     """The API's `tool_choice` (e.g. `{"type": "none"}`: tools defined, none may be called);
     None: the API's default."""
+    context_management: dict[str, Any] | None = None
+    """The API's `context_management` (server strategies' edits); None: not sent."""
+    compaction: dict[str, Any] | None = None
+    """The API's on-demand `compaction` parameter; None: not sent."""
+    betas: tuple[str, ...] = ()
+    """Beta features the request needs (sent through the SDK's beta messages API)."""
 
     def measured_chars(self) -> int:
         """Characters of the prompt: `prompt_chars` when given, else measured now."""
@@ -52,6 +58,11 @@ class ModelReply:
     stop_reason: str | None
     usage: Usage
     model: str
+    iterations: tuple[dict[str, Any], ...] = ()
+    """`usage.iterations` as the API reported them (a server compaction's own tokens are in
+    its `compaction` entry, not in `usage`)."""
+    applied_edits: tuple[dict[str, Any], ...] = ()
+    """`context_management.applied_edits`: what the server's clearing edits did."""
 
 
 class ModelError(Exception):

@@ -15,6 +15,9 @@ Its script, per user request (each response is one step):
 5. edit that file (a unique-match edit);
 6. answer in text and stop.
 
+Asked a retention probe (`evo_magic.probe`), it answers from what its context holds, by the
+probe module's keyword search (those answers carry no label: a grader reads them).
+
 Progress is read from the history (the "Step k/6" line of its own messages, or the progress line
 of a summary), so the script carries on across a compaction.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +39,7 @@ from evo_magic.compact.format import (
 from evo_magic.compact.pins import is_pin_text
 from evo_magic.measure import estimate_tokens, to_json
 from evo_magic.models.base import ModelReply, ModelRequest, TextCallback
+from evo_magic.probe import answer_from_context, probe_question
 from evo_magic.usage import Usage
 
 LABEL = "[offline model]"
@@ -46,25 +51,33 @@ _PROGRESS = re.compile(r"Offline script progress: step (\d+) of " + str(STEPS))
 
 
 class OfflineModel:
-    """See the module docstring. Deterministic: the same conversation gets the same answer."""
+    """See the module docstring. Deterministic: the same conversation gets the same answer
+    (its tool_use ids aside, which carry a tag of the instance)."""
 
     name = "offline"
     offline = True
 
     def __init__(self) -> None:
         self._calls = 0
+        # Its tool_use ids end with a tag of this instance: a session switched back to the
+        # stand-in gets a new one, whose call count starts again, and must not repeat an id
+        # the session used before a compaction (the history no longer shows those).
+        self._tag = uuid.uuid4().hex[:8]
 
     def respond(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelReply:
         self._calls += 1
         tools_allowed = (request.tool_choice or {}).get("type") != "none"
-        if request.tools and tools_allowed:
+        question = probe_question(request.messages)
+        if question is not None:  # a retention probe: answered from what the context holds
+            content = [{"type": "text", "text": answer_from_context(request.messages, question)}]
+        elif request.tools and tools_allowed:
             content = self._agent_step(request.messages)
         elif request.tools:  # asked in the conversation: the last text is the instructions
             conversation, instructions = _split_instructions(request.messages)
             content = [_text(summarise(conversation, instructions))]
         else:
             content = [_text(summarise(request.messages))]
-        content = _unique_ids(content, request.messages, self._calls)
+        content = _unique_ids(content, request.messages, self._calls, self._tag)
         for block in content:
             if block["type"] == "text" and on_text is not None:
                 for piece in re.findall(r"\S+\s*", block["text"]):
@@ -300,11 +313,17 @@ def summarise(messages: list[dict[str, Any]], instructions: str = "") -> str:
             f"Latest request: {_short(latest, 300)}",
             f"Findings and decisions: {len(tools)} tool calls ({counts or 'none'}).",
             f"Files read or changed: {', '.join(paths) or 'none'}",
-            f"Remaining work: continue the request from step {steps[-1] + 1} of {STEPS}.",
+            f"Remaining work: {_remaining(steps[-1])}",
             f"User constraints and preferences: {focus.group(1) if focus else 'none stated'}",
             f"Offline script progress: step {steps[-1]} of {STEPS}",
         ]
     )
+
+
+def _remaining(done: int) -> str:
+    if done >= STEPS:
+        return f"none: all {STEPS} steps of the script are done."
+    return f"continue the request from step {done + 1} of {STEPS}."
 
 
 def _goal_line(text: str) -> str | None:
@@ -324,7 +343,7 @@ def _tool(name: str, **tool_input: Any) -> dict[str, Any]:
 
 
 def _unique_ids(
-    content: list[dict[str, Any]], messages: list[dict[str, Any]], call: int
+    content: list[dict[str, Any]], messages: list[dict[str, Any]], call: int, tag: str
 ) -> list[dict[str, Any]]:
     """Give tool_use blocks ids that no earlier block in the conversation has."""
     taken = set(re.findall(r'"id":"(toolu_[^"]+)"', to_json(messages)))
@@ -334,7 +353,7 @@ def _unique_ids(
             continue
         while True:
             number += 1
-            candidate = f"toolu_offline_{call:04d}_{number:02d}"
+            candidate = f"toolu_offline_{call:04d}_{number:02d}_{tag}"
             if candidate not in taken:
                 break
         block["id"] = candidate

@@ -8,11 +8,17 @@
 | `large-outputs` | `LargeOutputs` | every_call | evo-agent's layer 0 |
 | `micro` | `MicroCompact` | every_call | evo-agent's layer 1 |
 | `summarise` | `Summarise` | over_limit | evo-agent's layer 2 (and 3, on request) |
-| `clear-tool-uses` | `ClearToolUses` | every_call | the API's `clear_tool_uses_20250919` |
+| `clear-tool-uses` | `ClearToolUses` | every_call | API `clear_tool_uses_20250919` |
 | `observation-masking` | `ObservationMasking` | every_call | "The Complexity Trap" (2508.21433) |
 | `sliding-window` | `SlidingWindow` | over_limit | evo-agent article, section 3.1 |
 | `summarise-older` | `SummariseOlder` | over_limit | LangChain SummarizationMiddleware |
 | `token-budget` | `TokenBudget` | every_call | Codex's TokenBudget (a note, not a compaction) |
+| `server-compact` | `ServerCompact` | every_call | the API's `compact_20260112` |
+| `server-clear-tool-uses` | `ServerClearToolUses` | every_call | API `clear_tool_uses_20250919` |
+| `server-clear-thinking` | `ServerClearThinking` | every_call | API `clear_thinking_20251015` |
+| `server-summarise` | `ServerSummarise` | on_request | the API's `compaction` parameter |
+
+The `server-*` strategies edit no history: the API does the work (see `strategies.server`).
 
 `default_pipeline(policy)` is the seed's pipeline with the policy's numbers; `registry` finds
 strategies by name, by dotted path, or from other packages' `evo_magic.strategies` entry points.
@@ -28,6 +34,12 @@ from evo_magic.strategies.large_outputs import LargeOutputs
 from evo_magic.strategies.masking import ObservationMasking
 from evo_magic.strategies.micro import MicroCompact
 from evo_magic.strategies.older import SummariseOlder
+from evo_magic.strategies.server import (
+    ServerClearThinking,
+    ServerClearToolUses,
+    ServerCompact,
+    ServerSummarise,
+)
 from evo_magic.strategies.summarise import Summarise
 from evo_magic.strategies.window import SlidingWindow
 
@@ -39,6 +51,10 @@ __all__ = [
     "LargeOutputs",
     "MicroCompact",
     "ObservationMasking",
+    "ServerClearThinking",
+    "ServerClearToolUses",
+    "ServerCompact",
+    "ServerSummarise",
     "SlidingWindow",
     "Strategy",
     "Summarise",
@@ -58,6 +74,10 @@ BUILTIN: dict[str, type] = {
         SlidingWindow,
         SummariseOlder,
         TokenBudget,
+        ServerCompact,
+        ServerSummarise,
+        ServerClearToolUses,
+        ServerClearThinking,
     )
 }
 """The built-in strategies by name."""

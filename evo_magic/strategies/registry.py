@@ -11,6 +11,11 @@ as simonw/llm does with its plugins::
 
     [project.entry-points."evo_magic.strategies"]
     keep-last-turns = "mylab.strategies:KeepLastTurns"
+
+`describe` and `rebuild` are one pair: a strategy as the record a transcript keeps, and the
+strategy again from that record. A record is data: `rebuild` makes only a registered strategy
+(a built-in or an installed entry point, matched by its class's dotted path) and imports
+nothing a record names unless it is told to trust the record.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from evo_magic.compact.base import Strategy, check_strategy
-from evo_magic.strategies import BUILTIN
+from evo_magic.strategies import BUILTIN, MicroCompact
 
 ENTRY_POINT_GROUP = "evo_magic.strategies"
 
@@ -156,7 +161,7 @@ def describe_registered() -> list[StrategyInfo]:
         infos.append(
             StrategyInfo(
                 name=name,
-                source=f"{target.__module__}.{getattr(target, '__qualname__', target)}",
+                source=_dotted(target),
                 when=str(getattr(target, "when", "?")),
                 params=_params(target),
                 summary=(inspect.getdoc(target) or "").split("\n\n")[0].replace("\n", " "),
@@ -184,3 +189,106 @@ def _params(target: Callable[..., Any]) -> str:
         for p in signature.parameters.values()
         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
     )
+
+
+# -- a strategy as a record, and back -----------------------------------------------------
+
+
+class NotRebuildable(StrategySpecError):
+    """A recorded strategy that `rebuild` will not make: not registered (and not trusted), or
+    a record it cannot read. The message names it and says why."""
+
+
+def describe(strategy: Strategy) -> dict[str, Any]:
+    """The strategy as a record: name, when, class and parameters (JSON-able). `rebuild`
+    makes it again."""
+    cls = type(strategy)
+    if is_dataclass(strategy):
+        params = {f.name: getattr(strategy, f.name) for f in fields(strategy)}
+    else:
+        params = {k: v for k, v in vars(strategy).items() if not k.startswith("_")}
+    return {
+        "name": strategy.name,
+        "when": strategy.when,
+        "class": _dotted(cls),
+        "params": {key: _plain(value) for key, value in params.items() if key != "when"},
+    }
+
+
+def rebuild(described: Any, *, trust: bool = False) -> Strategy:
+    """The strategy a `describe` record describes: its registered class with its parameters.
+
+    Only a registered strategy is made (a built-in, or an entry point of an installed package
+    whose target is the recorded class); anything else raises NotRebuildable without importing
+    or calling it, unless `trust` (then the recorded class is imported: only for files you
+    wrote). Records of MicroCompact from before it was cache-aware by default rebuild eager.
+    """
+    if not isinstance(described, Mapping):
+        raise NotRebuildable(f"{described!r} is not a strategy record")
+    name, path = described.get("name"), described.get("class")
+    params = described.get("params") or {}
+    if not isinstance(path, str) or not isinstance(params, Mapping):
+        raise NotRebuildable(f"the strategy record {name!r} has no class or no parameters")
+    if not all(isinstance(key, str) and key.isidentifier() for key in params):
+        raise NotRebuildable(f"the strategy record {name!r} has parameters that are not names")
+    factory = _registered_class(path)
+    if factory is None:
+        if not trust:
+            raise NotRebuildable(
+                f"the strategy {name!r} ({path}) is not a registered strategy, and a recorded "
+                "file is data: nothing it names is imported or run. Register it (entry point "
+                f"group {ENTRY_POINT_GROUP!r}) or pass trust=True for files you wrote"
+            )
+        factory = _import(path)
+    kwargs = dict(params)
+    if factory is MicroCompact:  # recorded before it became cache-aware by default: eager
+        kwargs.setdefault("cache_aware", False)
+    if "when" in _init_params(factory) and isinstance(described.get("when"), str):
+        kwargs["when"] = described["when"]
+    try:
+        return check_strategy(factory(**kwargs))
+    except (TypeError, ValueError) as exc:
+        raise NotRebuildable(f"the strategy {name!r} ({path}): {exc}") from None
+
+
+def _registered_class(path: str) -> Callable[..., Any] | None:
+    """The registered strategy whose class (or factory) is at dotted `path`; None if none.
+    An entry point is loaded only when its declared target is `path`."""
+    for factory in registered().values():
+        if isinstance(factory, _LazyEntryPoint):
+            if str(factory.entry.value).replace(":", ".") == path:
+                return factory.load()
+        elif _dotted(factory) == path:
+            return factory
+    return None
+
+
+def _import(path: str) -> Callable[..., Any]:
+    module_name, _, attribute = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise NotRebuildable(f"cannot import the strategy {path!r}: {exc}") from None
+
+
+def _dotted(target: Any) -> str:
+    return f"{target.__module__}.{getattr(target, '__qualname__', target)}"
+
+
+def _init_params(factory: Callable[..., Any]) -> set[str]:
+    try:
+        return set(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, frozenset | set):
+        return sorted(_plain(v) for v in value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return repr(value)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import posixpath
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -387,3 +388,20 @@ def read_text(workspace: Path, path: str, max_chars: int | None = None) -> str |
     except UnicodeDecodeError as error:
         raise ToolError(_binary_message("read_file", shown, "not valid UTF-8")) from error
     return None if max_chars is not None and len(text) > max_chars else text
+
+
+FILE_TOOLS = frozenset(tool.name for tool in (READ_FILE, WRITE_FILE, EDIT_FILE))
+"""The tools that note the file they read or wrote among the session's recent files."""
+
+
+def touched_path(name: Any, tool_input: Any) -> str | None:
+    """The path a successful call of tool `name` with `tool_input` notes among the recent
+    files, in the form the tools note it (workspace-relative, normalised; an absolute path as
+    given, since its workspace is not known here); None for a tool that notes none. What a
+    recorded session's results say is read with it (replay)."""
+    if name not in FILE_TOOLS or not isinstance(tool_input, dict):
+        return None
+    path = tool_input.get("path")
+    if not isinstance(path, str) or not path:
+        return None
+    return path if path.startswith("/") else posixpath.normpath(path)

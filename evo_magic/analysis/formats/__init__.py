@@ -5,6 +5,7 @@ Each format module has `SOURCE` (the `source` column's value) and `read(engine, 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,8 +22,29 @@ USAGE = {
     },
 }
 """A Messages API usage object, as `read_json` reads it."""
+USAGE_AS_READ = {
+    **{name: "JSON" for name in USAGE if name != "cache_creation"},
+    "cache_creation": {name: "JSON" for name in USAGE["cache_creation"]},
+}
+"""The same, each count as the file spells it, for readers that check the counts in Python."""
+MAX_TOKENS = 10**12
+"""The largest token count believed: far above any context window or session total."""
+
 CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 CLAUDE_CODE_ONLY = frozenset({"summary", "file-history-snapshot", "queue-operation"})
+CODEX_ITEMS = frozenset(
+    {
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "local_shell_call",
+        "web_search_call",
+    }
+)
+"""Response items: in a Codex rollout from before `session_meta` (2025) they are whole lines."""
 
 
 @dataclass
@@ -38,6 +60,34 @@ class Part:
     events: pa.Table
     records: int
     skipped: dict[str, int] = field(default_factory=dict)
+    without_messages: list[str] = field(default_factory=list)
+    """Files that hold records but no message (a title, snapshots or session metadata only):
+    each also counted in `skipped` with the reason."""
+
+
+def usage_count(value: Any) -> tuple[int | None, bool]:
+    """A usage count as decoded from JSON: the count, and whether it was bad. A count is a
+    whole number from 0 to `MAX_TOKENS`; anything else (negative, NaN, a string, 1e30) is bad
+    and gives None, for the caller to warn about. A missing count is not bad."""
+    if value is None:
+        return None, False
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None, True
+    if isinstance(value, float) and not value.is_integer():
+        return None, True
+    if not 0 <= value <= MAX_TOKENS:
+        return None, True
+    return int(value), False
+
+
+def usage_count_text(text: str | None) -> tuple[int | None, bool]:
+    """`usage_count` of a count as its JSON text (how DuckDB gives a `JSON` column)."""
+    if text is None:
+        return None, False
+    try:
+        return usage_count(json.loads(text))
+    except ValueError:
+        return None, True
 
 
 def detect(records: list[dict[str, Any]]) -> str | None:
@@ -50,8 +100,20 @@ def detect(records: list[dict[str, Any]]) -> str | None:
         return "evo_magic"
     if all(r.get("type") in CODEX_TYPES and "payload" in r for r in records[:5]):
         return "codex"
+    if _legacy_codex(records):
+        return "codex"
     if any("type" in r and ("sessionId" in r or "uuid" in r) for r in records):
         return "claude_code"
     if all(r.get("type") in CLAUDE_CODE_ONLY for r in records):
         return "claude_code"  # a title-only or snapshot-only file of a Claude Code project
     return None
+
+
+def _legacy_codex(records: list[dict[str, Any]]) -> bool:
+    """A Codex rollout of 2025 before `session_meta`: a header line `{id, timestamp, ...}`,
+    then `{"record_type": "state"}` markers and response items as whole lines."""
+    first, rest = records[0], records[1:6]
+    header = "id" in first and "timestamp" in first and not {"type", "kind", "uuid"} & set(first)
+    return header and all(
+        r.get("record_type") == "state" or r.get("type") in CODEX_ITEMS for r in rest
+    )

@@ -6,10 +6,12 @@ one, and each subagent's, flagged `sidechain` with its `agent_id`):
 
 - **Branches.** Records form a tree by `parentUuid`. The conversation is the chain from its last
   message back to the root (as Claude Code resumes it), crossing compact boundaries by
-  `logicalParentUuid`; tool results of parallel tool calls hang beside that chain and belong to
-  it. Any other record below a record of the chain is on an abandoned branch (a rewind): it is
-  flagged `abandoned`, indexed as its own continuation of the fork, and sorted after the
-  conversation instead of into it.
+  `logicalParentUuid`; what hangs beside that chain belongs to it: the other records of a
+  response on it (Claude Code 2.1 parents a later parallel `tool_use` on an earlier one or its
+  result) and the results of its tool calls. A response's records are put together, before its
+  results: one response, one message, one call. Any other record below a record of the chain
+  is on an abandoned branch (a rewind): it is flagged `abandoned`, indexed as its own
+  continuation of the fork, and sorted after the conversation instead of into it.
 - **Messages.** Consecutive records of the same role form one message (Claude Code writes each
   block of a streamed response as its own record); a `compact_boundary` starts a new epoch.
 - **Kinds of user message** (`message_kind`): `prompt` (typed by a person), `command` (a slash
@@ -19,6 +21,10 @@ one, and each subagent's, flagged `sidechain` with its `agent_id`):
 - **Manual /compact.** Claude Code writes the command, its caveat and its output after the
   boundary and the summary, with earlier timestamps: they are put back at the end of the epoch
   they happened in.
+- **Compactions.** Without `postTokens`, the size after is the next call's prompt. The
+  compaction's own call (`agent-acompact-*.jsonl`) is linked to it (its `summary_*` usage),
+  not read as a subagent.
+- **Usage** counts are read as written and checked: one that is not a count is NA, warned.
 - **Not calls.** Claude Code's placeholders for failed requests (`isApiErrorMessage`, model
   `<synthetic>`) are neither messages nor calls; the failures themselves (`system` records,
   subtype `api_error`) are in `events`.
@@ -30,8 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evo_magic.analysis.blocks import as_blocks, block_frames, blocks_sql
-from evo_magic.analysis.formats import USAGE as USAGE_FIELDS
-from evo_magic.analysis.formats import Part
+from evo_magic.analysis.formats import USAGE_AS_READ, Part, usage_count_text
 from evo_magic.analysis.frames import (
     BLOCK_COLUMNS,
     CALL_COLUMNS,
@@ -62,7 +67,7 @@ STRUCTURE = {
         "role": "VARCHAR",
         "model": "VARCHAR",
         "stop_reason": "VARCHAR",
-        "usage": USAGE_FIELDS,
+        "usage": USAGE_AS_READ,
         "content": "JSON",
     },
     "compactMetadata": {
@@ -170,6 +175,9 @@ def read(engine: Engine, sources: list[SourceFile]) -> Part:
     readers = [_File(s, by_file[s.file_id], spawned, skipped) for s in sources]
     for reader in readers:
         reader.read()
+        reader.after_tokens()
+    _link_compaction_calls(readers, skipped)
+    without = [r.source.name for r in readers if r.without_messages]
     calls = [row for reader in readers for row in reader.calls]
     compactions = [row for reader in readers for row in reader.compactions]
     _number(calls)
@@ -186,7 +194,51 @@ def read(engine: Engine, sources: list[SourceFile]) -> Part:
         events=rows_table([row for reader in readers for row in reader.identities], EVENT_COLUMNS),
         records=records.num_rows,
         skipped=skipped,
+        without_messages=without,
     )
+
+
+_SUMMARY_USAGE = {
+    "summary_input_tokens": "input_tokens",
+    "summary_output_tokens": "output_tokens",
+    "summary_cache_creation_input_tokens": "cache_creation_input_tokens",
+    "summary_cache_read_input_tokens": "cache_read_input_tokens",
+}
+
+
+def _link_compaction_calls(readers: list[_File], skipped: dict[str, int]) -> None:
+    """A compaction's own call (`<session>/subagents/agent-acompact-*.jsonl`: the conversation
+    sent again with the request to summarise it) is not a subagent: its usage becomes the
+    `summary_*` usage of the compaction of its session that came next (by time), and its
+    records are left out of `blocks` and `calls` (they stay in `events`). A file whose
+    compaction is not among those read is kept as a subagent."""
+    compactions = [
+        row
+        for r in readers
+        if not r.compaction_call
+        for row in r.compactions
+        if not row["agent_id"]
+    ]
+    for reader in (r for r in readers if r.compaction_call and r.calls):
+        session = reader.calls[0]["session_id"]
+        end = max(c["timestamp"] for c in reader.calls if c["timestamp"] is not None)
+        after = [
+            row
+            for row in compactions
+            if row["session_id"] == session
+            and row["timestamp"] is not None
+            and row["timestamp"] >= end
+        ]
+        if not after:
+            continue
+        row = min(after, key=lambda r: r["timestamp"])
+        for column, name in _SUMMARY_USAGE.items():
+            values = [c[name] for c in reader.calls if c.get(name) is not None]
+            row[column] = (row.get(column) or 0) + sum(values) if values else row.get(column)
+        reader.units, reader.calls = [], []
+        skipped["claude_code: compaction's own call (linked to its compaction)"] = (
+            skipped.get("claude_code: compaction's own call (linked to its compaction)", 0) + 1
+        )
 
 
 def _spawned_agents(records: list[dict[str, Any]]) -> dict[tuple[Any, str], str]:
@@ -221,11 +273,12 @@ class _File:
         self.compactions: list[dict[str, Any]] = []
         self.identities: list[dict[str, Any]] = []
         self.place: dict[int, dict[str, Any]] = {}  # line -> identity of a placed record
+        self.without_messages = not any(r.get("type") in ("user", "assistant") for r in records)
         stem = source.path.stem
         self.file_agent = stem.removeprefix("agent-") if stem.startswith("agent-") else None
 
     def read(self) -> None:
-        if not any(r.get("type") in ("user", "assistant") for r in self.records):
+        if self.without_messages:
             self._skip("claude_code: file without messages")
         seen: set[str] = set()
         conversations: dict[Any, list[dict[str, Any]]] = {}
@@ -241,6 +294,31 @@ class _File:
         for agent, records in conversations.items():
             self._conversation(agent, records)
         self._identities()
+
+    @property
+    def compaction_call(self) -> bool:
+        """Whether the file is a compaction's own summarising call (`agent-acompact-*`)."""
+        return (self.file_agent or "").startswith("acompact")
+
+    def after_tokens(self) -> None:
+        """A compaction without `postTokens` gets its size after from the next call of its
+        conversation: that call's prompt (the summary and what followed it, system and
+        tools included), so not exact."""
+        for row in self.compactions:
+            if row.get("after_tokens") is not None:
+                continue
+            later = [
+                c
+                for c in self.calls
+                if c["agent_id"] == row["agent_id"]
+                and c["epoch"] == row["epoch"] + 1
+                and not c["abandoned"]
+                and c.get("context_sent_tokens") is not None
+            ]
+            if later:
+                first = min(later, key=lambda c: c["line"])
+                row["after_tokens"] = first["context_sent_tokens"]
+                row["after_tokens_exact"] = False
 
     def _skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -258,21 +336,10 @@ class _File:
         if not messages:
             return
         by_uuid = {r["uuid"]: r for r in records if r.get("uuid")}
-        active = _chain(messages[-1], by_uuid)
-        used = {
-            b.get("id")
-            for r in records
-            if r.get("uuid") in active and r.get("type") == "assistant"
-            for b in _content(r)
-            if b.get("type") == "tool_use"
-        }
-        for record in messages:  # results of parallel tool calls hang beside the chain
-            ids = [b.get("tool_use_id") for b in _content(record) if b.get("type") == "tool_result"]
-            if ids and all(i in used for i in ids):
-                active.add(record.get("uuid"))
+        active = _with_parallel_calls(_chain(messages[-1], by_uuid), messages)
         branches = _branches(records, active, by_uuid)
         _classify(messages, branches)
-        main = [r for r in records if branches.get(r.get("uuid"), 0) == 0]
+        main = _responses_together([r for r in records if branches.get(r.get("uuid"), 0) == 0])
         state = _State()
         self._walk(agent, main, state, 0)
         forks: dict[int, list[dict[str, Any]]] = {}
@@ -354,7 +421,7 @@ class _File:
                 else:
                     calls[key] = {"identity": dict(identity), "records": [record]}
         for call in calls.values():
-            self.calls.append(_call_row(call["identity"], call["records"]))
+            self.calls.append(_call_row(call["identity"], call["records"], self.source))
 
     def _boundary(
         self, agent: str | None, record: dict[str, Any], state: _State, branch: int
@@ -435,6 +502,69 @@ def _chain(last: dict[str, Any], by_uuid: dict[str, dict[str, Any]]) -> set[Any]
     return found
 
 
+def _with_parallel_calls(active: set[Any], messages: list[dict[str, Any]]) -> set[Any]:
+    """The chain `active` with what hangs beside it but belongs to it: the other records of a
+    response on it (Claude Code writes each block of a response as a record, and with
+    parallel tool calls parents a later tool_use on an earlier one's result, or on the
+    previous block), and the results of its tool calls."""
+    responses: set[Any] = set()
+    used: set[Any] = set()
+    while True:
+        for record in messages:
+            if record.get("uuid") in active and record.get("type") == "assistant":
+                responses.add((record.get("message") or {}).get("id"))
+                used.update(b.get("id") for b in _content(record) if b.get("type") == "tool_use")
+        grown = set(active)
+        for record in messages:
+            if record.get("uuid") in grown:
+                continue
+            if record.get("type") == "assistant":
+                if (record.get("message") or {}).get("id") in responses - {None}:
+                    grown.add(record.get("uuid"))
+                continue
+            ids = [b.get("tool_use_id") for b in _content(record) if b.get("type") == "tool_result"]
+            if ids and all(i in used for i in ids):
+                grown.add(record.get("uuid"))
+        if grown == active:
+            return active
+        active = grown
+
+
+def _responses_together(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`records` in file order, except that a record of a response written after the results
+    of its earlier tool calls joins the response's other records, before those results: one
+    response is one message (and one call), its tool results the message after it."""
+    out: list[dict[str, Any]] = []
+    last_at: dict[Any, int] = {}  # response id -> position of its last record in `out`
+    for record in records:
+        message = record.get("message") or {}
+        response = message.get("id") if record.get("type") == "assistant" else None
+        at = last_at.get(response) if response is not None else None
+        if at is not None and at + 1 < len(out):
+            tail = range(at + 1, len(out))
+            if all(_is_result_or_aside(out[i]) for i in tail):
+                # Only results and asides follow it, so no response's position moves.
+                out.insert(at + 1, record)
+                last_at[response] = at + 1
+                continue
+        if response is not None:
+            last_at[response] = len(out)
+        out.append(record)
+    return out
+
+
+def _is_result_or_aside(record: dict[str, Any]) -> bool:
+    """A tool_result record, or a record that is no message (progress, snapshots, ...)."""
+    if record.get("type") not in ("user", "assistant"):
+        return True
+    content = _content(record)
+    return (
+        record.get("type") == "user"
+        and bool(content)
+        and all(b.get("type") == "tool_result" for b in content)
+    )
+
+
 def _branches(
     records: list[dict[str, Any]], active: set[Any], by_uuid: dict[str, dict[str, Any]]
 ) -> dict[Any, int]:
@@ -482,11 +612,13 @@ def _classify(messages: list[dict[str, Any]], branches: dict[Any, int]) -> None:
                 break
 
 
-def _call_row(identity: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+def _call_row(
+    identity: dict[str, Any], records: list[dict[str, Any]], source: SourceFile
+) -> dict[str, Any]:
     """One model call from the records of one response (streamed blocks share its id; the last
-    record's usage is the final one)."""
+    record's usage is the final one). A count that is not a count is NA, noted on `source`."""
     message = records[-1].get("message") or {}
-    usage = message.get("usage") or {}
+    usage = _counts(message.get("usage") or {}, records[-1]["line"], source)
     stop = next(
         (r["message"]["stop_reason"] for r in reversed(records) if r["message"].get("stop_reason")),
         None,
@@ -517,6 +649,20 @@ def _call_row(identity: dict[str, Any], records: list[dict[str, Any]]) -> dict[s
         "context_sent_tokens": sent,
         "context_sent_tokens_exact": sent is not None,
     }
+
+
+def _counts(usage: dict[str, Any], line: int, source: SourceFile) -> dict[str, Any]:
+    """`usage` with each count checked (see `usage_count`), nested `cache_creation` too."""
+    checked: dict[str, Any] = {}
+    for name, value in usage.items():
+        if isinstance(value, dict):
+            checked[name] = _counts(value, line, source)
+            continue
+        count, bad = usage_count_text(value)
+        if bad:
+            source.bad_usage.append(line)
+        checked[name] = count
+    return checked
 
 
 def _number(calls: list[dict[str, Any]]) -> None:

@@ -8,13 +8,20 @@ Each line is `{"timestamp", "type", "payload"}`. How the records map onto the fr
 - `response_item`s are the conversation, in the Messages API's shape: consecutive items of the
   same role form one message. `message` parts (`input_text`, `output_text`) are text blocks and
   `input_image` image blocks; `reasoning` is a `thinking` block (its summary text);
-  `function_call`, `custom_tool_call`, `local_shell_call` and `web_search_call` are `tool_use`
-  blocks (`text` is the call's arguments exactly as recorded); their outputs are `tool_result`
-  blocks of a user message. `developer` messages keep their role.
+  `function_call`, `custom_tool_call` and `local_shell_call` are `tool_use` blocks (`text` is
+  the call's arguments exactly as recorded); their outputs are `tool_result` blocks of a user
+  message. A `web_search_call` (run by the server, no output follows) is a `server_tool_use`
+  block named `web_search`, with the item's id or one made from its line. `developer`
+  messages keep their role. Where the rollout has `user_message` events, they mark the user
+  messages a person typed (prompts, counted by `turn`); the other user messages are `meta`.
 - `event_msg` `token_count` with usage is a call: `last_token_usage` (Codex counts cached
   tokens inside `input_tokens`: here `input_tokens` is the uncached part and
   `cache_read_input_tokens` the cached, so `context_sent_tokens` is Codex's `input_tokens`).
-  A repeat of the same totals is not a new call.
+  A repeat of the same totals is not a new call. Its response is the assistant message just
+  written, or the next one when that has its call already or the last message is not the
+  model's (Codex 0.58 writes the count before the items of its response).
+- A rollout of 2025 from before `session_meta` (a header line `{id, timestamp, ...}`, then
+  `{"record_type": "state"}` markers and response items as whole lines) is read the same way.
 - `compacted` is a compaction: the next epoch starts with its `replacement_history` when the
   record has one (an opaque server-side `compaction` item in it is a `compaction` block, its
   size in `chars`), else with the summary (`payload.message`) as a user message.
@@ -27,8 +34,9 @@ import json
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from evo_magic.analysis.formats import Part
+from evo_magic.analysis.formats import CODEX_ITEMS, Part, usage_count
 from evo_magic.analysis.frames import (
     BLOCK_COLUMNS,
     CALL_COLUMNS,
@@ -49,13 +57,20 @@ _META_PREFIXES = (
     "# AGENTS.md",
     "<INSTRUCTIONS>",
 )
-_CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
+_CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call"}
 _OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output"}
 
 
 def read(engine: Engine, sources: list[SourceFile]) -> Part:
     """The frames' rows of Codex rollout files."""
-    records = engine.read(sources, _FIELDS, _SELECT, key="type").drop_columns(["raw"])
+    records = engine.read(sources, _FIELDS, _SELECT, key="type")
+    # A line without `payload` (a rollout from before `session_meta`) is read whole.
+    whole = pc.if_else(
+        pc.is_null(records.column("payload")),
+        records.column("raw"),
+        pa.scalar(None, pa.large_string()),
+    )
+    records = records.set_column(records.column_names.index("raw"), "raw", whole)
     by_file: dict[int, list[dict[str, Any]]] = {s.file_id: [] for s in sources}
     for record in records.to_pylist():
         by_file[record["file_id"]].append(record)
@@ -66,6 +81,7 @@ def read(engine: Engine, sources: list[SourceFile]) -> Part:
     def rows(name: str, spec: dict[str, str]) -> pa.Table:
         return rows_table([row for r in rollouts for row in getattr(r, name)], spec)
 
+    without = [r.source.name for r in rollouts if not r.blocks]
     return Part(
         blocks=rows("blocks", BLOCK_COLUMNS),
         parts=rows("parts", PART_COLUMNS),
@@ -73,15 +89,28 @@ def read(engine: Engine, sources: list[SourceFile]) -> Part:
         compactions=rows("compactions", COMPACTION_COLUMNS),
         events=rows("identities", EVENT_COLUMNS),
         records=records.num_rows,
+        skipped={"codex: file without messages": len(without)} if without else {},
+        without_messages=without,
     )
 
 
 def _payload(record: dict[str, Any]) -> dict[str, Any]:
+    """The record's payload; for a line of a rollout from before `session_meta`, the line
+    itself: a response item (then the record is read as a `response_item`), or the header
+    (read as `session_meta`)."""
+    text = record.get("payload") or record.get("raw") or "null"
     try:
-        payload = json.loads(record.get("payload") or "null")
+        payload = json.loads(text)
     except ValueError:
         return {}
-    return payload if isinstance(payload, dict) else {}
+    if not isinstance(payload, dict):
+        return {}
+    if record.get("payload") is None and record.get("raw") is not None:
+        if record.get("type") in CODEX_ITEMS:
+            record["type"] = "response_item"
+        elif record.get("type") is None and "id" in payload and "record_type" not in payload:
+            record["type"] = "session_meta"
+    return payload
 
 
 def _text_of(parts: Any) -> str:
@@ -109,6 +138,10 @@ class _Rollout:
         self.next_block = 0
         self.totals: Any = None
         self.call = 0
+        self.answered: set[tuple[int, int]] = set()
+        self.waiting: dict[str, Any] | None = None
+        """A call whose response's items have not been written yet."""
+        self.prompts: set[int] | None = None
         self.blocks: list[dict[str, Any]] = []
         self.parts: list[dict[str, Any]] = []
         self.calls: list[dict[str, Any]] = []
@@ -117,8 +150,9 @@ class _Rollout:
         self.names: dict[str, str] = {}
 
     def read(self) -> None:
-        for record in self.records:
-            payload = _payload(record)
+        payloads = [_payload(record) for record in self.records]
+        self.prompts = _prompts(self.records, payloads)
+        for record, payload in zip(self.records, payloads, strict=True):
             kind = record.get("type")
             identity = {**self._identity(record), "kind": kind}
             if kind == "session_meta":
@@ -169,6 +203,10 @@ class _Rollout:
             text = _text_of(content)
             if role == "assistant":
                 message_kind = "response"
+            elif self.prompts is not None and role == "user" and new_turns:
+                # The rollout says what a person typed (its `user_message` events).
+                typed = record["line"] in self.prompts
+                message_kind = "prompt" if typed else _user_kind(text, "meta")
             elif role != "user" or text.lstrip().startswith(_META_PREFIXES):
                 message_kind = "meta"
             elif text.lstrip().startswith("<turn_aborted>"):
@@ -179,6 +217,9 @@ class _Rollout:
             role, message_kind = "assistant", "response"
             summary = _text_of(item.get("summary")) or _text_of(item.get("content"))
             blocks = [{"block_type": "thinking", "text": summary}]
+        elif kind == "web_search_call":
+            role, message_kind = "assistant", "response"
+            blocks = [_web_search_block(item, record["line"])]
         elif kind in _CALL_TYPES:
             role, message_kind = "assistant", "response"
             blocks = [self._call_block(kind, item)]
@@ -196,6 +237,11 @@ class _Rollout:
             self.turn += 1
         if role != self.role:
             self.index, self.next_block, self.role = self.index + 1, 0, role
+            if role == "assistant" and self.waiting is not None:
+                # Codex 0.58 and earlier write a response's token_count before its items.
+                self.waiting["message_index"] = self.index
+                self.answered.add((self.epoch, self.index))
+                self.waiting = None
         identity = {**self._identity(record), "message_index": self.index, "role": role}
         for block in blocks:
             row = {**identity, "message_kind": message_kind, "abandoned": False, **block}
@@ -302,15 +348,24 @@ class _Rollout:
         if totals == self.totals:  # the same count reported again
             return
         self.totals = totals
-        last = info["last_token_usage"]
+        last = {}
+        for name, value in info["last_token_usage"].items():
+            last[name], bad = usage_count(value)
+            if bad:
+                self.source.bad_usage.append(record["line"])
         sent = last.get("input_tokens")
         cached = last.get("cached_input_tokens")
         self.call += 1
+        # A call produced the assistant message just written, unless that one already has its
+        # call (or the last message is not the model's): then its items come next.
+        produced = self.role == "assistant" and (self.epoch, self.index) not in self.answered
+        if produced:
+            self.answered.add((self.epoch, self.index))
         self.calls.append(
             {
                 **self._identity(record),
                 "call": self.call,
-                "message_index": self.index if self.role == "assistant" else None,
+                "message_index": self.index if produced else None,
                 "abandoned": False,
                 "model": self.model,
                 "input_tokens": None if sent is None else sent - (cached or 0),
@@ -321,6 +376,44 @@ class _Rollout:
                 "context_sent_tokens_exact": sent is not None,
             }
         )
+        self.waiting = None if produced else self.calls[-1]
+
+
+def _prompts(records: list[dict[str, Any]], payloads: list[dict[str, Any]]) -> set[int] | None:
+    """The lines of the user messages a person typed: each `user_message` event follows the
+    `message` item of what was typed. None when the rollout has no such events (then message
+    text decides)."""
+    found: set[int] = set()
+    typed: int | None = None  # the last user message item since the last event
+    events = False
+    for record, payload in zip(records, payloads, strict=True):
+        kind, inner = record.get("type"), payload.get("type")
+        if kind == "response_item" and inner == "message" and payload.get("role") == "user":
+            typed = record["line"]
+        elif kind == "event_msg" and inner == "user_message":
+            events = True
+            if typed is not None:
+                found.add(typed)
+            typed = None
+    return found if events else None
+
+
+def _user_kind(text: str, default: str) -> str:
+    return "interrupt" if text.lstrip().startswith("<turn_aborted>") else default
+
+
+def _web_search_block(item: dict[str, Any], line: int) -> dict[str, Any]:
+    """A web search the server ran: a `server_tool_use` block named `web_search`, its input the
+    recorded action (`{}` when the rollout keeps only the status), its id the item's or, when
+    the rollout has none, one made from its line (`ws_line<n>`), so that it can be referred to."""
+    call_id = item.get("id") or item.get("call_id")
+    action = item.get("action")
+    return {
+        "block_type": "server_tool_use",
+        "tool_name": "web_search",
+        "tool_use_id": call_id if isinstance(call_id, str) and call_id else f"ws_line{line}",
+        "text": json.dumps(action if isinstance(action, dict) else {}, ensure_ascii=False),
+    }
 
 
 def _part_block(part: Any) -> dict[str, Any]:

@@ -70,8 +70,11 @@ FIELDS = {
     "focus": "VARCHAR",
     "error": "VARCHAR",
     "summary": "VARCHAR",
+    "summary_edited": "BOOLEAN",
+    "summary_proposed": "VARCHAR",
     "snapshot_path": "VARCHAR",
     "summary_cost_usd": "DOUBLE",
+    "fallback_for": "VARCHAR",
     "before": _SIZE,
     "after": _SIZE,
     "summary_usage": USAGE_FIELDS,
@@ -156,7 +159,9 @@ _CALL_SELECT = select_sql(
 _COMPACTION_SELECT = select_sql(
     COMPACTION_COLUMNS,
     **_IDENTITY,
-    strategy="coalesce(strategy, 'summarise')",
+    # `strategy` is what was configured, `ran` what ran (they differ after a fallback).
+    strategy="coalesce(fallback_for, strategy, 'summarise')",
+    ran="coalesce(strategy, 'summarise')",
     layer=_LAYER,
     **{f"{at}_{name}": f"{at}.{name}" for at in ("before", "after") for name in SIZE},
     summary_chars="length(summary)",

@@ -8,12 +8,13 @@ size); tokens split the whole prompt's count in proportion to characters.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from evo_magic.compact.format import COMPACTED_HEADER
 from evo_magic.measure import to_json
+from evo_magic.messages import tool_names
 
 SYSTEM = "system & tools"
 SUMMARY = "summaries"
@@ -86,17 +87,6 @@ def composition(
     """What `messages` (plus `overhead_chars` of system and tools) hold by kind, in the meter's
     order; `tokens` (the whole prompt's) is split in proportion to characters."""
     return Composer().shares(messages, overhead_chars, tokens)
-
-
-def tool_names(messages: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    names: dict[str, str] = {}
-    for message in messages:
-        if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
-            continue
-        for block in message["content"]:
-            if isinstance(block, dict) and block.get("type") == "tool_use":
-                names[str(block.get("id", ""))] = str(block.get("name", ""))
-    return names
 
 
 def _message_kinds(message: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, int]:

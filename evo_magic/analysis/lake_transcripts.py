@@ -1,0 +1,414 @@
+"""Transcripts kept in a lake: parsed once, updated incrementally, read in bounded memory.
+
+    t = load_transcripts("~/.claude/projects", lake="~/evo-lake")   # builds or updates it
+    t.calls; t.compactions; t.sessions        # small frames, in memory
+    t.blocks                                  # large: read from the lake on use
+    t.session("8f1c...")                      # one session's Transcripts
+    t.sql("select model, sum(cost_usd) from calls group by 1")
+
+The files under the path are grouped by session (a Claude Code session with its subagents'
+files, one evo_magic or Codex file each). Each group is read on its own, so the memory a build
+needs is bounded by the largest session, not the folder, and written as one Parquet file per
+frame under `<lake>/<frame>/source=<source>/<group>.parquet`. A manifest records what was read:
+each file's path, size, modification time and a hash of its head and tail. A later load reads
+only the groups with a new or changed file (an appended session is read again, an unchanged one
+is not) and drops the groups whose files disappeared. The manifest is written after each group,
+so a build that was interrupted goes on where it stopped.
+
+File and session names are data: the lake's own files are named by hashes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evo_magic.analysis.errors import TranscriptError
+from evo_magic.analysis.formats import detect
+from evo_magic.analysis.frames import FRAMES
+from evo_magic.analysis.loader import SourceFile, resolve
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+Transcripts = Any
+"""`evo_magic.analysis.transcripts.Transcripts`: given by the caller (it imports this module)."""
+Reader = Callable[[list[Path]], Any]
+"""Reads exactly these files into a Transcripts (`transcripts.read_files`)."""
+
+MANIFEST = "manifest.json"
+LAKE_VERSION = 1
+STORED = (*FRAMES, "events")
+"""The frames a lake holds for every group."""
+_EDGE = 1 << 16
+"""Bytes of a file's head and of its tail that its fingerprint hashes."""
+_SOURCES = ("evo_magic", "claude_code", "codex")
+BATCH_BYTES = 16 << 20
+"""Sessions are read together up to this many bytes of files (one larger is read alone): a
+read has a fixed cost, and memory stays bounded by this or by the largest session."""
+
+
+@dataclass
+class LakeUpdate:
+    """What a load did to the lake: groups read (new or changed), kept, dropped."""
+
+    read: int = 0
+    kept: int = 0
+    dropped: int = 0
+    files_read: list[str] = field(default_factory=list)
+
+
+def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
+    """Bring the lake at `lake` up to date with the transcript files under `path`, reading
+    each new or changed session's files with `read`."""
+    files, _ = resolve(path)
+    root = Path(lake).expanduser()
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = _read_manifest(root)
+    groups = dict(_groups(files))
+    done = LakeUpdate()
+    for key in [k for k in manifest["groups"] if k not in groups]:
+        _drop(root, manifest["groups"].pop(key))
+        done.dropped += 1
+        _write_manifest(root, manifest)
+    todo: list[tuple[str, list[Path], dict[str, Any]]] = []
+    for key, members in groups.items():
+        stamps = {str(file): _stamp(file) for file in members}
+        entry = manifest["groups"].get(key)
+        if entry is not None and entry.get("files") == stamps:
+            done.kept += 1
+            continue
+        if entry is not None:
+            _drop(root, manifest["groups"].pop(key))
+        todo.append((key, members, stamps))
+    for batch in _batches(todo):
+        manifest["groups"].update(_read_batch(root, batch, read))
+        _write_manifest(root, manifest)
+        done.read += len(batch)
+        done.files_read += [name for _, _, stamps in batch for name in stamps]
+    return done
+
+
+def _batches(
+    todo: list[tuple[str, list[Path], dict[str, Any]]],
+) -> Iterator[list[tuple[str, list[Path], dict[str, Any]]]]:
+    batch: list[tuple[str, list[Path], dict[str, Any]]] = []
+    size = 0
+    for item in todo:
+        grows = sum(stamp["size"] for stamp in item[2].values())
+        if batch and size + grows > BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+        batch.append(item)
+        size += grows
+    if batch:
+        yield batch
+
+
+def _groups(files: list[Path]) -> Iterator[tuple[str, list[Path]]]:
+    """The files by session: a Claude Code file goes with the other files of its directory
+    tree that carry its `sessionId` (its subagents); every other file is a group of its own."""
+    found: dict[str, list[Path]] = {}
+    for file in files:
+        found.setdefault(_group_key(file), []).append(file)
+    yield from found.items()
+
+
+def _group_key(file: Path) -> str:
+    source = SourceFile(0, file, _head_bytes(file))
+    records = [record for _, record in source.head(20)]
+    if detect(records) == "claude_code":
+        session = next((r["sessionId"] for r in records if isinstance(r.get("sessionId"), str)), "")
+        if session:
+            project = file.parent
+            while project.name in ("subagents", session) and project.parent != project:
+                project = project.parent
+            return f"claude_code\0{project}\0{session}"
+    return f"file\0{file}"
+
+
+def _head_bytes(file: Path) -> bytes:
+    with open(file, "rb") as handle:
+        data = handle.read(1 << 20)
+    return data[: data.rfind(b"\n") + 1] if b"\n" in data else data
+
+
+def _stamp(file: Path) -> dict[str, Any]:
+    """Size, modification time and a hash of the first and last 64 KiB."""
+    info = file.stat()
+    digest = hashlib.sha256()
+    with open(file, "rb") as handle:
+        digest.update(handle.read(_EDGE))
+        if info.st_size > _EDGE:
+            handle.seek(max(info.st_size - _EDGE, _EDGE))
+            digest.update(handle.read(_EDGE))
+    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "hash": digest.hexdigest()}
+
+
+def _read_batch(
+    root: Path, batch: list[tuple[str, list[Path], dict[str, Any]]], read: Reader
+) -> dict[str, dict[str, Any]]:
+    """Read the batch's files at once, then write each group's rows as its own files."""
+    entries = {}
+    group_of: dict[str, str] = {}
+    for key, members, stamps in batch:
+        name = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        entries[key] = {"files": stamps, "name": name, "sessions": [], "written": []}
+        group_of.update({str(file): key for file in members})
+    try:
+        t = read([file for _, members, _ in batch for file in members])
+    except TranscriptError as exc:
+        if "no transcript records" not in str(exc):
+            raise
+        for entry in entries.values():  # nothing to keep (empty files, ...): said, kept
+            entry["skipped"] = {"file without records": len(entry["files"])}
+        return entries
+    frames = {**t.frames(), "events": t.events}
+    for frame_name in STORED:
+        for key, part in _split(frames[frame_name], group_of):
+            _write_part(root, frame_name, entries[key], part)
+    first = entries[batch[0][0]]
+    first["skipped"] = dict(t.skipped)  # the batch's, counted once
+    blocks = frames["blocks"]
+    if len(blocks):
+        owners = blocks["file"].astype(object).map(group_of)
+        sessions = blocks.assign(_g=owners)[["_g", "session_id"]].astype(object).drop_duplicates()
+        for key, session in sessions.itertuples(index=False):
+            entries[key]["sessions"].append(str(session))
+    return entries
+
+
+def _split(frame: pd.DataFrame, group_of: dict[str, str]) -> Iterator[tuple[str, pa.Table]]:
+    """The frame's rows per group (by each row's file), as Arrow tables: converted once, then
+    cut into contiguous slices (a group with no rows gets an empty table)."""
+    import numpy as np
+    import pyarrow as pa
+
+    owners = frame["file"].astype(object).map(group_of).to_numpy() if len(frame) else None
+    groups = list(dict.fromkeys(group_of.values()))
+    if owners is None:
+        empty = _widened(pa.Table.from_pandas(frame, preserve_index=False))
+        for key in groups:
+            yield key, empty
+        return
+    rank = {key: n for n, key in enumerate(groups)}
+    ranks = np.array([rank[owner] for owner in owners], dtype=np.int64)
+    order = np.argsort(ranks, kind="stable")
+    table = _widened(pa.Table.from_pandas(frame.iloc[order], preserve_index=False))
+    bounds = np.searchsorted(ranks[order], np.arange(len(groups) + 1))
+    for n, key in enumerate(groups):
+        yield key, table.slice(int(bounds[n]), int(bounds[n + 1] - bounds[n]))
+
+
+def _widened(table: pa.Table) -> pa.Table:
+    """The table with every category column's codes as int32: pandas picks the narrowest
+    width per frame, and files of different widths would not read back as one table."""
+    import pyarrow as pa
+
+    fields = [
+        field.with_type(pa.dictionary(pa.int32(), field.type.value_type))
+        if pa.types.is_dictionary(field.type)
+        else field
+        for field in table.schema
+    ]
+    return table.cast(pa.schema(fields, metadata=table.schema.metadata))
+
+
+def _write_part(root: Path, frame_name: str, entry: dict[str, Any], part: pa.Table) -> None:
+    """One group's rows of one frame as `<frame>/source=<source>/<group>.parquet`."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    sources = [None]
+    if part.num_rows and "source" in part.column_names:
+        found = pc.unique(part.column("source").cast("string")).to_pylist()
+        sources = [s for s in found if s in _SOURCES] or [None]
+    for source in sources:
+        rows = part
+        if source is not None and len(sources) > 1:
+            rows = part.filter(pc.equal(part.column("source").cast("string"), source))
+        folder = root / frame_name / f"source={source or 'none'}"
+        folder.mkdir(parents=True, exist_ok=True)
+        name = entry["name"]
+        tmp = folder / f".{name}.parquet.tmp"
+        pq.write_table(rows, tmp)
+        os.replace(tmp, folder / f"{name}.parquet")
+        entry["written"].append(f"{frame_name}/source={source or 'none'}/{name}.parquet")
+
+
+def _drop(root: Path, entry: dict[str, Any]) -> None:
+    for relative in entry.get("written", []):
+        target = (root / relative).resolve()
+        if target.is_relative_to(root.resolve()):  # the manifest is data too
+            target.unlink(missing_ok=True)
+
+
+def _read_manifest(root: Path) -> dict[str, Any]:
+    path = root / MANIFEST
+    if not path.exists():
+        if any(root.iterdir()):
+            raise TranscriptError(
+                f"{root} is not empty and holds no lake manifest: give an empty or new folder"
+            )
+        return {"version": LAKE_VERSION, "groups": {}}
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TranscriptError(f"{path} is not a lake manifest ({exc})") from exc
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("groups"), dict):
+        raise TranscriptError(f"{path} is not a lake manifest")
+    if manifest.get("version") != LAKE_VERSION:
+        raise TranscriptError(
+            f"{path} is a lake of version {manifest.get('version')!r}; this evo_magic writes "
+            f"version {LAKE_VERSION}: give a new folder"
+        )
+    return manifest
+
+
+def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
+    path = root / MANIFEST
+    tmp = root / f".{MANIFEST}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+class LakeTranscripts:
+    """The frames of a lake (see the module docstring), each read on first use and kept:
+    `calls`, `compactions` and `sessions` are small; `blocks`, `parts` and `events` are
+    large, and `session(id)` reads one session's rows only."""
+
+    def __init__(
+        self, lake: str | Path, make: Callable[..., Any], update: LakeUpdate | None = None
+    ):
+        self.lake = Path(lake).expanduser()
+        self._make = make  # the Transcripts class
+        manifest = _read_manifest(self.lake)
+        self.update = update or LakeUpdate(kept=len(manifest["groups"]))
+        """What the load that opened the lake did (groups read, kept, dropped)."""
+        self._groups: dict[str, dict[str, Any]] = manifest["groups"]
+        self._by_session: dict[str, list[str]] = {}
+        for key, entry in self._groups.items():
+            for session in entry.get("sessions", []):
+                self._by_session.setdefault(session, []).append(key)
+        self._cache: dict[str, pd.DataFrame] = {}
+
+    @property
+    def calls(self) -> pd.DataFrame:
+        return self._frame("calls")
+
+    @property
+    def compactions(self) -> pd.DataFrame:
+        return self._frame("compactions")
+
+    @property
+    def files(self) -> list[Path]:
+        return [Path(name) for entry in self._groups.values() for name in entry["files"]]
+
+    @property
+    def skipped(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for entry in self._groups.values():
+            for reason, count in (entry.get("skipped") or {}).items():
+                total[reason] = total.get(reason, 0) + int(count)
+        return total
+
+    @property
+    def sessions(self) -> pd.DataFrame:
+        """One row per session: its source, calls, cost and the files it came from."""
+        import pandas as pd
+
+        rows = []
+        calls = self.calls
+        for session, keys in self._by_session.items():
+            mine = calls[calls["session_id"].astype(object) == session]
+            files = [name for key in keys for name in self._groups[key]["files"]]
+            rows.append(
+                {
+                    "session_id": session,
+                    "source": str(mine["source"].iloc[0]) if len(mine) else None,
+                    "calls": len(mine),
+                    "cost_usd": float(mine["cost_usd"].sum()) if len(mine) else 0.0,
+                    "files": len(files),
+                }
+            )
+        return pd.DataFrame(rows, columns=["session_id", "source", "calls", "cost_usd", "files"])
+
+    @property
+    def blocks(self) -> pd.DataFrame:
+        return self._frame("blocks")
+
+    @property
+    def parts(self) -> pd.DataFrame:
+        return self._frame("parts")
+
+    @property
+    def events(self) -> pd.DataFrame:
+        return self._frame("events")
+
+    def session_ids(self) -> list[str]:
+        return list(self._by_session)
+
+    def session(self, session_id: str) -> Transcripts:
+        """One session's Transcripts, read from its group's files in the lake."""
+        keys = self._by_session.get(session_id)
+        if not keys:
+            raise KeyError(f"no session {session_id!r} in the lake {self.lake}")
+        frames = {name: self._read(name, keys, session_id) for name in ("blocks", "parts", "calls")}
+        frames["compactions"] = self._read("compactions", keys, session_id)
+        events = self._read("events", keys, session_id)
+        files = [Path(name) for key in keys for name in self._groups[key]["files"]]
+        return self._make(**frames, files=files, skipped={}, _events=events)
+
+    def sql(self, query: str) -> pd.DataFrame:
+        """Run a DuckDB SQL query over the lake's frames (`blocks`, `parts`, `calls`,
+        `compactions`, `events`); DuckDB reads only the files and columns it needs."""
+        from evo_magic.analysis import lake
+
+        con = lake.connect(self.lake)
+        try:
+            return con.sql(query).df()
+        finally:
+            con.close()
+
+    def _frame(self, name: str) -> pd.DataFrame:
+        if name not in self._cache:
+            self._cache[name] = self._read(name, list(self._groups), None)
+        return self._cache[name]
+
+    def _read(self, name: str, keys: list[str], session_id: str | None) -> pd.DataFrame:
+        import pandas as pd
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from evo_magic.analysis.frames import EVENT_COLUMNS, to_pandas
+
+        tables = []
+        for key in keys:
+            for relative in self._groups[key].get("written", []):
+                path = self.lake / relative
+                if Path(relative).parts[0] == name and path.is_file():
+                    tables.append(pq.read_table(path))
+        if not tables:
+            spec = FRAMES.get(name, EVENT_COLUMNS)
+            return to_pandas(None, spec)
+        frame = pa.concat_tables(tables, promote_options="default").to_pandas()
+        if session_id is not None and "session_id" in frame.columns:
+            frame = frame[frame["session_id"].astype(object) == session_id]
+        return pd.DataFrame(frame).reset_index(drop=True)
+
+    def __repr__(self) -> str:
+        u = self.update
+        return (
+            f"<LakeTranscripts at {self.lake}: {len(self._by_session):,} session(s), "
+            f"{len(self.calls):,} calls; this load read {u.read} group(s), kept {u.kept}, "
+            f"dropped {u.dropped}>"
+        )

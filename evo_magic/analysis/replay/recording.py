@@ -1,0 +1,228 @@
+"""What a recorded conversation gives replay: its items in order, the recorded calls, the
+compactions it asked for, its summaries and, for an evo_magic session, its settings timeline.
+
+Everything here is read as data: a path a record names is read only inside the session's own
+folder, and strategies stay descriptions (see `timeline`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evo_magic.analysis.conversation import Call, Compaction, Message, conversation, conversations
+from evo_magic.analysis.replay.timeline import Change, read_timeline
+from evo_magic.measure import to_json
+from evo_magic.usage import Usage
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from evo_magic.analysis.transcripts import Transcripts
+
+Item = Message | Call | Compaction
+
+
+@dataclass
+class Recording:
+    """One recorded conversation (a session, or one of its subagents) as replay reads it."""
+
+    session_id: str
+    agent_id: str | None
+    source: str
+    items: list[Item]
+    calls: dict[int, dict[str, Any]]
+    """Per recorded call number: `timestamp` (seconds), `tokens` (input + cache), `model`,
+    `output_tokens`, `chars` (what it sent, when recorded), `usage` (what the server reported,
+    a Usage, or None)."""
+    opening: dict[tuple[int, int], int]
+    """(segment, epoch) -> how many of its first messages are the replacement history."""
+    summaries: dict[str, str] = field(default_factory=dict)
+    """Recorded summaries by the hash of what they summarised."""
+    requests: dict[tuple[int, int], str | None] = field(default_factory=dict)
+    """Compactions the user asked for (`%compact`, `/compact`): (segment, epoch they ended) ->
+    the focus. Replay asks every strategy setting for them at the same place."""
+    timeline: list[Change] = field(default_factory=list)
+    """The settings an evo_magic session ran with, each where it was recorded."""
+    lines: list[int | None] = field(default_factory=list)
+    """Per item, the line of the session file where it was recorded (None: not known)."""
+
+
+def recordings(t: Transcripts) -> list[Recording]:
+    """Every conversation of `t` (subagents as their own), ready for replay."""
+    out = []
+    for session_id, agent_id in conversations(t):
+        items = list(conversation(t, session_id, agent_id))
+        if any(isinstance(item, Call) for item in items):
+            out.append(_recording(t, session_id, agent_id, items))
+    return out
+
+
+def _mine(frame: pd.DataFrame, session_id: str, agent_id: str | None) -> pd.DataFrame:
+    agents = frame["agent_id"].astype(object)
+    same = agents.isna() if agent_id is None else agents == agent_id
+    return frame[(frame["session_id"].astype(object) == session_id) & same]
+
+
+def _count(value: Any) -> int:
+    import pandas as pd
+
+    return 0 if value is None or pd.isna(value) else int(value)
+
+
+def _recording(
+    t: Transcripts, session_id: str, agent_id: str | None, items: list[Item]
+) -> Recording:
+    import pandas as pd
+
+    calls = {}
+    call_lines: dict[int, int] = {}
+    for row in _mine(t.calls, session_id, agent_id).itertuples():
+        if pd.isna(row.call) or bool(row.abandoned):
+            continue
+        usage = Usage(
+            input_tokens=_count(row.input_tokens),
+            cache_read_input_tokens=_count(row.cache_read_input_tokens),
+            cache_creation_input_tokens=_count(row.cache_creation_input_tokens),
+        )
+        chars = row.context_sent_chars
+        calls[int(row.call)] = {
+            "timestamp": row.timestamp.timestamp() if not pd.isna(row.timestamp) else None,
+            "tokens": usage.context_tokens or None,
+            "usage": usage if usage.context_tokens else None,
+            "model": None if pd.isna(row.model) else str(row.model),
+            "output_tokens": _count(row.output_tokens),
+            "chars": None if pd.isna(chars) else int(chars),
+        }
+        if not pd.isna(row.line):
+            call_lines[int(row.call)] = int(row.line)
+    compactions = _mine(t.compactions, session_id, agent_id)
+    opening = {}
+    for row in compactions.itertuples():
+        if bool(row.success) and not pd.isna(row.after_messages):
+            opening[(int(row.segment), int(row.epoch) + 1)] = int(row.after_messages)
+    blocks = _mine(t.blocks, session_id, agent_id)
+    source = str(blocks["source"].iloc[0]) if len(blocks) else "unknown"
+    recording = Recording(session_id, agent_id, source, items, calls, opening)
+    for row in compactions.itertuples():
+        if bool(row.success) and str(row.trigger) in ("user", "manual"):
+            focus = None if pd.isna(row.focus) else str(row.focus)
+            recording.requests[(int(row.segment), int(row.epoch))] = focus
+    recording.summaries = _recorded_summaries(recording, compactions)
+    if source == "evo_magic":
+        recording.timeline = read_timeline(t.events, session_id)
+        recording.lines = _item_lines(items, blocks, call_lines, compactions)
+    return recording
+
+
+def _item_lines(
+    items: list[Item], blocks: pd.DataFrame, calls: dict[int, int], compactions: pd.DataFrame
+) -> list[int | None]:
+    """Where each item was recorded: a message at its first record, a call at its response,
+    a compaction at its record."""
+    import pandas as pd
+
+    messages = blocks.groupby(["segment", "epoch", "message_index"])["line"].min()
+    first = {(int(s), int(e), int(i)): int(line) for (s, e, i), line in messages.items()}
+    done = {
+        (int(r.segment), int(r.epoch) + 1): int(r.line)
+        for r in compactions.itertuples()
+        if bool(r.success) and not pd.isna(r.line)
+    }
+    lines: list[int | None] = []
+    for item in items:
+        if isinstance(item, Message):
+            lines.append(first.get((item.segment, item.epoch, item.index)))
+        elif isinstance(item, Call):
+            lines.append(calls.get(item.call) if item.call is not None else None)
+        else:
+            lines.append(done.get((item.segment, item.epoch)))
+    return lines
+
+
+def _recorded_summaries(recording: Recording, compactions: pd.DataFrame) -> dict[str, str]:
+    """The recorded summaries, keyed by the hash of the history each one replaced (what a
+    whole-history summariser was given): the snapshot when there is one in the session's
+    folder, else the rebuilt epoch."""
+    import pandas as pd
+
+    found = {}
+    for row in compactions.itertuples():
+        if not bool(row.success) or pd.isna(row.summary) or not row.summary:
+            continue
+        messages = None
+        snapshot = None if pd.isna(row.snapshot_path) else own_file(row.file, row.snapshot_path)
+        if snapshot is not None:
+            messages = _snapshot_messages(snapshot)
+        if not messages:
+            messages = _epoch_messages(recording, int(row.segment), int(row.epoch))
+        if messages:
+            # A strategy may summarise the older part only (SummariseOlder): every leading
+            # part of what was replaced is a candidate; the whole history comes first.
+            keys = prefix_digests(messages)
+            found[keys[-1]] = str(row.summary)
+            for key in keys[:-1]:
+                found.setdefault(key, str(row.summary))
+    return found
+
+
+def own_file(session_file: Any, named: Any) -> Path | None:
+    """The file a record of `session_file` names, if it is inside that session's folder (links
+    resolved); None otherwise. A recorded absolute path from another machine is looked for at
+    the same place under the folder (`snapshots/<name>`)."""
+    if not isinstance(named, str) or not named or "\x00" in named:
+        return None
+    folder = Path(str(session_file)).parent.resolve()
+    path = Path(named)
+    candidates = [path if path.is_absolute() else folder / path]
+    if len(path.parts) >= 2:
+        candidates.append(folder / path.parts[-2] / path.parts[-1])
+    for candidate in candidates:
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError):
+            continue
+        if resolved.is_relative_to(folder) and resolved.is_file():
+            return resolved
+    return None
+
+
+def _snapshot_messages(path: Path) -> list[dict[str, Any]] | None:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        messages = [json.loads(line) for line in lines if line.strip()]
+    except (OSError, ValueError, RecursionError):
+        return None
+    return messages if all(isinstance(m, dict) for m in messages) else None
+
+
+def _epoch_messages(recording: Recording, segment: int, epoch: int) -> list[dict[str, Any]]:
+    return [
+        item.as_api()
+        for item in recording.items
+        if isinstance(item, Message) and item.segment == segment and item.epoch == epoch
+    ]
+
+
+def digest(value: Any) -> str:
+    """A short hash of `value`'s JSON (summaries are keyed by what they summarised)."""
+    return hashlib.blake2b(to_json(value).encode(), digest_size=16).hexdigest()
+
+
+def prefix_digests(messages: list[dict[str, Any]]) -> list[str]:
+    """`digest(messages[:k])` for k = 1 .. len(messages), each message encoded once."""
+    running = hashlib.blake2b(b"[", digest_size=16)
+    keys = []
+    for position, message in enumerate(messages):
+        running.update(("," if position else "").encode() + to_json(message).encode())
+        closed = running.copy()
+        closed.update(b"]")
+        keys.append(closed.hexdigest())
+    return keys
+
+
+def first_model(recording: Recording) -> str | None:
+    return next((c["model"] for c in recording.calls.values() if c.get("model")), None)

@@ -1,0 +1,494 @@
+"""One recorded conversation under one strategy setting: the live loop's own parts (the
+`History`, the `Compactor`, the `PrefixTracker`, `place_breakpoints`) fed with what was recorded,
+each model call measured, its breakpoints placed and its usage modelled."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from evo_magic.analysis.conversation import Call, Compaction
+from evo_magic.analysis.replay.calibration import Calibration, tokens_of
+from evo_magic.analysis.replay.recording import Recording, first_model
+from evo_magic.analysis.replay.summaries import Summaries
+from evo_magic.analysis.replay.timeline import Change
+from evo_magic.compact.base import Strategy
+from evo_magic.compact.compactor import Compactor
+from evo_magic.compact.pins import Pin, is_pin_text
+from evo_magic.compact.policy import CompactPolicy
+from evo_magic.cost import Price, PriceTable, call_cost
+from evo_magic.events import CompactionFinished, Event, MicroCompacted
+from evo_magic.history import History
+from evo_magic.measure import TokenAnchor, TokenRate
+from evo_magic.messages import blocks_of_type, calls_tools, first_text
+from evo_magic.models.base import Model
+from evo_magic.models.catalog import context_window
+from evo_magic.prompt_cache import (
+    Breakpoint,
+    CacheRequest,
+    CacheSettings,
+    PrefixCache,
+    PrefixChain,
+    PrefixTracker,
+    Spot,
+    min_cacheable_tokens,
+    place_breakpoints,
+    start_key,
+)
+from evo_magic.strategies import default_pipeline
+from evo_magic.strategies.registry import NotRebuildable, describe, rebuild
+from evo_magic.summariser import Summariser
+from evo_magic.tools.files import touched_path
+from evo_magic.usage import Usage
+
+RECORDED = "recorded"
+
+
+class ReplayWarning(UserWarning):
+    """Something replay could not do as asked (a recorded strategy it will not rebuild)."""
+
+
+class Skipped(Exception):
+    """This conversation cannot be replayed under this setting; the message says why."""
+
+
+@dataclass(frozen=True)
+class ReplayedCall:
+    """One call of one replayed conversation, as an observer (`replay(on_call=...)`) sees it."""
+
+    strategy: str
+    session_id: str
+    agent_id: str | None
+    call: int | None
+    messages: Sequence[dict[str, Any]]
+    """What would be sent, after the strategies ran (the system prompt aside). Read-only and
+    valid during the callback only; unchanged messages are the same dicts from call to call."""
+    changes: tuple[Event, ...]
+    """What compacted since the previous call, in order: `MicroCompacted` and successful
+    `CompactionFinished` events (a recorded compaction replayed as recorded: strategy
+    "recorded")."""
+
+
+@dataclass
+class ReplaySettings:
+    """What `replay` was asked for, the same for every run. `policy`, `cache` and `prices`
+    None: each conversation's recorded ones (else evo_magic's defaults)."""
+
+    model: str | None
+    policy: CompactPolicy | None
+    prices: PriceTable | None
+    cache: CacheSettings | None
+    stand_in_tokens: int
+    summariser: Model | Summariser | None
+    cache_dir: Path | None
+    trust: bool = False
+    on_call: Callable[[ReplayedCall], None] | None = None
+
+
+Chosen = list[Strategy] | None | str
+"""RECORDED, None (the default pipeline of the policy in force) or a list of strategies."""
+
+
+class Run:
+    """One conversation under one strategy setting (see the module docstring)."""
+
+    def __init__(
+        self,
+        recording: Recording,
+        label: str,
+        chosen: Chosen,
+        settings: ReplaySettings,
+        calibration: Calibration | None,
+    ):
+        self.recording = recording
+        self.label = label
+        self.chosen = chosen
+        self.recorded_mode = chosen == RECORDED
+        self.settings = settings
+        self.calibration = calibration
+        self.cleared_tokens = 0
+        self.compactions = 0
+        self.changes: list[Event] = []  # since the previous call, for `on_call`
+        self.history = History(self._observe)
+        self.policy = settings.policy or CompactPolicy()
+        self.cache_settings = settings.cache or CacheSettings()
+        self.prices = settings.prices or _default_prices()
+        self.decision_prices = self.prices
+        self.summaries = Summaries(
+            recording.summaries,
+            settings.stand_in_tokens,
+            settings.summariser,
+            settings.cache_dir,
+            self.policy,
+            self._tokens_of,
+            self._in_context_usage,
+        )
+        self.summary_cost: float | None = 0.0
+        self.now = 0.0
+        self.tracker = PrefixTracker(clock=lambda: self.now)
+        self.pins: dict[int, Pin] = {}
+        """The pins the session had at this point (from its pin and unpin records)."""
+        self.compactor = Compactor(
+            self.history,
+            emit=self._observe,
+            summarise=self.summaries,
+            snapshot=lambda messages: "",
+            save_output=lambda tool_use_id, text: f"tool-results/{tool_use_id}.txt",
+            policy=self.policy,
+            strategies=[],
+            cache=self.tracker,
+            model=lambda: self.model or None,
+            pins=lambda reread: tuple(pin.block_text for pin in self.pins.values()),
+        )
+        if isinstance(chosen, list):
+            self.compactor.strategies = chosen
+        elif chosen is None:
+            self._use_strategies(default_pipeline(self.policy))
+        model = settings.model or first_model(recording) or ""
+        self.model = model
+        self._windows: dict[str, int | None] = {}
+        self.chain = PrefixChain(start_key(model))
+        self.cache = PrefixCache(min_tokens=min_cacheable_tokens(model) or 0)
+        self.identical = True
+        """True while every call so far sent what the recorded session sent."""
+        self.rows: list[dict[str, Any]] = []
+        self.points: list[tuple[int, int]] = []
+        self.reference: dict[int, tuple[str, int]] = {}
+        self.unrebuilt: list[str] = []
+        self._prices_seen: dict[tuple[int, str], Price | None] = {}
+
+    # -- the settings timeline ---------------------------------------------------------------
+
+    def _apply(self, change: Change) -> None:
+        """A recorded setting, from here on: under "recorded" every one; under another setting
+        the policy, caching and prices (unless replay was given its own), never strategies.
+        Prices given to replay cost every call; the recorded ones still steer the decisions
+        under "recorded" (the cache-aware rule weighs them)."""
+        name, value = change.name, change.value
+        if name in ("pin", "unpin"):  # part of the conversation: under every setting
+            if isinstance(value, Pin):
+                self.pins[value.id] = value
+            else:
+                self.pins.pop(value, None)
+            return
+        if name == "strategies":
+            if self.recorded_mode:
+                self._recorded_strategies(value)
+            return
+        if getattr(self.settings, name) is not None and not self.recorded_mode:
+            return
+        if name == "policy":
+            self.policy = value
+            self.compactor.policy = value
+            self.summaries.use_policy(value)
+            if self.chosen is None:  # the session's rule: the default pipeline follows it
+                self._use_strategies(default_pipeline(value))
+        elif name == "cache":
+            self.cache_settings = value
+        elif name == "prices":
+            self.decision_prices = value
+            if self.settings.prices is None:
+                self.prices = value
+
+    def _recorded_strategies(self, described: list[dict[str, Any]] | None) -> None:
+        """The session's own strategies, rebuilt from the registry; the every-call ones run
+        (the others' compactions are recorded, and replayed as they happened)."""
+        if described is None:  # schema 1: the seed's pipeline; its compactions are recorded
+            self.compactor.strategies = []
+            return
+        made = []
+        for item in described:
+            try:
+                made.append(rebuild(item, trust=self.settings.trust))
+            except NotRebuildable as exc:
+                self.unrebuilt.append(str(exc))
+        # A record is written only when they changed: they start afresh, as they did live.
+        self.compactor.strategies = [s if s.when == "every_call" else _Recorded(s) for s in made]
+
+    def _use_strategies(self, strategies: list[Strategy]) -> None:
+        """As the session does: keep the running ones (and what they know) when unchanged."""
+        if [describe(s) for s in strategies] != [describe(s) for s in self.compactor.strategies]:
+            self.compactor.strategies = strategies
+
+    # -- events --------------------------------------------------------------------------
+
+    def _observe(self, event: Event) -> None:
+        if isinstance(event, MicroCompacted):
+            self.cleared_tokens += event.cleared_tokens
+            self.changes.append(event)
+        elif isinstance(event, CompactionFinished):
+            if event.success:
+                self.changes.append(event)
+                self.compactions += 1
+                self.cleared_tokens += max(event.before.tokens - event.after.tokens, 0)
+            if event.summary_usage.output_tokens or event.summary_usage.input_tokens:
+                self._charge_summary(event.summary_usage)
+
+    def _charge_summary(self, usage: Usage) -> None:
+        """Add a summarisation call to the cost of the next call's row (NA without a price)."""
+        priced = call_cost(usage, self.model, self.prices)
+        if priced is None or self.summary_cost is None:
+            self.summary_cost = None
+        else:
+            self.summary_cost += priced.total
+
+    def _in_context_usage(
+        self, messages: Sequence[dict[str, Any]], instructions: int, output: int
+    ) -> Usage | None:
+        """The usage of a summary asked in the conversation of `messages` when they are the
+        whole history (None otherwise: a part is asked as text): the agent's prompt as it
+        stands, with the breakpoints the live loop places, then `instructions` tokens."""
+        if not len(self.history) or not self.history.is_whole(messages):
+            return None
+        view = self.history.view()
+        self.chain.update(view)
+        spots = self._spots(view, mark_newest=False)
+        usage = self._cache_usage(self.history.size().tokens, spots, instructions)
+        return replace(usage, output_tokens=output)
+
+    def _tokens_of(self, chars: int) -> int:
+        return tokens_of(chars, self.calibration)
+
+    # -- the conversation ----------------------------------------------------------------
+
+    def run(self) -> list[dict[str, Any]]:
+        """Replay every item; the rows of the calls. Raises Skipped under "recorded" when the
+        session's strategies cannot be rebuilt."""
+        replacing: list[dict[str, Any]] = []
+        summary: str | None = None
+        trigger: str | None = None
+        timeline = list(self.recording.timeline)
+        lines = self.recording.lines or [None] * len(self.recording.items)
+        for item, line in zip(self.recording.items, lines, strict=True):
+            while timeline and line is not None and timeline[0].line < line:
+                self._apply(timeline.pop(0))
+            if self.unrebuilt and self.recorded_mode and self.calibration is not None:
+                raise Skipped(self.unrebuilt[0])
+            if isinstance(item, Compaction):
+                summary, trigger = item.summary, item.trigger
+                if not self.recorded_mode and (item.segment, item.epoch) in self.recording.requests:
+                    # The user asked for a compaction here: every setting is asked the same.
+                    self.compactor.request(
+                        "user", self.recording.requests[(item.segment, item.epoch)]
+                    )
+                continue
+            if isinstance(item, Call):
+                # A compaction over the limit ran inside this call's preparation, after the
+                # every-call strategies: the history it left is what was sent.
+                automatic = bool(replacing) and self.recorded_mode and trigger == "auto"
+                replacing = self._flush(replacing, summary)
+                self._call(item, prepare=not automatic)
+                continue
+            opening = self.recording.opening.get((item.segment, item.epoch))
+            message = item.as_api()
+            kept: dict[str, Any] | None = message
+            if item.epoch > 0 and opening is not None and item.index < opening:
+                replacing.append(message)  # a message of the history that replaced the old one
+                continue
+            if item.epoch > 0 and summary:
+                # Sources that merge the summary into the next message: its blocks that hold
+                # the summary are the replacement, the rest joined afterwards.
+                parts = [b for b in message["content"] if b.get("text") == summary]
+                if parts:
+                    replacing.append({"role": message["role"], "content": parts})
+                    rest = [b for b in message["content"] if b.get("text") != summary]
+                    kept = {"role": message["role"], "content": rest} if rest else None
+            replacing = self._flush(replacing, summary)
+            if kept is not None:
+                self._append(kept, item.kind)
+        return self.rows
+
+    def _flush(self, replacing: list[dict[str, Any]], summary: str | None) -> list[dict[str, Any]]:
+        """Apply a recorded replacement when replaying what was recorded (else drop it)."""
+        if replacing and self.recorded_mode:
+            self._replace(replacing, summary)
+        return []
+
+    def _replace(self, messages: list[dict[str, Any]], summary: str | None) -> None:
+        before = self.history.size()
+        if summary:  # the recorded compaction paid for a summary of the history it replaced
+            self._charge_summary(self.summaries.estimate_usage(self.history.view(), None, summary))
+        self.compactor.adopt(messages, summary)
+        self.compactions += 1
+        after = self.history.size()
+        self.cleared_tokens += max(before.tokens - after.tokens, 0)
+        self.changes.append(
+            CompactionFinished("recorded", None, before, after, True, 0.0, strategy="recorded")
+        )
+
+    def _append(self, message: dict[str, Any], kind: str | None) -> None:
+        requested = self._note_tool_results(message)
+        if message["role"] == "user" and kind == "prompt":
+            text = first_text(message)
+            if text is None or not is_pin_text(text):  # a pin is no request
+                self.history.pending_request = text
+        self.history.append(message)
+        if message["role"] == "assistant" and not calls_tools(message):
+            self.history.finish_request()
+        if requested is not None and not self.recorded_mode:
+            self.compactor.request("model", requested or None)
+
+    def _note_tool_results(self, message: dict[str, Any]) -> str | None:
+        """What the live session did as these results came back: the recent files (as the
+        file tools note them), and the focus ("" for none) when they answer a call of the
+        `compact` tool (the model asked for a compaction after this batch), else None."""
+        requested = None
+        for block in blocks_of_type(message, "tool_result"):
+            call = self.history.tool_use(block.get("tool_use_id", ""))
+            if call is None:
+                continue
+            name, tool_input = call.get("name"), call.get("input")
+            if name == "compact" and requested is None:
+                requested = str((tool_input or {}).get("focus") or "")
+            path = None if block.get("is_error") else touched_path(name, tool_input)
+            if path is not None:
+                self.compactor.state.note_file(path, self.compactor.policy.max_recent_files)
+        return requested
+
+    # -- one call --------------------------------------------------------------------------
+
+    def _call(self, item: Call, *, prepare: bool = True) -> None:
+        recorded = self.recording.calls.get(item.call or -1, {})
+        if prepare and (not self.recorded_mode or self.compactor.strategies):
+            self.compactor.before_call()
+        history = self.history
+        if not len(history):
+            return
+        view = history.view()
+        changes, self.changes = tuple(self.changes), []
+        if self.calibration is not None and self.settings.on_call is not None:
+            rec = self.recording
+            self.settings.on_call(
+                ReplayedCall(self.label, rec.session_id, rec.agent_id, item.call, view, changes)
+            )
+        self.chain.update(view)
+        chars = history.size().chars
+        digest = self.chain.key().hex()
+        tokens_recorded = recorded.get("tokens")
+        call = item.call if item.call is not None else -1
+        if self.calibration is None:
+            if tokens_recorded:
+                self.points.append((chars, tokens_recorded))
+            self.reference[call] = (digest, chars)
+            tokens = tokens_recorded or tokens_of(chars, None)
+            exact = bool(tokens_recorded)
+        else:
+            tokens, exact = self.calibration.tokens(call, digest, chars, tokens_recorded)
+            self.identical = self.identical and self.calibration.same_request(call, digest)
+        history.anchor(chars, tokens)
+        # Calls come in record order; a clock that ran backwards does not move time back.
+        self.now = max(self.now, float(recorded.get("timestamp") or self.now))
+        spots = self._spots(view)
+        output = recorded.get("output_tokens") or 0
+        usage = replace(self._cache_usage(tokens, spots), output_tokens=output)
+        model = self.model or recorded.get("model") or ""
+        priced = call_cost(usage, model, self.prices)
+        price = self._price(model)
+        # What cache-aware strategies weigh next: the usage the server reported for this very
+        # request when the run has sent what the session sent (under "recorded", always),
+        # else the modelled one.
+        reported = recorded.get("usage") if self.recorded_mode or self.identical else None
+        seen = reported if reported is not None else usage
+        self.tracker.after_call(seen, len(view), self.cache_settings, price)
+        if model not in self._windows:
+            self._windows[model] = context_window(model)
+        window = self._windows[model]
+        self.rows.append(
+            {
+                "strategy": self.label,
+                "session_id": self.recording.session_id,
+                "agent_id": self.recording.agent_id,
+                "source": self.recording.source,
+                "call": item.call,
+                "model": model or None,
+                "context_messages": len(view),
+                "context_chars": chars,
+                "context_tokens": tokens,
+                "tokens_exact": exact,
+                "context_window": window,
+                "over_window": None if window is None else tokens > window,
+                "breakpoints": tuple((s.index, s.block or 0) for s in spots),
+                "input_tokens": usage.input_tokens,
+                "cache_read_tokens": usage.cache_read_input_tokens,
+                "cache_write_tokens": usage.cache_creation_input_tokens,
+                "output_tokens": output,
+                "cost_usd": None if priced is None else priced.total,
+                "summary_cost_usd": self.summary_cost,
+                "cleared_tokens": self.cleared_tokens,
+                "compactions_so_far": self.compactions,
+                "recorded_tokens": tokens_recorded,
+                "estimated_tokens": None
+                if self.calibration is None
+                else self.calibration.estimate(chars),
+            }
+        )
+        self.cleared_tokens = 0
+        self.summary_cost = 0.0
+
+    def _spots(self, view: Sequence[dict[str, Any]], *, mark_newest: bool = True) -> list[Spot]:
+        """The conversation's cache breakpoints, placed by the live rule."""
+        placed = place_breakpoints(
+            view,
+            settings=self.cache_settings,
+            edited_from=self.tracker.edited_from,
+            mark_newest=mark_newest,
+        )
+        return [spot for spot in placed.breakpoints if spot.section == "messages"]
+
+    def _price(self, model: str) -> Price | None:
+        if not model:
+            return None
+        key = (id(self.decision_prices), model)
+        if key not in self._prices_seen:
+            self._prices_seen[key] = self.decision_prices.lookup(model)
+        return self._prices_seen[key]
+
+    def _cache_usage(self, tokens: int, spots: list[Spot], summary: int = 0) -> Usage:
+        """The usage of a call of `tokens` prompt tokens under the modelled prompt cache, with
+        the tools and system prompt cached at their end and the conversation at `spots`. With
+        `summary` tokens, a summary asked after the conversation: its instructions end the
+        prompt."""
+        settings = self.cache_settings
+        if not settings.enabled:
+            return Usage(input_tokens=tokens + summary)
+        scale = self.calibration.tokens_per_char if self.calibration else TokenRate().rate
+        chain = self.chain
+        # What is not messages (tools, system prompt), as the history's anchor counts it.
+        overhead = TokenAnchor(chain.chars, tokens, scale).overhead_tokens
+
+        breakpoints = [Breakpoint(overhead, chain.start, settings.prefix_ttl)]
+        breakpoints += [chain.breakpoint(spot, overhead, scale) for spot in spots]
+        prompt = max(tokens, overhead + round(scale * chain.chars)) + summary
+        return self.cache.call(CacheRequest(self.now, prompt, tuple(breakpoints))).to_usage()
+
+
+class _Recorded:
+    """A strategy of the session whose compactions are recorded: present, so that the others
+    decide as they did live (an over-limit compaction due), but never acting itself (the
+    recorded replacement is applied where it happened)."""
+
+    def __init__(self, strategy: Strategy):
+        self.strategy = strategy
+        self.name = strategy.name
+        self.when = strategy.when
+
+    def compact(self, messages: Sequence[dict[str, Any]], ctx: Any) -> None:
+        return None
+
+
+def _default_prices() -> PriceTable:
+    from evo_magic.cost import price_table
+
+    return price_table(None)
+
+
+def warn_unrebuilt(session_id: str, label: str, reason: str) -> None:
+    """Say once that a setting of a conversation was skipped."""
+    warnings.warn(
+        f"replay: {label!r} of session {session_id} skipped: {reason}",
+        ReplayWarning,
+        stacklevel=3,
+    )

@@ -1,0 +1,139 @@
+"""What `retention` measured: the frames (documented in docs/retention.md) and the frontier."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FACT_COLUMNS = {
+    "session_id": "string",
+    "fact_id": "string",
+    "kind": "category",
+    "text": "string",
+    "origin": "category",
+    "first_call": "Int64",
+    "question": "string",
+    "answer": "string",
+}
+KEPT_COLUMNS = {
+    "strategy": "category",
+    "session_id": "string",
+    "fact_id": "string",
+    "kind": "category",
+    "first_call": "Int64",
+    "last_kept_call": "Int64",
+    "kept_at_end": "boolean",
+    "lost_at_call": "Int64",
+    "lost_by": "string",
+    "recoverable": "string",
+    "kept_share": "Float64",
+}
+CALL_COLUMNS = {
+    "strategy": "category",
+    "session_id": "string",
+    "call": "Int64",
+    "facts_seen": "Int64",
+    "facts_kept": "Int64",
+    "kept_share": "Float64",
+}
+PROBE_COLUMNS = {
+    "strategy": "category",
+    "session_id": "string",
+    "fact_id": "string",
+    "kind": "category",
+    "replicate": "Int64",
+    "question": "string",
+    "answer": "string",
+    "reply": "string",
+    "correct": "boolean",
+    "cost_usd": "Float64",
+}
+TOTAL_COLUMNS = {
+    "strategy": "category",
+    "kind": "category",
+    "facts": "Int64",
+    "kept_share": "Float64",
+    "kept_at_end_share": "Float64",
+    "verbatim_share": "Float64",
+    "probes": "Int64",
+    "probe_accuracy": "Float64",
+    "probe_ci_low": "Float64",
+    "probe_ci_high": "Float64",
+    "replicates": "Int64",
+    "cost_usd": "Float64",
+    "probe_cost_usd": "Float64",
+}
+
+
+def frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pd.DataFrame:
+    """A frame of `rows` with exactly `columns`, typed (missing values are <NA>)."""
+    import pandas as pd
+
+    data = pd.DataFrame(rows, columns=list(columns))
+    return data.astype({name: dtype for name, dtype in columns.items()})
+
+
+@dataclass
+class Retention:
+    """What each strategy setting kept of each fact (see `retention`)."""
+
+    facts: pd.DataFrame
+    kept: pd.DataFrame
+    calls: pd.DataFrame
+    totals: pd.DataFrame
+    probes: pd.DataFrame
+    """One row per probe answer: the question, the expected answer, the reply, its grade."""
+    reader: str | None = None
+    judge: str | None = None
+    temperature: float | None = None
+    """The reader's sampling temperature when it says (None: its default)."""
+
+    def frontier(self, x: str = "cost_usd", y: str = "kept_share", ax: Any = None) -> Any:
+        """`y` against `x`, one labelled point per strategy (the "all" rows of `totals`).
+        Where probes were asked, their accuracy is drawn too, with its 95% interval as an
+        error bar. Returns the matplotlib Axes."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 4))
+        rows = self.totals[self.totals["kind"] == "all"]
+        xs = rows[x].astype("Float64").to_numpy(dtype=float, na_value=float("nan"))
+        ys = rows[y].astype("Float64").to_numpy(dtype=float, na_value=float("nan"))
+        ax.scatter(xs, ys, label=y.replace("_", " "), zorder=3)
+        for label, px, py in zip(rows["strategy"], xs, ys, strict=True):
+            ax.annotate(str(label), (px, py), textcoords="offset points", xytext=(5, 5))
+        asked = rows["probes"].fillna(0).astype(int) > 0
+        if asked.any():
+            accuracy = rows["probe_accuracy"].to_numpy(dtype=float, na_value=float("nan"))
+            low = rows["probe_ci_low"].to_numpy(dtype=float, na_value=float("nan"))
+            high = rows["probe_ci_high"].to_numpy(dtype=float, na_value=float("nan"))
+            centre = ys if y == "probe_accuracy" else accuracy
+            # The interval holds the mean; clipped so float rounding never makes a bar negative.
+            bars = [(centre - low).clip(min=0), (high - centre).clip(min=0)]
+            if y == "probe_accuracy":
+                ax.errorbar(xs, ys, yerr=bars, fmt="none", capsize=3)
+            else:
+                ax.errorbar(
+                    xs,
+                    accuracy,
+                    yerr=bars,
+                    fmt="o",
+                    mfc="none",
+                    capsize=3,
+                    label="probe accuracy (95% interval)",
+                )
+            ax.legend(loc="best", fontsize="small")
+        ax.set_xlabel(x.replace("_", " "))
+        ax.set_ylabel(y.replace("_", " "))
+        ax.set_title("what each strategy costs and keeps")
+        return ax
+
+    def _repr_html_(self) -> str:
+        return self.totals[self.totals["kind"] == "all"].to_html(index=False)
+
+    def __repr__(self) -> str:
+        shown = self.totals[self.totals["kind"] == "all"]
+        return f"<Retention of {len(self.facts)} facts>\n{shown}"

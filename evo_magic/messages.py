@@ -1,0 +1,64 @@
+"""The shape of a Messages API message, read: its blocks, its text, its tool calls.
+
+Every part of the project that looks inside a message (the history, the compactor, the
+strategies' context, the meter, replay) reads it with these, so that string content, stray
+non-dict blocks and missing fields are treated one way everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def content_blocks(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The blocks of a message; string content counts as one text block."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [block for block in content or [] if isinstance(block, dict)]
+
+
+def blocks_of_type(message: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
+    """The blocks of a message of one type (`text`, `tool_use`, `tool_result`, ...)."""
+    return [block for block in content_blocks(message) if block.get("type") == kind]
+
+
+def has_text(message: Mapping[str, Any]) -> bool:
+    """True when the message holds text (a request or a summary, not only tool results)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return bool(content.strip())
+    return bool(blocks_of_type(message, "text"))
+
+
+def holds_text(message: Mapping[str, Any], text: str) -> bool:
+    """True when one of the message's text blocks contains `text`."""
+    return any(text in (block.get("text") or "") for block in blocks_of_type(message, "text"))
+
+
+def first_text(message: Mapping[str, Any]) -> str | None:
+    """The text of the message's first text block, if it has one."""
+    texts = blocks_of_type(message, "text")
+    return texts[0].get("text") if texts else None
+
+
+def calls_tools(message: Mapping[str, Any]) -> bool:
+    """True when the message holds a tool call (the turn goes on after its results)."""
+    return bool(blocks_of_type(message, "tool_use"))
+
+
+def tool_uses(messages: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every tool_use block of the assistant messages, by its id (its name and input)."""
+    found: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        for block in blocks_of_type(message, "tool_use"):
+            found[str(block.get("id", ""))] = block
+    return found
+
+
+def tool_names(messages: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """The tool each tool_use id of the assistant messages called."""
+    return {key: str(block.get("name", "")) for key, block in tool_uses(messages).items()}

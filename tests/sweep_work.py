@@ -1,0 +1,33 @@
+"""Work functions for the sweep tests: importable by worker processes (local and Dask)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+
+def square(payload: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """A pure function of its payload; writes a mark per run so tests can count the runs."""
+    n = payload["n"]
+    if "runs" in payload:
+        Path(payload["runs"], f"{n}-{os.getpid()}-{os.urandom(4).hex()}").touch()
+    if n in payload.get("fail", ()):
+        raise ValueError(f"session {n} is broken")
+    if n == payload.get("interrupt"):
+        raise KeyboardInterrupt
+    return {
+        "rows": pd.DataFrame({"n": [n] * (n % 3 + 1), "square": [n * n] * (n % 3 + 1)}),
+        "one": pd.DataFrame({"n": [n]}),
+    }
+
+
+def die_once(payload: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """Kills its worker process the first time it runs (a worker that dies mid-sweep)."""
+    mark = Path(payload["mark"])
+    if payload["n"] == 1 and not mark.exists():
+        mark.touch()
+        os._exit(1)
+    return {"one": pd.DataFrame({"n": [payload["n"]]})}

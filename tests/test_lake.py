@@ -1,0 +1,156 @@
+"""The lake: transcripts parsed once into Parquet, updated incrementally, read in bounded memory."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from claude_code_session import SID, write_session
+
+from evo_magic import load_transcripts, replay
+from evo_magic.analysis import lake_transcripts
+from evo_magic.analysis.errors import TranscriptError
+from evo_magic.analysis.lake_transcripts import LakeTranscripts
+from evo_magic.compact.policy import CompactPolicy
+from evo_magic.session import Session
+from evo_magic.strategies import ObservationMasking
+
+SAMPLES = Path(__file__).parents[2] / "shared" / "claude-code-samples"
+KEYS = ["source", "session_id", "agent_id", "seq", "file", "line"]
+
+
+def _sessions(root: Path, tmp: Path, count: int) -> None:
+    """`count` Claude Code sessions (each with a subagent's file) under `root/projects`."""
+    for seed in range(count):
+        project = write_session(tmp / f"cc{seed}", calls=16, seed=seed)
+        new_id = SID[:-4] + f"{seed:04d}"
+        for path in project.rglob("*.jsonl"):
+            target = root / "projects" / str(path.relative_to(project)).replace(SID, new_id)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(path.read_text().replace(SID, new_id))
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    root = tmp_path / "corpus"
+    _sessions(root, tmp_path / "made", 3)
+    from evo_magic.demo import make_demo_workspace
+
+    workspace = make_demo_workspace(tmp_path / "work")
+    policy = CompactPolicy(context_limit=6_000)
+    with Session(workspace, model="offline", policy=policy, transcripts_root=root / "evo") as s:
+        s.ask("Survey this project: what does it do, and where are the TODOs?")
+    if SAMPLES.is_dir():  # real files, the older layout (agent files beside the session's)
+        shutil.copytree(SAMPLES / "JSSoundRecorder", root / "real")
+    return root
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.astype(object)
+    frame = frame.where(frame.notna(), None)
+    keys = [k for k in KEYS if k in frame.columns]
+    text = frame[keys].map(lambda v: "" if v is None else str(v))
+    order = text.sort_values(keys, kind="stable").index
+    return frame.loc[order].reset_index(drop=True)
+
+
+def _same(left: pd.DataFrame, right: pd.DataFrame, *, any_order: bool = False) -> None:
+    """Equal frames; `any_order`: of columns too (the events frame has a column per field its
+    records have, in the order the files that were read together show them)."""
+    if any_order:
+        assert set(left.columns) == set(right.columns)
+        right = right[list(left.columns)]
+    assert list(left.columns) == list(right.columns)
+    pd.testing.assert_frame_equal(_plain(left), _plain(right), check_dtype=False)
+
+
+@pytest.mark.parametrize("batch", [1, lake_transcripts.BATCH_BYTES])
+def test_frames_over_a_lake_equal_frames_without_one(
+    corpus: Path, tmp_path: Path, batch: int, monkeypatch: pytest.MonkeyPatch
+):
+    # Sessions are read in batches of files up to BATCH_BYTES; 1: each session on its own.
+    monkeypatch.setattr(lake_transcripts, "BATCH_BYTES", batch)
+    whole = load_transcripts(corpus)
+    t = load_transcripts(corpus, lake=tmp_path / "lake")
+    assert isinstance(t, LakeTranscripts)
+    for name in ("calls", "compactions", "blocks", "parts"):
+        _same(getattr(t, name), getattr(whole, name))
+    _same(t.events, whole.events, any_order=True)
+    assert sorted(t.session_ids()) == sorted(whole.session_ids())
+    one = whole.session_ids()[0]
+    for name in ("calls", "blocks", "compactions"):
+        _same(getattr(t.session(one), name), getattr(whole.session(one), name))
+    by_sql = t.sql("select session_id, count(*) as n from calls group by 1 order by 1")
+    counted = whole.calls.groupby("session_id", observed=True).size()
+    assert dict(zip(by_sql["session_id"], by_sql["n"], strict=True)) == counted.to_dict()
+    sessions = t.sessions.set_index("session_id")
+    assert sessions["calls"].sum() == len(whole.calls)
+
+
+def test_a_lake_reads_only_new_and_changed_sessions(corpus: Path, tmp_path: Path):
+    lake = tmp_path / "lake"
+    first = load_transcripts(corpus, lake=lake)
+    groups = first.update.read
+    assert groups == 4 + SAMPLES.is_dir() and first.update.kept == 0
+    again = load_transcripts(corpus, lake=lake)
+    assert (again.update.read, again.update.kept, again.update.dropped) == (0, groups, 0)
+    # Appending to a session reads that session again (its subagent's file with it), only it.
+    main = next((corpus / "projects").glob("*0001.jsonl"))
+    lines = main.read_text().splitlines(keepends=True)
+    main.write_text("".join(lines[:-3]))
+    load_transcripts(corpus, lake=lake)
+    main.write_text("".join(lines))
+    appended = load_transcripts(corpus, lake=lake)
+    assert appended.update.read == 1 and appended.update.kept == groups - 1
+    assert str(main) in appended.update.files_read
+    assert any("subagents" in f for f in appended.update.files_read)
+    _same(appended.calls, load_transcripts(corpus).calls)
+    # A new session is read; a removed one is dropped with its rows.
+    _sessions(corpus / "more", tmp_path / "made-more", 1)
+    added = load_transcripts(corpus, lake=lake)
+    assert added.update.read == 1
+    shutil.rmtree(corpus / "more")
+    dropped = load_transcripts(corpus, lake=lake)
+    assert dropped.update.dropped == 1
+    _same(dropped.calls, load_transcripts(corpus).calls)
+    _same(dropped.blocks, load_transcripts(corpus).blocks)
+
+
+def test_replay_over_a_lake_gives_the_numbers_of_one_replay(corpus: Path, tmp_path: Path):
+    strategies = {"none": [], "seed": None, "masking-3": [ObservationMasking(3)]}
+    whole = replay(corpus, strategies, model="claude-sonnet-4-5")
+    t = load_transcripts(corpus, lake=tmp_path / "lake")
+    swept = replay(t, strategies, model="claude-sonnet-4-5", progress=False)
+    pd.testing.assert_frame_equal(swept.totals, whole.totals, check_dtype=False)
+
+
+def test_a_lake_folder_is_checked(corpus: Path, tmp_path: Path):
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    with pytest.raises(TranscriptError, match="not empty and holds no lake manifest"):
+        load_transcripts(corpus, lake=busy)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "manifest.json").write_text("{")
+    with pytest.raises(TranscriptError, match="not a lake manifest"):
+        load_transcripts(corpus, lake=broken)
+    assert (busy / "notes.txt").read_text() == "mine"
+
+
+def test_a_manifest_naming_files_outside_the_lake_deletes_nothing(corpus: Path, tmp_path: Path):
+    import json
+
+    lake = tmp_path / "lake"
+    load_transcripts(corpus, lake=lake)
+    victim = tmp_path / "victim.parquet"
+    victim.write_text("keep me")
+    manifest = json.loads((lake / "manifest.json").read_text())
+    key = next(iter(manifest["groups"]))
+    manifest["groups"][key]["written"].append("../victim.parquet")
+    manifest["groups"][key]["files"] = {}  # as if changed: its files are dropped and re-read
+    (lake / "manifest.json").write_text(json.dumps(manifest))
+    load_transcripts(corpus, lake=lake)
+    assert victim.read_text() == "keep me"
