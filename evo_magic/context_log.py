@@ -44,6 +44,9 @@ class Followed(Protocol):
     @property
     def policy(self) -> CompactPolicy: ...
 
+    @property
+    def token_limit(self) -> int | None: ...
+
     def subscribe(self, observer: Callable[[Event], None]) -> Callable[[], None]: ...
 
     def context(self) -> ContextSize: ...
@@ -421,7 +424,7 @@ class MeterData:
             scope if scope is not None else log.whole(),
             session.session_id,
             session.policy.context_limit,
-            session.policy.token_limit,
+            session.token_limit,
             session.context(),
             log.compose() if log.compose else [],
             session.history.tokens_per_char,

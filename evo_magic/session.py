@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from evo_magic.compact import server
 from evo_magic.compact.base import Strategy, check_strategy, server_edit
 from evo_magic.compact.compactor import Compactor, GivenSummary, Preview
+from evo_magic.compact.pins import Pin, pin_message
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
 from evo_magic.context_log import MeterData, MeterLog, follow
@@ -49,6 +50,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 Observer = Callable[[Event], None]
+
+PIN_FILE_MAX_CHARS = 100_000
+"""A pinned file holds at most this many characters (about 25,000 tokens in every request)."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,9 @@ class Session:
         self._notices: set[str] = set()  # what tools have said once already (sandbox warnings)
         self._proposal: SummaryProposal | None = None
         self._proposed_at: tuple[int, int, int] | None = None
+        self._pins: dict[int, Pin] = {}
+        self._asking = False  # pins join the history between asks, never inside one
+        self._next_pin = 1
         self._summariser = summariser
         self._custom_strategies = strategies is not None
         self._observers: list[Observer] = []
@@ -158,6 +165,7 @@ class Session:
             cache=self.cached_prefix,
             read_file=self._read_for_compaction,
             model=lambda: self.model.name,
+            pins=self._pin_texts,
             server_summarise=self._server_summarise,
         )
         self.context_log: MeterLog = follow(self)
@@ -274,6 +282,12 @@ class Session:
         if not isinstance(policy, CompactPolicy):
             raise TypeError(f"policy must be a CompactPolicy, got {type(policy).__name__}")
         self._change(policy=policy)
+
+    @property
+    def token_limit(self) -> int | None:
+        """The policy's token limit in tokens (a share resolved against the model's context
+        window, or `policy.window_tokens`), or None when off or when the window is unknown."""
+        return self.compactor.token_limit
 
     @property
     def strategies(self) -> tuple[Strategy, ...]:
@@ -458,9 +472,12 @@ class Session:
             raise ValueError("ask() needs a non-empty request")
         events: list[Event] = []
         unsubscribe = self.subscribe(events.append)
+        self._asking = True
         try:
+            self._check_window()
             finished = run_ask(self._loop_parts(), text)
         finally:
+            self._asking = False
             unsubscribe()
         return _result(finished, events)
 
@@ -551,10 +568,103 @@ class Session:
         return self.compactor.preview(strategy, focus or None, summarise=summarise)
 
     def reset(self) -> None:
-        """Start afresh: empty history and compaction state, same transcript and settings."""
+        """Start afresh: empty history and compaction state, same transcript, settings and
+        pins (the pinned texts open the new history)."""
         self.history.reset()
         self.compactor.reset()
         self.emit(SessionReset())
+        for pin in self._pins.values():
+            self.history.append(pin_message(pin))
+
+    def _check_window(self) -> None:
+        """Say once when a token limit given as a share has no window to apply to."""
+        share = self.policy.token_limit
+        if share is None or share >= 1 or self.token_limit is not None:
+            return
+        if "unknown_window" not in self._notices:
+            self._notices.add("unknown_window")
+            note = (
+                f"token_limit {share} is a share of the context window, but the window of "
+                f"{self.model.name!r} is not known: the token limit is off. Set "
+                "window_tokens (CompactPolicy, %config AgentMagics.window_tokens)."
+            )
+            self.emit(Notice("unknown_window", note))
+
+    # -- pins ------------------------------------------------------------------------------
+
+    def pin(self, text: str | None = None, *, path: str | None = None) -> int:
+        """Pin `text` (or the workspace file `path`, read as read_file reads it and read again
+        after each full compaction): from now on it is part of every request, verbatim,
+        whatever any strategy does. It joins the history's end now (the cached prefix stays)
+        and follows the header of every compacted history (a credential in it is redacted, as
+        everywhere). Returns the pin's id. Call it between asks (not from an observer)."""
+        if self._asking:
+            raise RuntimeError("pin() cannot be called while an ask is running; pin between asks")
+        if (text is None) == (path is None):
+            raise ValueError("pin() takes a text or path=..., not both or neither")
+        if path is not None:
+            text = self._read_pinned_file(path)
+        elif not isinstance(text, str) or not text.strip():
+            raise ValueError("pin() needs a non-empty text")
+        pin = Pin(self._next_pin, self.redact(text), path)
+        answer_left_over(self.history, "it was interrupted")
+        self._next_pin += 1
+        self._pins[pin.id] = pin
+        self._record_pin("pin", pin)
+        self.history.append(pin_message(pin))
+        return pin.id
+
+    def unpin(self, pin_id: int) -> None:
+        """Stop carrying pin `pin_id`: no compaction keeps it any more (it stays in the history
+        as it is until the next full compaction, so that the prompt cache is not rewritten)."""
+        if pin_id not in self._pins:
+            known = ", ".join(map(str, self._pins)) or "none"
+            raise KeyError(f"no pin {pin_id!r} (pins: {known})")
+        self._record_pin("unpin", self._pins.pop(pin_id))
+
+    @property
+    def pins(self) -> list[tuple[int, str]]:
+        """The pinned texts as (id, text), oldest first (a file's text as last read)."""
+        return [(pin.id, pin.text) for pin in self._pins.values()]
+
+    def _read_pinned_file(self, path: str) -> str:
+        if not isinstance(path, str) or not path.strip():
+            raise ValueError("pin(path=...) needs a workspace file's path")
+        text = read_text(self.workspace, path, PIN_FILE_MAX_CHARS)  # raises ToolError saying why
+        if text is None:
+            raise ValueError(f"{path} is too large to pin (over {PIN_FILE_MAX_CHARS:,} characters)")
+        if not text.strip():
+            raise ValueError(f"{path} is empty: nothing to pin")
+        return text
+
+    def _pin_texts(self, reread: bool) -> tuple[str, ...]:
+        """The pins' blocks, for the compactor; `reread`: a full compaction, so pinned files
+        are read again first (a file that cannot be read keeps its last text, said)."""
+        if reread:
+            for pin in list(self._pins.values()):
+                if pin.path is not None:
+                    self._reread_pin(pin)
+        return tuple(pin.block_text for pin in self._pins.values())
+
+    def _reread_pin(self, pin: Pin) -> None:
+        try:
+            text = self.redact(self._read_pinned_file(pin.path or ""))
+        except Exception as exc:
+            note = f"The pinned file {pin.path} could not be read again ({exc}); its text stays."
+            self.emit(Notice("pin_unreadable", note))
+            return
+        if text != pin.text:
+            self._pins[pin.id] = replace(pin, text=text)
+            self._record_pin("pin", self._pins[pin.id])
+
+    def _record_pin(self, kind: str, pin: Pin) -> None:
+        """A pin or unpin record, with where in the history it happened (replay applies it
+        there: before the message `index` of `epoch`)."""
+        record: dict[str, Any] = {"id": pin.id}
+        if kind == "pin":
+            record.update(text=pin.text, path=pin.path)
+        where = {"epoch": self.history.epoch, "index": len(self.history)}
+        self.transcript.write(kind, {**record, **where})
 
     def close(self) -> None:
         """Flush and close the transcript (also done at interpreter exit)."""

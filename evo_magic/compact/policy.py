@@ -27,9 +27,17 @@ class CompactPolicy:
     context_limit: int = setting(
         50_000, "Full compaction above this many characters (JSON of the messages).", minimum=1
     )
-    token_limit: int | None = setting(
+    token_limit: int | float | None = setting(
         None,
-        "Full compaction also above this many tokens of the whole prompt (None: off).",
+        "Full compaction also above this many tokens of the whole prompt; a number between 0 "
+        "and 1 is that share of the model's context window, as Inspect's threshold is "
+        "(None: off).",
+        check=lambda value: check_token_limit(value),
+    )
+    window_tokens: int | None = setting(
+        None,
+        "The model's context window in tokens, for a token_limit below 1 (None: from the "
+        "model table).",
         minimum=1,
     )
     keep_recent: int = setting(
@@ -72,10 +80,44 @@ class CompactPolicy:
     max_failures: int = setting(
         3, "Failed automatic compactions in a row before automatic compaction pauses.", minimum=1
     )
+    max_refills: int = setting(
+        3,
+        "Automatic compactions in a row after which the context was over the limit again "
+        "within two calls before automatic compaction pauses, as Claude Code stops after 3 "
+        "(0: never pauses).",
+        minimum=0,
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)  # each field's rule, as `%config` and the setters apply it
 
+    def token_limit_for(self, window: int | None) -> int | None:
+        """The token limit in tokens: `token_limit` itself, or its share of the context
+        window (`window_tokens` when set, else `window`); None when off or when a share has
+        no window to apply to."""
+        limit = self.token_limit
+        if limit is None or limit >= 1:
+            return None if limit is None else int(limit)
+        window = self.window_tokens or window
+        return None if window is None else max(1, int(window * limit))
+
     def with_changes(self, **changes: object) -> CompactPolicy:
         """A copy with some settings changed (unknown names raise TypeError)."""
         return replace(self, **changes)
+
+
+def check_token_limit(value: object) -> object:
+    """`value` when it is None, a share (0 < share < 1) or an integer >= 1; ValueError
+    saying so otherwise."""
+    if value is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"CompactPolicy.token_limit must be a number or None, got {value!r}")
+    share = isinstance(value, float) and 0 < value < 1
+    whole = value >= 1 and float(value).is_integer()
+    if not (share or whole):
+        raise ValueError(
+            "CompactPolicy.token_limit must be a share of the window (0 < share < 1) or an "
+            f"integer >= 1, got {value!r}"
+        )
+    return value

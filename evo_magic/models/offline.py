@@ -36,6 +36,7 @@ from evo_magic.compact.format import (
     REMINDER_PREFIX,
     REQUEST_HEADER,
 )
+from evo_magic.compact.pins import is_pin_text
 from evo_magic.measure import estimate_tokens, to_json
 from evo_magic.models.base import ModelReply, ModelRequest, TextCallback
 from evo_magic.probe import answer_from_context, probe_question
@@ -123,7 +124,11 @@ def _task_and_progress(
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         notes = ("[Your previous", REMINDER_PREFIX)  # the session's notes, not requests
-        texts = [t for t in _texts(message) if t.strip() and not t.startswith(notes)]
+        texts = [
+            t
+            for t in _texts(message)
+            if t.strip() and not t.startswith(notes) and not is_pin_text(t)
+        ]
         if message["role"] == "user" and texts:
             start, task = index, texts[-1]
             break

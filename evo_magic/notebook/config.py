@@ -25,6 +25,7 @@ from traitlets import (
     TraitError,
     TraitType,
     Unicode,
+    Union,
     observe,
     validate,
 )
@@ -49,6 +50,9 @@ def trait_for(f: Field[Any]) -> TraitType:
     if kind in ("frozenset[str]", "tuple[str, ...]"):
         names = sorted(default) if kind.startswith("frozenset") else list(default)
         return List(Unicode(), default_value=names, help=help_text).tag(config=True)
+    if kind == "int | float | None":  # a count, or a share (token_limit)
+        trait = Union([Int(), Float()], default_value=default, allow_none=True, help=help_text)
+        return trait.tag(config=True)
     scalars: dict[str, type[TraitType]] = {
         "int": Int,
         "int | None": Int,

@@ -28,6 +28,7 @@ from evo_magic.notebook.sessions import DEFAULT_SESSION, CellResult, Sessions
 from evo_magic.notebook.views import StrategiesTable, context_text, sessions_text
 from evo_magic.session import ObserverError
 from evo_magic.settings import SessionSettings
+from evo_magic.tools import ToolError
 from evo_magic.transcript import TranscriptWriteError
 
 SUBCOMMANDS = {
@@ -42,8 +43,12 @@ SUBCOMMANDS = {
     "strategies": "the registered compaction strategies with their parameters, and what the "
     "session's next call runs",
     "summaries": "every summary a compaction applied: when, strategy, focus, edited, the text",
+    "pin": "pin TEXT (or --file PATH) into every request, verbatim, whatever the strategies do",
+    "unpin": "unpin ID: no compaction carries that pin any more",
+    "pins": "the session's pinned texts and their ids",
 }
 """The line form's subcommands: their one description (the `subcommand` argument's help)."""
+_TAKES_WORDS = ("pin", "unpin")
 
 
 class AgentCellError(Exception):
@@ -138,6 +143,10 @@ class AgentMagics(Magics, AgentConfig):
         Manual compaction is `%compact` (see `%compact?`); settings are
         `%config AgentMagics.<name> = value` (list them with `%agent config`).
         """
+        if cell is None and line.split(maxsplit=1)[:1] == ["pin"]:
+            # The text is taken as typed (quotes, apostrophes and all), not split as options.
+            session = self.registry.get(DEFAULT_SESSION)
+            return self._pin(session, "pin", line.split()[1:], line)
         opts = parse_argstring(self.agent, line)
         if cell is None:
             return self._subcommand(opts)
@@ -281,7 +290,7 @@ class AgentMagics(Magics, AgentConfig):
                 f"%agent: unknown subcommand {name!r}.{hint} Choose one of: "
                 f"{', '.join(SUBCOMMANDS)}; run a task with %%agent in a cell. See %agent?"
             )
-        if len(words) > 1:
+        if len(words) > 1 and name not in _TAKES_WORDS:
             raise UsageError(f"%agent {name} takes no arguments besides -s SESSION")
         if opts.live and name != "context":
             raise UsageError(f"%agent {name}: --live is for %agent context only")
@@ -295,6 +304,8 @@ class AgentMagics(Magics, AgentConfig):
             return ConfigTable(self)
         if name == "strategies":
             return StrategiesTable(registry.sessions.get(opts.session))
+        if name in ("pin", "unpin", "pins"):
+            return self._pin(registry.get(opts.session), name, words[1:], None)
         session = registry.existing(opts.session)
         if name == "context":
             if opts.save:
@@ -319,6 +330,20 @@ class AgentMagics(Magics, AgentConfig):
         if opts.session not in registry.results:
             raise UsageError(f"%agent last: session {opts.session!r} has not run a cell yet")
         return registry.results[opts.session]
+
+    def _pin(self, session: Any, name: str, words: list[str], line: str | None) -> None:
+        """%agent pin / unpin / pins (their behaviour is in evo_magic.notebook.pins)."""
+        from evo_magic.notebook.pins import pin_words, pins_text, unpin_words
+
+        if name == "pin" and line is not None and words[:1] != ["--file"]:
+            words = [line.strip()[len("pin") :].strip()]  # verbatim
+        try:
+            if name == "pins":
+                print(pins_text(session))
+            else:
+                print((pin_words if name == "pin" else unpin_words)(session, words))
+        except (ValueError, KeyError, ToolError) as exc:
+            raise UsageError(str(exc).strip("'\"")) from None
 
     def _context(self, session: Any, live: bool = False) -> None:
         print(context_text(self.registry, session))

@@ -13,14 +13,19 @@ from evo_magic.tools import describe_sandbox
 def context_text(sessions: Sessions, session: Any) -> str:
     """The session's numbers: model, context, compactions, sandbox, cost, transcript."""
     state = session.state
-    paused = state.consecutive_failures >= session.policy.max_failures
+    paused = session.compactor.paused
+    tokens = session.token_limit
+    limit = f"limit {session.policy.context_limit:,} chars" + (
+        f", {tokens:,} tokens" if tokens else ""
+    )
     lines = [
         f"session {session.session_id} · model {session.model.name}"
         + (" (offline scripted stand-in)" if session.model.offline else ""),
-        f"context: {size(session.context())} (limit {session.policy.context_limit:,} chars)",
+        f"context: {size(session.context())} ({limit})",
         f"compactions: {state.compact_count}; has_compacted={state.has_compacted}; "
         f"failures in a row: {state.consecutive_failures}"
-        + (" — automatic compaction PAUSED" if paused else ""),
+        + (" — automatic compaction PAUSED" if paused else "")
+        + (" (the context kept refilling: max_refills)" if session.compactor.thrashing else ""),
         f"recent files: {', '.join(state.recent_files) or 'none'}",
         describe_sandbox(session.sandbox),
         cost_line(sessions, session),

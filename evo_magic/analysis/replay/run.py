@@ -17,6 +17,7 @@ from evo_magic.analysis.replay.summaries import Summaries
 from evo_magic.analysis.replay.timeline import Change
 from evo_magic.compact.base import Strategy
 from evo_magic.compact.compactor import Compactor
+from evo_magic.compact.pins import Pin, is_pin_text
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.cost import Price, PriceTable, call_cost
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
@@ -128,6 +129,8 @@ class Run:
         self.summary_cost: float | None = 0.0
         self.now = 0.0
         self.tracker = PrefixTracker(clock=lambda: self.now)
+        self.pins: dict[int, Pin] = {}
+        """The pins the session had at this point (from its pin and unpin records)."""
         self.compactor = Compactor(
             self.history,
             emit=self._observe,
@@ -138,6 +141,7 @@ class Run:
             strategies=[],
             cache=self.tracker,
             model=lambda: self.model or None,
+            pins=lambda reread: tuple(pin.block_text for pin in self.pins.values()),
         )
         if isinstance(chosen, list):
             self.compactor.strategies = chosen
@@ -164,6 +168,12 @@ class Run:
         Prices given to replay cost every call; the recorded ones still steer the decisions
         under "recorded" (the cache-aware rule weighs them)."""
         name, value = change.name, change.value
+        if name in ("pin", "unpin"):  # part of the conversation: under every setting
+            if isinstance(value, Pin):
+                self.pins[value.id] = value
+            else:
+                self.pins.pop(value, None)
+            return
         if name == "strategies":
             if self.recorded_mode:
                 self._recorded_strategies(value)
@@ -312,7 +322,9 @@ class Run:
     def _append(self, message: dict[str, Any], kind: str | None) -> None:
         requested = self._note_tool_results(message)
         if message["role"] == "user" and kind == "prompt":
-            self.history.pending_request = first_text(message)
+            text = first_text(message)
+            if text is None or not is_pin_text(text):  # a pin is no request
+                self.history.pending_request = text
         self.history.append(message)
         if message["role"] == "assistant" and not calls_tools(message):
             self.history.finish_request()
