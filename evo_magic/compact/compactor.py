@@ -179,7 +179,9 @@ class Compactor:
     # -- before every model call ----------------------------------------------------------
 
     def before_call(self) -> None:
-        """The every-call strategies, then the over-limit ones when they are due."""
+        """Every pin in the history, the every-call strategies, then the over-limit ones when
+        they are due."""
+        self._keep_pins()
         for strategy in self._of("every_call"):
             if self._failures.get(id(strategy), 0) < self.policy.max_failures:
                 self._run(strategy, "every_call", None)
@@ -195,6 +197,32 @@ class Compactor:
         if self.over_limit(size):
             # Still too big (a huge request carried verbatim, nothing to cut): wait for growth.
             self.state.retry_after_chars = max(self.state.retry_after_chars, self._retry_at(size))
+
+    def _keep_pins(self) -> None:
+        """Pins that a replacement outside the strategies left out (the API's own compaction
+        keeps only its block and what follows) join the newest user message: the model has
+        not seen it, so nothing sent before is rewritten, and text after tool results keeps
+        the API's rules."""
+        texts = self._pins(False)
+        view = self.history.view()
+        if not texts or not len(view) or view[-1].get("role") != "user":
+            return
+        missing = missing_pins(view, texts)
+        if not missing:
+            return
+        last = view[-1]
+        content = last["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        blocks += [{"type": "text", "text": text} for text in missing]
+        self.history.rewrite({len(view) - 1: {**last, "content": blocks}})
+        self._emit(
+            Notice(
+                "pins_carried",
+                f"{len(missing)} pinned text(s) were not in the history (the API's compaction "
+                "keeps only its summary and what follows it); they were added to the newest "
+                "message.",
+            )
+        )
 
     def _note_refill(self, size: ContextSize) -> None:
         """Thrash detection: over the limit again within two calls of an automatic full
