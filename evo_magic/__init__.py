@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Session": "evo_magic.session",
     "AskResult": "evo_magic.session",
+    "SessionSettings": "evo_magic.settings",
     "CompactPolicy": "evo_magic.compact.policy",
     "CompactState": "evo_magic.compact.state",
     "Usage": "evo_magic.usage",
@@ -42,6 +43,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports
     from evo_magic.compact.state import CompactState  # noqa: F401
     from evo_magic.models import AnthropicModel, FunctionModel, ModelError, OfflineModel  # noqa: F401
     from evo_magic.session import AskResult, Session  # noqa: F401
+    from evo_magic.settings import SessionSettings  # noqa: F401
     from evo_magic.summariser import Summariser  # noqa: F401
     from evo_magic.usage import Usage  # noqa: F401
 

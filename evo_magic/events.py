@@ -21,6 +21,7 @@ __all__ = [
     "AskFinished",
     "AskStarted",
     "CompactionFinished",
+    "CompactionSkipped",
     "CompactionStarted",
     "ContextSize",
     "ErrorOccurred",
@@ -280,10 +281,31 @@ class CompactionFinished(Event):
     prompts kept verbatim and the files re-read, with their tokens."""
     fallback_for: str | None = None
     """The server strategy configured in this one's place, when it ran as its fallback."""
+    summary_edited: bool = False
+    """True when `summary` was given (`Session.compact(summary=...)`: written or edited by a
+    person), not made by the summariser."""
+    summary_proposed: str | None = None
+    """When edited: the summariser's proposal it was edited from (None: none was made)."""
 
     @property
     def summary_chars(self) -> int:
         return len(self.summary)
+
+
+@dataclass(frozen=True)
+class CompactionSkipped(Event):
+    """A compaction was asked for and there was nothing to compact: nothing failed, the
+    history is untouched, and no back-off follows."""
+
+    kind: ClassVar[str] = "compaction_skipped"
+    trigger: str
+    focus: str | None
+    reason: str
+    """Why, e.g. "the history is empty", "no strategy found anything to do"."""
+    strategy: str = ""
+    """The strategy asked last (the one given, or the last configured one)."""
+    success: ClassVar[bool] = False
+    """As `CompactionFinished.success`: no compaction happened."""
 
 
 @dataclass(frozen=True)

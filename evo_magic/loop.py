@@ -24,6 +24,7 @@ from evo_magic.cost import Ledger
 from evo_magic.events import (
     AskFinished,
     AskStarted,
+    CompactionSkipped,
     ErrorOccurred,
     Event,
     ModelCalled,
@@ -35,7 +36,7 @@ from evo_magic.events import (
 )
 from evo_magic.history import History
 from evo_magic.measure import ContextSize, to_json
-from evo_magic.models.base import Model, ModelError, ModelReply, ModelRequest
+from evo_magic.models.base import Model, ModelError, ModelReply, ModelRequest, prompt_too_long
 from evo_magic.prompt_cache import CacheSettings, PrefixTracker
 from evo_magic.secrets import StreamRedactor
 from evo_magic.tools import Tool, ToolContext, ToolResult, run_tool
@@ -56,10 +57,20 @@ BAD_INPUT = (
     "Not run: the input of this {name} call was {kind}, not a JSON object. Send the arguments "
     'as an object, e.g. {{"{example}": ...}}.'
 )
+WINDOW_EXCEEDED = "model_context_window_exceeded"
+WINDOW_NOTE = (
+    "[Your previous response was cut off: the context window is full. Tool calls in it were "
+    "dropped; continue from where you stopped.]"
+)
 CONTEXT_EXCEEDED = (
     "The prompt reached the context window of {model} (stop_reason "
-    "model_context_window_exceeded); the history is kept. Compact it (%compact, "
-    "Session.compact) or configure a strategy that keeps it smaller, then ask again."
+    "model_context_window_exceeded), and compacting did not make room; the history is kept. "
+    "Compact it (%compact, Session.compact) or configure a strategy that keeps it smaller, "
+    "then ask again."
+)
+STILL_TOO_LONG = (
+    "The history is kept and valid; compact by hand (%compact) with a strategy that keeps "
+    "less, unpin large pins, or start afresh."
 )
 COMPACT_FAILED = "[The compaction you asked for did not happen: {error}. The history is unchanged.]"
 _TOOL_USE_ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -113,6 +124,7 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
     stop_reason = "end_turn"
     final_text = ""
     turns = 0
+    refilled = False  # a window-exceeded stop was answered by a compaction in this ask
     why = "it was interrupted"
     try:
         while True:
@@ -127,14 +139,20 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
                 )
                 break
             turns += 1
-            reply, sent = _call_model(parts)
+            reply, sent = _call_reactively(parts)
             usage = usage + reply.usage
             stop_reason = reply.stop_reason or "end_turn"
             tool_uses, bad_inputs, content = _append_reply(parts, reply)
             _server_results(parts, reply, sent)
             final_text = _text_of(content) or final_text
-            if stop_reason == "model_context_window_exceeded":
-                raise ModelError(CONTEXT_EXCEEDED.format(model=reply.model))
+            if stop_reason == WINDOW_EXCEEDED:
+                if refilled:
+                    raise ModelError(CONTEXT_EXCEEDED.format(model=reply.model))
+                refilled = True
+                why = "the model stopped: its context window is full"
+                if _compact_reactively(parts, why):
+                    raise ModelError(CONTEXT_EXCEEDED.format(model=reply.model))
+                continue
             if not tool_uses:
                 # Paused after a server compaction: the ask goes on from the compacted context.
                 if stop_reason not in ("max_tokens", "compaction"):
@@ -173,6 +191,49 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
     )
     parts.emit(finished)
     return finished
+
+
+def _call_reactively(parts: LoopParts) -> tuple[ModelReply, ContextSize]:
+    """One model call; when the API refuses the prompt as too long, compact (the over-limit
+    strategies) and call once more. A compaction that cannot be made, or a second refusal,
+    is a ModelError saying so (the history, compacted or not, stays valid)."""
+    try:
+        return _call_model(parts)
+    except ModelError as exc:
+        if not prompt_too_long(exc):
+            raise
+        failure = _compact_reactively(parts, f"the API refused the prompt as too long ({exc})")
+        if failure:
+            raise ModelError(
+                f"The API refused the prompt as too long ({exc}) and {failure}. " + STILL_TOO_LONG,
+                status=exc.status,
+                error_type=exc.error_type,
+            ) from exc
+    try:
+        return _call_model(parts)
+    except ModelError as again:
+        if not prompt_too_long(again):
+            raise
+        raise ModelError(
+            f"The prompt is still too long after a compaction ({again}). " + STILL_TOO_LONG,
+            status=again.status,
+            error_type=again.error_type,
+        ) from again
+
+
+def _compact_reactively(parts: LoopParts, why: str) -> str | None:
+    """Compact now because the context does not fit the model's window, and say so. Returns
+    why nothing was compacted (None when it was: the call goes once more)."""
+    event = parts.compactor.reactive()
+    failure = None
+    if event is None:
+        failure = outcome = "no over-limit strategy is configured, so nothing could be compacted"
+    elif not event.success:
+        failure = outcome = f"the compaction failed ({event.error})"
+    else:
+        outcome = f"compacted with {event.strategy}; trying once more"
+    parts.emit(Notice("reactive_compaction", f"{why[0].upper()}{why[1:]}: {outcome}."))
+    return failure
 
 
 def answer_left_over(history: History, why: str) -> None:
@@ -336,6 +397,13 @@ def _append_reply(
     if fixes:
         note = "The model's reply was adjusted: " + "; ".join(fixes)
         parts.emit(Notice("reply_normalised", note))
+    if reply.stop_reason == WINDOW_EXCEEDED:
+        # Cut off mid-reply: keep its text, drop its calls (their input may be cut too).
+        content = [block for block in content if block.get("type") != "tool_use"]
+        content = content or [{"type": "text", "text": "[response cut off: context window full]"}]
+        parts.history.append({"role": "assistant", "content": content})
+        parts.history.append({"role": "user", "content": [{"type": "text", "text": WINDOW_NOTE}]})
+        return [], {}, content
     if reply.stop_reason == "max_tokens":
         # A tool call cut off mid-input cannot be run safely: drop them all and say so.
         content = [block for block in content if block.get("type") != "tool_use"]
@@ -502,7 +570,8 @@ def _compact_for_model(parts: LoopParts, focus: str | None) -> None:
     """The model's compact tool: compact after its batch, and tell the model when it failed."""
     event = parts.compactor.request("model", focus)
     if not event.success:
-        note = COMPACT_FAILED.format(error=event.error)
+        error = event.reason if isinstance(event, CompactionSkipped) else event.error
+        note = COMPACT_FAILED.format(error=error)
         parts.history.append({"role": "user", "content": [{"type": "text", "text": note}]})
 
 

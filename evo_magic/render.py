@@ -14,6 +14,7 @@ from evo_magic.events import (
     AskFinished,
     AskStarted,
     CompactionFinished,
+    CompactionSkipped,
     ContextSize,
     ErrorOccurred,
     Event,
@@ -21,12 +22,18 @@ from evo_magic.events import (
     Notice,
     TextDelta,
     ToolFinished,
+    ToolStarted,
 )
+
+
+def plural(n: int, noun: str) -> str:
+    """ "1 message", "2 messages"."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def size(context: ContextSize) -> str:
     approx = "" if context.tokens_exact else "~"
-    messages = f"{context.messages} msg" + ("" if context.messages == 1 else "s")
+    messages = plural(context.messages, "message")
     return f"{messages}, {context.chars:,} chars, {approx}{context.tokens:,} tokens"
 
 
@@ -35,28 +42,49 @@ def short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def tool_line(event: ToolFinished) -> str:
+def tool_head(event: ToolStarted | ToolFinished) -> str:
+    """What a tool call does, as its line starts when the tool starts: "bash: ls -la"."""
+    argument = short(event.summary or json.dumps(event.input, ensure_ascii=False))
+    return f"{event.name}: {argument}"
+
+
+def tool_outcome(event: ToolFinished) -> str:
+    """How a tool call ended, as its line ends: " -> ok, 321 chars, 0.04s"."""
     status = "error" if event.is_error else "ok"
     chars = event.original_chars or len(event.output)
     saved = " (saved to file)" if event.saved_to else ""
-    argument = short(event.summary or json.dumps(event.input, ensure_ascii=False))
-    return f"{event.name}: {argument} -> {status}, {chars:,} chars{saved}, {event.duration:.2f}s"
+    return f" -> {status}, {chars:,} chars{saved}, {event.duration:.2f}s"
+
+
+def tool_line(event: ToolFinished) -> str:
+    return tool_head(event) + tool_outcome(event)
+
+
+def _trigger(trigger: str) -> str:
+    return {"auto": "auto", "model": "model's compact tool", "user": "user"}.get(trigger, trigger)
+
+
+def _focus(focus: str | None) -> str:
+    """The focus as typed (not a Python repr: backslashes and quotes as they are)."""
+    return f' focus "{short(focus, 50)}"' if focus else ""
 
 
 def compaction_line(event: CompactionFinished) -> str:
-    layer = {"auto": "auto", "model": "model's compact tool", "user": "user"}.get(
-        event.trigger, event.trigger
-    )
+    layer = _trigger(event.trigger)
     if event.trigger == "server":
         layer = "by the API"
     if event.strategy != "summarise" or event.fallback_for:
         layer += f", {event.strategy}"
     if event.fallback_for:
         layer += f" as the fallback for {event.fallback_for}"
-    focus = f" focus={short(event.focus, 50)!r}" if event.focus else ""
+    focus = _focus(event.focus)
     if not event.success:
         return f"compaction ({layer}){focus} FAILED, history kept: {event.error}"
     return f"compaction ({layer}){focus}: {size(event.before)} -> {size(event.after)}"
+
+
+def skipped_line(event: CompactionSkipped) -> str:
+    return f"nothing to compact ({_trigger(event.trigger)}){_focus(event.focus)}: {event.reason}"
 
 
 def micro_line(event: MicroCompacted) -> str:
@@ -65,16 +93,17 @@ def micro_line(event: MicroCompacted) -> str:
         sizes += f", {event.cache_invalidated_tokens:,} cached tokens invalidated"
     if event.applied is not None:  # a server strategy: the API edited the prompt, not the history
         what = event.applied.get("cleared_tool_uses")
-        unit = "tool use(s)"
+        unit = "tool use"
         if what is None:
-            what, unit = event.applied.get("cleared_thinking_turns", 0), "thinking turn(s)"
+            what, unit = event.applied.get("cleared_thinking_turns", 0), "thinking turn"
         return (
-            f"{event.strategy}: the API cleared {what} {unit}, {event.cleared_tokens:,} tokens "
+            f"{event.strategy}: the API cleared {plural(what, unit)}, "
+            f"{event.cleared_tokens:,} tokens "
             "from this call's prompt (the history keeps them)"
         )
     if event.strategy == "micro":
         return (
-            f"micro-compaction: cleared {len(event.cleared_ids)} old tool result(s), freed "
+            f"micro-compaction: cleared {plural(len(event.cleared_ids), 'old tool result')}, freed "
             f"{event.chars_freed:,} chars {sizes}"
         )
     if event.chars_freed < 0 and not event.cleared_ids:  # a note added for the model
@@ -82,12 +111,13 @@ def micro_line(event: MicroCompacted) -> str:
         return f"{event.strategy}: told the model {short(said, 100)!r} {sizes}"
     if event.strategy == "large-outputs":
         return (
-            f"large outputs: {len(event.cleared_ids)} saved to file(s) with a preview in "
+            f"large outputs: {plural(len(event.cleared_ids), 'output')} saved to files with a "
+            "preview in "
             f"context, freed {event.chars_freed:,} chars {sizes}"
         )
     return (
-        f"{event.strategy}: rewrote {len(event.edits)} block(s) of "
-        f"{len(event.cleared_ids)} tool call(s), freed {event.chars_freed:,} chars {sizes}"
+        f"{event.strategy}: rewrote {plural(len(event.edits), 'block')} of "
+        f"{plural(len(event.cleared_ids), 'tool call')}, freed {event.chars_freed:,} chars {sizes}"
     )
 
 
@@ -122,10 +152,11 @@ def cost_text(event: AskFinished) -> str:
 def footer(event: AskFinished, compactions: int) -> str:
     u = event.usage
     return (
-        f"{event.turns} model calls, stop: {event.stop_reason}; tokens in {u.input_tokens:,} / "
-        f"out {u.output_tokens:,} / cache write {u.cache_creation_input_tokens:,} / cache read "
-        f"{u.cache_read_input_tokens:,}; {cost_text(event)}; {event.duration:.1f}s; "
-        f"context {size(event.context)}; {compactions} compaction(s)"
+        f"{plural(event.turns, 'model call')}, stop: {event.stop_reason}; "
+        f"tokens in {u.input_tokens:,} / out {u.output_tokens:,} / cache write "
+        f"{u.cache_creation_input_tokens:,} / cache read {u.cache_read_input_tokens:,}; "
+        f"{cost_text(event)}; {event.duration:.1f}s; "
+        f"context {size(event.context)}; {plural(compactions, 'compaction')}"
     )
 
 
@@ -135,6 +166,8 @@ def event_line(event: Event) -> str | None:
         return tool_line(event)
     if isinstance(event, CompactionFinished):
         return compaction_line(event)
+    if isinstance(event, CompactionSkipped):
+        return skipped_line(event)
     if isinstance(event, MicroCompacted):
         return micro_line(event)
     if isinstance(event, Notice):
@@ -145,27 +178,51 @@ def event_line(event: Event) -> str | None:
 
 
 class TextRenderer:
-    """An observer that writes a session's events as plain text through `write`."""
+    """An observer that writes a session's events as plain text through `write`.
+
+    A tool call's line is written when the tool starts ("  · bash: sleep 30") and completed
+    when it ends (" -> ok, 0 chars, 30.01s"); a line that something else interrupts is closed
+    with "…" and written whole when the tool ends.
+    """
 
     def __init__(self, write: Callable[[str], Any]):
         self.write = write
         self._in_text = False
+        self._open_tool: str | None = None
         self.compactions = 0
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, AskStarted):
             self.compactions = 0
+        if isinstance(event, ToolFinished) and event.tool_use_id == self._open_tool:
+            self._open_tool = None
+            self.write(tool_outcome(event) + "\n")
+            return
         if isinstance(event, TextDelta):
+            if self._open_tool is not None:
+                self.end_line()
             self.write(event.text)
             self._in_text = True
             return
         if isinstance(event, CompactionFinished) and event.success:
             self.compactions += 1
+        if isinstance(event, ToolStarted):
+            self.end_line()
+            self.write(f"  · {tool_head(event)}")
+            self._open_tool = event.tool_use_id
+            return
         line = footer(event, self.compactions) if isinstance(event, AskFinished) else None
         line = line or event_line(event)
         if line is None:
             return
+        self.end_line()
+        self.write(f"  · {line}\n")
+
+    def end_line(self) -> None:
+        """End what is being written (streamed text, a running tool's line) with a newline."""
+        if self._open_tool is not None:
+            self.write(" …\n")
+            self._open_tool = None
         if self._in_text:
             self.write("\n")
             self._in_text = False
-        self.write(f"  · {line}\n")

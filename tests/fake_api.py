@@ -1342,6 +1342,11 @@ class FakeAnthropic:
         """True: the next compaction the fake makes fails (its block has null content)."""
         self.event_delay = 0.0
         """Seconds to wait after each SSE event (a slow stream, to interrupt mid-way)."""
+        self.context_window: int | None = None
+        """Tokens a prompt may hold (None: no limit): a longer one is refused as the API
+        refuses it, 400 "prompt is too long: N tokens > M maximum" (kept in ``too_long``,
+        not in ``rejections``: the request itself is well-formed)."""
+        self.too_long: list[dict] = []
         self._queue: deque[Item] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -1469,6 +1474,12 @@ class FakeAnthropic:
         body, request_id = parsed
         if (error := validate_request(body) or fake_context.check(body, headers)) is not None:
             self._reject(handler, body, error, request_id)
+            return
+        window = self.context_window
+        if window is not None and (tokens := estimate_input_tokens(body)) > window:
+            self._record(self.too_long, body)
+            message = f"prompt is too long: {tokens} tokens > {window} maximum"
+            handler.send_error_json(400, "invalid_request_error", message, request_id)
             return
         self._record(self.accepted, body)
         with self._lock:

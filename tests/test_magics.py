@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -159,7 +160,11 @@ def test_compact_alone_and_bare_focus(ip, api):
         ("--session=lab", CompactArgs("lab")),
         ("focus=the user's notes", CompactArgs(focus="the user's notes")),
         (r"focus=keep C:\data\new", CompactArgs(focus=r"keep C:\data\new")),
-        ('"unclosed', CompactArgs(focus='"unclosed')),
+        ('focus="quoted, with  two spaces"', CompactArgs(focus="quoted, with  two spaces")),
+        (
+            '--strategy "sliding-window(keep=2)" x',
+            CompactArgs(focus="x", strategy="sliding-window(keep=2)"),
+        ),
         (
             "--strategy summarise-older(keep=3) -s lab x",
             CompactArgs("lab", "x", "summarise-older(keep=3)"),
@@ -170,6 +175,23 @@ def test_compact_alone_and_bare_focus(ip, api):
 )
 def test_parse_compact_line(line, expected):
     assert parse_compact_line(line) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('focus="a" focus="b"', "a second focus="),
+        ('"unclosed', "unterminated quote"),
+        ('focus="unclosed', "not closed"),
+        ('focus="the plan" and more', "'and more' after the quoted focus"),
+        ("stray focus=the plan", "words before focus="),
+        ("--strategy", "expected one argument"),
+        ("--force", "unrecognized arguments"),
+    ],
+)
+def test_parse_compact_line_refuses_what_it_cannot_read(line, message):
+    with pytest.raises(UsageError, match=message):
+        parse_compact_line(line)
 
 
 def test_focus_reaches_the_summariser_exactly_as_typed(ip, api):
@@ -201,9 +223,10 @@ def test_a_bad_out_name_is_refused_before_the_task_runs(ip, api):
         ("line", "contxt", None, "Did you mean 'context'"),
         ("line", "history extra", None, "takes no arguments"),
         ("line", "context -s nosuch", None, "no session 'nosuch'"),
-        ("compact", "--strategy", None, "needs a value"),
-        ("compact", "--strategy nope", None, "unknown strategy 'nope'"),
-        ("compact", "--force", None, "unknown option"),
+        ("compact", "--strategy", None, "expected one argument"),
+        ("compact", "--strategy nope", None, "%compact --strategy: unknown strategy 'nope'"),
+        ("compact", "--strategy 'micro(keep_recnt=2)'", None, "%compact --strategy: .*keep_recnt"),
+        ("compact", "--force", None, "unrecognized arguments"),
         ("compact", "-s nosuch", None, "run a %%agent cell first"),
     ],
 )
@@ -285,8 +308,6 @@ def test_caching_settings_reach_the_requests(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 1", "third")
     assert cache_markers(api.accepted[-1]) == []
-    ip.run_line_magic("config", "AgentMagics.cache_ttl = '10m'")  # refused (and logged)
-    assert magics(ip).cache_ttl == "1h"
 
 
 def test_agent_context_shows_cost_and_cache_hits_with_the_prices_given(ip, api):
@@ -307,9 +328,90 @@ def test_agent_context_shows_cost_and_cache_hits_with_the_prices_given(ip, api):
     last = [e for e in ip.user_ns["_agent"].events if e.kind == "model_response"][-1]
     dear = call_cost(last.usage, last.model, session.prices)
     assert last.cost_usd == dear.total > 10 * call_cost(last.usage, last.model).total
-    ip.run_line_magic("config", "AgentMagics.prices = {'claude-sonnet-5-5': {'inputs': 1}}")
-    with pytest.raises(UsageError, match="AgentMagics.prices.*unknown field"):
-        ip.run_cell_magic("agent", "", "Again.")
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('strategies = ["no-such-strategy"]', "AgentMagics.strategies: unknown strategy"),
+        ('strategies = ["micro(keep_recnt=2)"]', "AgentMagics.strategies: .*keep_recnt"),
+        (
+            "prices = {'claude-sonnet-5-5': {'inptu': 1}}",
+            r"AgentMagics.prices: .*unknown field\(s\) \['inptu'\]",
+        ),
+        ("sandbox = 'bogus'", "AgentMagics.sandbox must be one of 'require', 'warn', 'off'"),
+        ("max_failures = 0", "AgentMagics.max_failures must be at least 1"),
+        ("cache_ttl = '10m'", "AgentMagics.cache_ttl must be one of '5m', '1h'"),
+        ("sandbox_network = 'no'", "AgentMagics.sandbox_network: .*must be 'on' or 'off'"),
+        ("bash_processes = 2", "AgentMagics.bash_processes: .*integer >= 8"),
+    ],
+)
+def test_a_bad_setting_is_refused_when_it_is_set(ip, api, caplog, line, said):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "first")
+    session = magics(ip).sessions["default"]
+    before = (session.settings, session.strategies)
+    name = line.split()[0]
+    default = getattr(magics(ip), name)
+    ip.run_line_magic("config", f"AgentMagics.{line}")
+    (refusal,) = [r.getMessage() for r in caplog.records if "AgentMagics" in r.getMessage()]
+    assert re.search(said, refusal) and refusal.endswith("The setting is unchanged.")
+    assert getattr(magics(ip), name) == default
+    assert (session.settings, session.strategies) == before
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "second")  # runs with what it had
+    assert api.accepted[-1]["messages"][-1]["content"][0]["text"] == "second"
+
+
+def test_the_sandbox_settings_reach_the_session_through_config(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "first")
+    ip.run_line_magic("config", "AgentMagics.bash_memory = None")
+    ip.run_line_magic("config", "AgentMagics.bash_env_keep = ['HF_TOKEN']")
+    bash = magics(ip).sessions["default"].bash_settings
+    assert bash.memory is None and bash.env_keep == ("HF_TOKEN",)
+
+
+def test_a_bad_setting_assigned_in_code_is_a_usage_error(ip):
+    with pytest.raises(UsageError, match="AgentMagics.strategies: unknown strategy 'nope'"):
+        magics(ip).strategies = ["nope"]
+    with pytest.raises(UsageError, match="AgentMagics.display_mode must be"):
+        magics(ip).display_mode = "fancy"
+    assert magics(ip).strategies == [] and magics(ip).display_mode == "plain"
+
+
+def test_a_setting_reset_to_its_default_reaches_existing_sessions(ip, api):
+    ip.run_line_magic("config", "AgentMagics.system_prompt = 'Answer in one word.'")
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "first")
+    assert "Answer in one word." in json.dumps(api.accepted[-1]["system"])
+    ip.run_line_magic("config", "AgentMagics.system_prompt = ''")
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "second")
+    assert "Answer in one word." not in json.dumps(api.accepted[-1]["system"])
+    assert "careful coding agent" in json.dumps(api.accepted[-1]["system"])
+
+
+def test_agent_strategies_shows_what_the_next_call_runs(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "first")
+    calls = len(api.accepted)
+    ip.run_line_magic("config", 'AgentMagics.strategies = ["sliding-window(keep=4)"]')
+    listing = repr(ip.run_line_magic("agent", "strategies"))
+    assert listing.endswith("this session runs: sliding-window(keep=4)")
+    ip.run_line_magic("config", "AgentMagics.strategies = []")
+    listing = repr(ip.run_line_magic("agent", "strategies"))
+    runs = listing.splitlines()[-1]
+    assert runs.startswith("this session runs: large-outputs(") and "sliding-window" not in runs
+    assert len(api.accepted) == calls  # no model call in between
+    records = [
+        json.loads(line)
+        for line in magics(ip).sessions["default"].transcript.path.read_text().splitlines()
+    ]
+    assert [r["strategies"][0]["name"] for r in records if r["kind"] == "strategies"] == [
+        "sliding-window",
+        "large-outputs",
+    ]
 
 
 def test_offline_option_and_subcommands(ip, monkeypatch):
@@ -329,13 +431,25 @@ def test_offline_option_and_subcommands(ip, monkeypatch):
     assert magics(ip).sessions["default"].messages == []
 
 
-def test_help_documents_the_options(ip):
-    doc = ip.find_cell_magic("agent").__doc__
-    for option in ("--session", "--model", "--offline", "--max-turns", "--expand", "context"):
-        assert option in doc
-    assert "ends in `?`" in ip.find_line_magic("compact").__doc__ or "ending in `?`" in (
-        ip.find_line_magic("compact").__doc__
-    )
+def test_help_is_the_magic_arguments_once(ip):
+    from evo_magic.notebook.config import AgentConfig
+    from evo_magic.notebook.magics import SUBCOMMANDS
+
+    agent, compact = ip.find_cell_magic("agent"), ip.find_line_magic("compact")
+    for magic in (agent, compact):
+        parser = magic.parser
+        for action in parser._actions:  # every option's help, once, in %magic?
+            flat = " ".join(magic.__doc__.split())
+            text = action.help.replace("%%", "%")  # argparse's escape
+            assert flat.count(" ".join(text.split())) == 1, action.dest
+    flat = " ".join(agent.__doc__.split())
+    for name, text in SUBCOMMANDS.items():
+        assert flat.count(" ".join(text.split())) == 1, name
+    assert flat.count("usage") <= 1 and "%%agent [-s" not in flat  # no hand-made usage line
+    assert "ending in `?`" in compact.__doc__
+    # every setting's help is the trait's, made from the one field
+    for name, trait in AgentConfig.class_traits(config=True).items():
+        assert trait.help and f"--AgentMagics.{name}=" in magics(ip).class_get_help()
 
 
 def test_model_error_is_shown_plainly_and_history_stays_valid(ip, monkeypatch):
@@ -381,9 +495,6 @@ def test_a_strategy_pasted_into_the_notebook_runs_through_agent_cells(ip, api):
     listing = repr(ip.run_line_magic("agent", "strategies"))
     assert "clear-tool-uses(trigger_tokens=100000" in listing
     assert "this session runs: micro(" in listing and "keep-last-turns(n=1)" in listing
-    ip.run_line_magic("config", 'AgentMagics.strategies = ["nope"]')
-    with pytest.raises(UsageError, match="unknown strategy 'nope'"), capture_output():
-        ip.run_cell_magic("agent", "", "Once more.")
 
 
 def test_compact_preview_changes_nothing(ip, api):
@@ -397,8 +508,244 @@ def test_compact_preview_changes_nothing(ip, api):
     assert json.dumps(session.messages) == before and summary_requests(api) == []
 
 
-def test_the_readme_settings_table_is_made_from_the_traits():
-    from evo_magic.notebook.magics import settings_markdown
+def test_the_readme_tables_are_made_from_the_one_source():
+    from dataclasses import fields
+
+    from evo_magic.notebook.config import settings_markdown
+    from evo_magic.notebook.magics import magics_markdown
+    from evo_magic.settings import SessionSettings, setting_fields
 
     readme = (Path(__file__).parent.parent / "README.md").read_text()
-    assert settings_markdown() in readme
+    # A new setting or option: paste the printed table into the README.
+    assert settings_markdown() in readme, "print(evo_magic.notebook.config.settings_markdown())"
+    assert magics_markdown() in readme, "print(evo_magic.notebook.magics.magics_markdown())"
+    for _owner, f in setting_fields():  # each field is a row with its own default and help
+        assert f"| `{f.name}` |" in settings_markdown()
+        assert f.metadata["help"].replace("|", "\\|") in settings_markdown()
+    assert {f.name for f in fields(SessionSettings)} - {"policy", "cache_static_ttl"} <= {
+        f.name for _, f in setting_fields()
+    }
+
+
+def test_a_missing_key_says_so_and_how_to_set_it(ip):
+    with capture_output(), pytest.raises(Exception) as info:
+        ip.run_cell_magic("agent", "-m claude-sonnet-5-5", "Hello.")
+    (shown,) = info.value._render_traceback_()
+    assert shown.startswith("AgentError: No Anthropic API key for claude-sonnet-5-5")
+    assert "ANTHROPIC_API_KEY" in shown and "--offline" in shown
+    assert "Malformed" not in shown and "authentication method" not in shown
+
+
+def test_switching_models_makes_no_false_adjusted_notes(ip):
+    with capture_output() as captured:
+        for _ in range(2):
+            with pytest.raises(Exception, match="No Anthropic API key"):
+                ip.run_cell_magic("agent", "-m claude-sonnet-5-5", "Hello.")
+            ip.run_cell_magic("agent", "--offline -t 2", "Look around.")
+            ip.run_line_magic("compact", "")
+    assert captured.stdout.count("2 model calls, stop: max_turns") == 2
+    assert "adjusted" not in captured.stdout
+    session = magics(ip).sessions["default"]
+    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    assert not [r for r in records if r.get("code") == "reply_normalised"]
+
+
+def _watch(read, seconds: float = 8.0):
+    """Sample `read()` every 0.1 s from another thread (what a user sees while a cell runs)."""
+    import threading
+    import time
+
+    seen: list = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        end = time.monotonic() + seconds
+        while not stop.is_set() and time.monotonic() < end:
+            seen.append(read())
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    return seen, lambda: (stop.set(), thread.join())
+
+
+@pytest.mark.parametrize("mode", ["plain", "rich"])
+def test_a_tool_line_shows_when_the_tool_starts_and_ends_when_it_ends(ip, mode, monkeypatch):
+    ip.run_line_magic("config", f"AgentMagics.display_mode = '{mode}'")
+    with FakeAnthropic() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-magics-0000")
+        server.queue(reply(tool_use("bash", {"command": "sleep 3.3"})), reply(text("done")))
+        with capture_output() as captured:
+            if mode == "plain":
+                seen, stop = _watch(lambda: sys.stdout.getvalue())
+            else:
+                seen, stop = _watch(
+                    lambda: [o.data.get("text/plain", "") for o in list(captured.outputs)]
+                )
+            ip.run_cell_magic("agent", "", "Wait a little.")
+            stop()
+        server.assert_no_rejections()
+    if mode == "plain":
+        running = [s for s in seen if "bash: sleep 3.3" in s and "-> ok" not in s]
+        assert running and running[-1].endswith("  · bash: sleep 3.3")
+        assert re.search(r"  · bash: sleep 3\.3 -> ok, \d+ chars, 3\.\d\ds\n", captured.stdout)
+    else:
+        shown = [text for outputs in seen for text in outputs]
+        assert any("bash: sleep 3.3 …" in t and "-> ok" not in t for t in shown)
+        ticks = {m for t in shown for m in re.findall(r"bash: sleep 3\.3 … (\d)s", t)}
+        assert {"2", "3"} <= ticks  # the seconds it has run, from 2 s on
+        final = [o.data["text/plain"] for o in captured.outputs if "bash: sleep" in str(o.data)][-1]
+        assert "bash: sleep 3.3 -> ok" in final and " … " not in final
+
+
+def test_the_text_view_closes_a_line_something_interrupts():
+    from evo_magic.events import Notice, ToolFinished, ToolStarted
+    from evo_magic.render import TextRenderer
+
+    written: list[str] = []
+    view = TextRenderer(written.append)
+    view(ToolStarted("toolu_1", "bash", {"command": "make"}, "make"))
+    assert "".join(written) == "  · bash: make"
+    view(Notice("sandbox", "bash runs unsandboxed"))
+    view(ToolFinished("toolu_1", "bash", {"command": "make"}, "built", False, 1.5, "make"))
+    assert "".join(written).splitlines() == [
+        "  · bash: make …",
+        "  · note: bash runs unsandboxed",
+        "  · bash: make -> ok, 5 chars, 1.50s",
+    ]
+
+
+def test_nothing_to_compact_is_a_neutral_line_said_once_and_a_skipped_record(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "Look around.")
+    with capture_output() as captured:
+        ip.run_line_magic("compact", "--strategy micro")  # no old tool result to clear
+    assert captured.stdout.splitlines() == [
+        "  · nothing to compact (user): no strategy found anything to do"
+    ]
+    session = magics(ip).sessions["default"]
+    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    (skipped,) = [r for r in records if r["kind"] == "compaction_skipped"]
+    assert skipped["reason"] == "no strategy found anything to do"
+    assert skipped["strategy"] == "micro" and skipped["trigger"] == "user"
+    assert not [r for r in records if r["kind"] == "compaction"]
+    assert session.state.consecutive_failures == 0
+
+
+def test_the_focus_is_echoed_as_typed(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 2", "Look around.")
+    with capture_output() as captured:
+        ip.run_line_magic("compact", r"focus=keep C:\data\new and the user's notes")
+    assert r"""focus "keep C:\data\new and the user's notes": """ in captured.stdout
+
+
+def test_counts_read_as_english(ip, api):
+    with capture_output() as captured:
+        ip.run_cell_magic("agent", "--max-turns 1", "Look around.")
+    footer = captured.stdout.splitlines()[-1]
+    assert footer.startswith("  · 1 model call, stop: max_turns;")
+    assert footer.endswith("; 0 compactions")
+    assert re.search(r"context [2-9] messages, ", footer)
+    with capture_output() as captured:
+        ip.run_line_magic("agent", "sessions")
+    assert "0 compactions" in captured.stdout and "(s)" not in captured.stdout
+
+
+def test_the_offline_model_never_counts_past_its_last_step(workspace):
+    from evo_magic.session import Session
+
+    session = Session(workspace, model="offline")
+    session.ask("Survey the project.")
+    event = session.compact()
+    assert "Remaining work: none: all 6 steps of the script are done." in event.summary
+    assert "step 7" not in event.summary
+
+
+def test_a_bad_setting_in_the_config_file_is_refused_and_the_others_apply(
+    tmp_path, workspace, caplog
+):
+    shell = start_ipython() or InteractiveShell.instance()
+    shell.config.AgentMagics.context_limit = 1234
+    shell.config.AgentMagics.sandbox = "bogus"
+    shell.config.AgentMagics.strategies = ["micro(keep_recent=1)"]
+    try:
+        shell.run_line_magic("load_ext", "evo_magic")
+        loaded = magics(shell)
+        assert loaded.context_limit == 1234 and loaded.sandbox == "warn"
+        assert [s.name for s in loaded.configured_strategies()] == ["micro"]
+        refusals = [r.getMessage() for r in caplog.records if "AgentMagics" in r.getMessage()]
+        assert refusals == [
+            "AgentMagics.sandbox must be one of 'require', 'warn', 'off', got 'bogus'. "
+            "The setting is unchanged."
+        ]
+    finally:
+        shell.run_line_magic("unload_ext", "evo_magic")
+        shell.config.pop("AgentMagics", None)
+
+
+def test_compact_keeps_the_model_the_last_cell_ran(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--offline --max-turns 2", "Look around.")
+    session = magics(ip).sessions["default"]
+    start = json.loads(session.transcript.path.read_text().splitlines()[0])
+    assert start["kind"] == "session_start" and start["model"] == "offline"
+    with capture_output() as captured:
+        ip.run_line_magic("compact", "")
+    assert session.model.name == "offline" and "compaction (user)" in captured.stdout
+    assert api.accepted == []  # the summary was the stand-in's, not a call to the API
+    ip.run_line_magic("config", "AgentMagics.offline = True")
+    ip.run_line_magic("config", "AgentMagics.offline = False")  # the setting names the model
+    assert session.model.name == "claude-sonnet-5-5"
+
+
+def test_compact_takes_a_quoted_strategy_spec(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 3", "Look around.")
+    session = magics(ip).sessions["default"]
+    before = len(session.messages)
+    with capture_output() as captured:
+        ip.run_line_magic("compact", '--strategy "sliding-window(keep=2)" focus=the notes')
+    assert "compaction (user, sliding-window)" in captured.stdout
+    assert len(session.messages) < before
+
+
+def test_a_running_tool_ticks_in_a_real_kernel(workspace):
+    """The seconds of a running tool reach the cell's output through ipykernel (the updates
+    come from a thread while the cell's thread runs the tool)."""
+    import os
+
+    from jupyter_client.manager import KernelManager
+
+    with FakeAnthropic() as api:
+        api.queue(reply(tool_use("bash", {"command": "sleep 3.3"})), reply(text("done")))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
+        env.update(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-ant-test-kernel-00")
+        km = KernelManager(kernel_name="python3")
+        km.start_kernel(cwd=str(workspace), env=env)
+        kc = km.client()
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=60)
+            setup = "%load_ext evo_magic\n%config AgentMagics.display_mode = 'rich'"
+            assert kc.execute_interactive(setup, timeout=60)["content"]["status"] == "ok"
+            shown: list[dict] = []
+            done = kc.execute_interactive(
+                "%%agent\nWait a little.", timeout=120, output_hook=shown.append
+            )
+            assert done["content"]["status"] == "ok"
+            api.assert_no_rejections()
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+    cell = done["parent_header"]["msg_id"]
+    updates = [
+        m["content"]["data"].get("text/plain", "")
+        for m in shown
+        if m["msg_type"] == "update_display_data" and m["parent_header"]["msg_id"] == cell
+    ]
+    ticks = {t for u in updates for t in re.findall(r"bash: sleep 3\.3 … (\d)s", u)}
+    assert {"2", "3"} <= ticks
+    assert any("bash: sleep 3.3 -> ok" in u for u in updates)

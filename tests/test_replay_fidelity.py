@@ -5,6 +5,7 @@ loopback fake received them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -135,7 +136,8 @@ def test_settings_changed_through_config_in_a_real_shell_replay_exactly(
     magics = next(m for m in ip.configurables if isinstance(m, AgentMagics))
     session = magics.sessions["default"]
     kinds = [line.split('"kind":"')[1].split('"')[0] for line in _lines(session.directory)]
-    assert kinds.index("strategies") < kinds.index("ask_started")  # set after the start
+    start = json.loads(_lines(session.directory)[0])  # the session is made as configured
+    assert [d["name"] for d in start["strategies"]] == ["large-outputs", "micro", "summarise-older"]
     assert kinds.count("policy") >= 2 and kinds.count("cache") == 2
     t = load_transcripts(session.directory)
     r = replay(t, {"recorded": "recorded", "own": specs})

@@ -532,7 +532,7 @@ def test_the_cell_log_lines_say_what_the_server_did(fake: FakeAnthropic, workspa
                  "cleared_input_tokens": 1_200},
     )  # fmt: skip
     assert micro_line(cleared) == (
-        "server-clear-tool-uses: the API cleared 4 tool use(s), 1,200 tokens from this call's "
+        "server-clear-tool-uses: the API cleared 4 tool uses, 1,200 tokens from this call's "
         "prompt (the history keeps them)"
     )
 
@@ -611,3 +611,25 @@ def test_compaction_blocks_go_back_with_their_beta_after_the_strategies_change(
     assert s.ask("Go on.").text == "still fine"
     assert "context_management" not in fake.accepted[-1]
     assert betas_of(fake.headers[-1]) == {"compact-2026-01-12"}
+
+
+def test_pins_are_in_every_request_after_the_apis_compaction(fake: FakeAnthropic, workspace: Path):
+    s = session(workspace, fake, [ServerCompact(trigger_tokens=50_000)])
+    s.pin("Never use tabs; the public API must not change.")
+    events = grow(s, fake, 4)  # the fourth call passes 50k tokens: the server compacts
+    assert len(of(CompactionFinished, events)) == 1
+    fake.queue(reply(text("still here")))
+    events = s.ask("And now?").events
+    pinned = "[pinned by the user: always in the context] Never use tabs"
+    for body in fake.accepted:
+        texts = [
+            block.get("text", "")
+            for message in body["messages"]
+            if message["role"] == "user" and isinstance(message["content"], list)
+            for block in message["content"]
+        ]
+        assert any(t.startswith(pinned) for t in texts), "a request without the pin"
+    last = fake.accepted[-1]["messages"]
+    assert last[0]["content"][0]["type"] == "compaction"  # the pin comes after the block
+    assert [n.code for n in of(Notice, events)].count("pins_carried") == 1
+    fake.assert_no_rejections()

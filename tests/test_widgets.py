@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.composition import SYSTEM
+from evo_magic.context_chart import CONTEXT_CALLS, MAX_COLUMNS
 from evo_magic.events import AskFinished, CompactionFinished, Event
 from evo_magic.measure import to_json
 from evo_magic.models import FunctionModel
-from evo_magic.notebook.composition import SYSTEM
-from evo_magic.notebook.meter import MeterLog, clip, follow
-from evo_magic.notebook.meter_chart import CONTEXT_CALLS, MAX_COLUMNS, PLOT_W
+from evo_magic.notebook.meter import MeterData, MeterLog, clip, follow
+from evo_magic.notebook.meter_chart import PLOT_W
 from evo_magic.notebook.widget import ContextMeter, static_meter
 from evo_magic.render import cell_cost, usd
 from evo_magic.session import Session
@@ -184,6 +185,75 @@ def test_finished_cell_meter_stops_listening(session: Session):
     assert log not in session._observers
 
 
+# -- the header: what changed, on one basis ------------------------------------------------------
+
+
+def test_the_header_says_what_changed_in_tokens_and_messages(session: Session):
+    log = follow(session)
+    first, second = run_cells(session, log, SURVEY, AGAIN)
+    root = ET.fromstring(second._view.value)
+    title, story, counts = list(root)[:3]
+    shown = " ".join(texts(part) for part in (title, story, counts))
+    assert texts(title) == "context meter · this cell (ask 2)"
+    assert session.session_id not in shown and session.session_id in title.get("title")
+    before, now = second.data.scope.before, second.data.current
+    (before_span,) = by_class(root, "evo-before")
+    (now_span,) = by_class(root, "evo-now")
+    for span, size in ((before_span, before), (now_span, now)):
+        approx = "" if size.tokens_exact else "~"
+        assert texts(span) == f"{approx}{size.tokens:,} tokens · {size.messages} messages"
+        assert f"{size.chars:,} characters" in span.get("title")
+    (change,) = by_class(root, "evo-change")
+    tokens, messages = now.tokens - before.tokens, now.messages - before.messages
+    assert tokens < 0 and messages < 0, "the cell ended compacted"
+    assert texts(change) == f"(-{-tokens:,} tokens, -{-messages:,} messages)"
+    assert counts.get("class") == "evo-counts"
+    assert re.fullmatch(
+        r"\d+ model calls \(\d+–\d+\) · 1 full compaction · \d+ micro-compactions?", texts(counts)
+    ), "the offline model costs nothing: no cost is shown"
+    assert "$" not in shown
+    numbers = [*story, *counts]
+    assert all("white-space:nowrap" in (el.get("style") or "") for el in numbers)
+
+
+def test_every_share_is_of_the_whole_prompt_in_tokens(session: Session):
+    log = follow(session)
+    (meter,) = run_cells(session, log, SURVEY)
+    data = meter.data
+    root = ET.fromstring(meter._view.value)
+    (fill,) = by_class(root, "evo-fill")
+    assert data.fill() == pytest.approx(data.current.tokens / data.limit_tokens)
+    approx = "" if data.current.tokens_exact else "~"
+    assert texts(fill) == (
+        f"{data.fill():.0%} of the limit: {approx}{data.current.tokens:,} of "
+        f"{data.limit_tokens:,} tokens (12,000 chars of messages)"
+    )
+    # The limit in tokens: the prompt's tokens once the messages reach 12,000 characters.
+    room = round((12_000 - data.current.chars) * session.history.tokens_per_char)
+    assert data.limit_tokens == data.current.tokens + room
+    shares = by_class(root, "evo-share")
+    tokens = [int(share.get("data-tokens")) for share in shares]
+    assert abs(sum(tokens) - data.current.tokens) <= len(shares)  # rounding only
+    for share in shares:
+        assert re.search(r"~[\d,]+ tokens, [\d,]+ chars \(\d+%\)$", share.get("title"))
+    (limit,) = by_class(chart(meter._view.value), "evo-limit")
+    assert f"{data.limit_tokens:,} tokens" in texts(limit)
+
+
+def test_what_was_removed_is_an_outline_behind_the_column_not_a_stack(session: Session):
+    log = follow(session)
+    run_cells(session, log, SURVEY, AGAIN)
+    plot = chart(static_meter(session, log)["text/html"])
+    c1 = next(row for row in log.compactions if not row.micro)
+    after = next(p for p in by_class(plot, "evo-point") if int(p.get("data-call")) > c1.after_call)
+    (ghost,) = by_class(after, "evo-removed")
+    (sent,) = by_class(after, "evo-sent")
+    assert list(after).index(ghost) < list(after).index(sent), "drawn first: behind the column"
+    assert all(";bottom:0;" in el.get("style") for el in (ghost, sent)), "both from the axis"
+    assert style(ghost, "height") > 2 * style(sent, "height"), "the history was much larger"
+    assert "dashed" in ghost.get("style") and "background" not in ghost.get("style")
+
+
 # -- the chart -------------------------------------------------------------------------------
 
 
@@ -193,10 +263,11 @@ def test_chart_has_axes_limit_and_a_tooltip_per_call(session: Session):
     plot = chart(static_meter(session, log)["text/html"])
     (x_axis,) = by_class(plot, "evo-axis-x")
     (y_axis,) = by_class(plot, "evo-axis-y")
-    assert "model call" in texts(x_axis) and "context sent (characters)" in texts(y_axis)
-    assert "10k" in texts(y_axis)  # ticks in thousands of characters
+    assert "model call" in texts(x_axis) and "context sent (tokens" in texts(y_axis)
+    assert re.search(r"\b\d+(\.\d+)?k\b", texts(y_axis))  # ticks in thousands of tokens
     (limit,) = by_class(plot, "evo-limit")
-    assert "limit 12,000 chars" in texts(limit)
+    data = MeterData.of_session(session, log)
+    assert texts(limit) == f"limit 12,000 chars ≈ {data.limit_tokens:,} tokens"
     points = by_class(plot, "evo-point")
     assert [int(p.get("data-call")) for p in points] == [c.call for c in log.calls]
     for point, call in zip(points, log.calls, strict=True):
@@ -367,16 +438,18 @@ def test_cell_cost_is_the_asks_cost(new_session, claude, fake):
     cost = cell_cost(finished[0])
     assert cost is not None and cost > 0
     assert meter.get_state()["cost_usd"] == pytest.approx(cost)
-    assert f"cost <span class='evo-cost'>{usd(cost)}</span>" in meter._view.value
+    (counts,) = by_class(ET.fromstring(meter._view.value), "evo-counts")
+    assert f"cost {usd(cost)}" in texts(counts)
 
 
-def test_cost_is_a_dash_without_a_price(new_session):
+def test_cost_is_unknown_without_a_price(new_session):
     model = FunctionModel(lambda request: [{"type": "text", "text": "done"}])
     session = new_session(model=model)
     (meter,) = run_cells(session, follow(session), SURVEY)
     assert meter.get_state()["cost_usd"] is None
-    assert "cost <span class='evo-cost'>—</span>" in meter._view.value
-    assert "cost —" in meter.finish()["text/plain"]
+    (counts,) = by_class(ET.fromstring(meter._view.value), "evo-counts")
+    assert "cost unknown (a model without a price)" in texts(counts)
+    assert "cost unknown" in meter.finish()["text/plain"]
 
 
 # -- text, bundle, failures, secrets -------------------------------------------------------------
@@ -391,7 +464,7 @@ def test_terminal_text_tells_the_cell(session: Session):
     assert re.search(r"C1 after call \d+: summarise \(over-limit strategy; automatic\)", text)
     assert re.search(r"ask 2: \d+ micro-compactions? \(micro", text)
     plain = compact.finish()["text/plain"]
-    assert f"focus='{FOCUS}'" in plain and "by hand, %compact" in plain
+    assert f'focus "{FOCUS}"' in plain and "by hand, %compact" in plain
     assert "0 model calls" in plain
 
 
@@ -404,12 +477,26 @@ def test_mimebundle_of_a_live_meter_has_the_widget_and_its_static_parts(session:
     assert bundle["text/plain"].startswith("context meter · the whole session")
 
 
+class Broken:
+    """A strategy that fails."""
+
+    name = "broken"
+    when = "on_request"
+
+    def compact(self, messages, ctx):
+        raise RuntimeError("out of ideas")
+
+
 def test_failed_compaction_is_shown_as_failed(session: Session):
     meter = ContextMeter(session)
-    session.compact()  # nothing to compact yet
+    session.compact()  # nothing to compact yet: not a failure
+    assert "failed" not in meter.snapshot()["text/plain"]
+    session.ask(SURVEY)
+    session.compact(strategy=Broken())
     page, text = meter.snapshot()["text/html"], meter.snapshot()["text/plain"]
-    assert "failed: nothing to compact" in page and "the history was kept" in page
-    assert "failed after call 0" in text and "the history was kept" in text
+    assert "failed: broken raised RuntimeError: out of ideas" in page
+    assert "the history was kept" in page
+    assert re.search(r"failed after call \d+", text) and "the history was kept" in text
 
 
 def test_no_secret_in_widget_state_or_bundle(session: Session):

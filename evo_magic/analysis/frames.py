@@ -132,6 +132,8 @@ COMPACTION_COLUMNS = {
     "error": "string",
     "summary": "string",
     "summary_chars": "Int64",
+    "summary_edited": "boolean",
+    "summary_proposed": "string",
     "duration": "Float64",
     "before_tokens_exact": "boolean",
     "after_tokens_exact": "boolean",

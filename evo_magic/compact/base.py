@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
 from evo_magic.compact.format import REQUEST_HEADER, compacted_message
+from evo_magic.compact.pins import with_pins
 from evo_magic.measure import ContextSize, measure, message_chars, to_json
 from evo_magic.messages import has_text, tool_names
 from evo_magic.prompt_cache import CachedPrefix, clearing_saving
@@ -130,6 +131,9 @@ class Context:
     auto_compaction: bool = True
     """False when no automatic compaction can follow: no over-limit strategy is configured,
     or automatic compaction is paused."""
+    pins: tuple[str, ...] = ()
+    """The text blocks of the pinned texts (`evo_magic.compact.pins`): a full compaction's
+    result carries each verbatim (`with_pins`); the compactor puts back any it lacks."""
     details: dict[str, Any] = field(default_factory=dict)
     """What this run reports about what it did besides its result (e.g. the prompts a summary
     kept, the files it re-read and their tokens): recorded with the compaction."""
@@ -159,11 +163,13 @@ class Context:
         cached_prefix: CachedPrefix | None = None,
         model: str | None = None,
         read_file: Callable[[str, int], str | None] | None = None,
+        pins: Sequence[str] = (),
     ) -> Context:
         """A context over a plain list of messages: to try a strategy outside a session (in a
         test, a notebook, a replay). `summarise(messages, focus)` stands in for the summariser;
         `cached_prefix` says what the prompt cache holds (None: nothing); `read_file(path,
-        max_chars)` reads workspace files (see `Context.read_file`; None: none can be read)."""
+        max_chars)` reads workspace files (see `Context.read_file`; None: none can be read);
+        `pins` are the pinned blocks' texts a full compaction carries."""
         names = tool_names(messages)
         return cls(
             focus=focus,
@@ -180,6 +186,7 @@ class Context:
             cached_prefix=cached_prefix,
             model=model,
             _read_file=read_file,
+            pins=tuple(pins),
         )
 
     def summarise(self, messages: Sequence[Message], focus: str | None = None) -> str:
@@ -212,8 +219,14 @@ class Context:
 
     def compacted_message(self, summary: str) -> Message:
         """The seed's compacted message: a header, the summary, the focus, the recent files,
-        and the pending request verbatim."""
-        return compacted_message(summary, self.focus, self.recent_files, self.pending_request)
+        and the pending request verbatim; the pinned texts follow the header, each its own
+        block."""
+        message = compacted_message(summary, self.focus, self.recent_files, self.pending_request)
+        return with_pins([message], self.pins)[0]
+
+    def with_pins(self, messages: Sequence[Message]) -> list[Message]:
+        """`messages` with the pinned texts they lack put back after the compacted header."""
+        return with_pins(messages, self.pins)
 
     @staticmethod
     def user_turn_starts(messages: Sequence[Message]) -> list[int]:

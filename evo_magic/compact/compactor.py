@@ -29,12 +29,14 @@ from evo_magic.compact.base import (
     check_strategy,
     server_edit,
 )
+from evo_magic.compact.pins import missing_pins, with_pins
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
 from evo_magic.compact.validate import history_problem, message_problem
 from evo_magic.cost import add_costs
 from evo_magic.events import (
     CompactionFinished,
+    CompactionSkipped,
     CompactionStarted,
     Event,
     MicroCompacted,
@@ -43,10 +45,14 @@ from evo_magic.events import (
 from evo_magic.history import History
 from evo_magic.measure import ContextSize, message_chars, to_json
 from evo_magic.messages import content_blocks, holds_text
+from evo_magic.models.catalog import context_window
 from evo_magic.prompt_cache import PrefixTracker
+from evo_magic.render import plural, size
 from evo_magic.summariser import Summary
 from evo_magic.usage import Usage
 
+# A refill: over the limit again within this many calls of an automatic full compaction.
+REFILL_CALLS = 2
 # After a failure, automatic compaction waits until the context grew by this share of the limit.
 RETRY_GROWTH = 0.1
 
@@ -86,6 +92,7 @@ class Compactor:
         read_file: Callable[[str, int], str | None] | None = None,
         model: Callable[[], str | None] = lambda: None,
         server_summarise: ServerSummarise | None = None,
+        pins: Callable[[bool], tuple[str, ...]] = lambda reread: (),
     ):
         self.history = history
         self._server_summarise = server_summarise
@@ -95,14 +102,15 @@ class Compactor:
         """id of a fallback strategy -> the server strategy it stands in for."""
         self.cache = cache
         """Where the prompt cache of the history ends (kept current through every edit)."""
-        self.policy = policy
         self.state = state or CompactState()
+        self.policy = policy
         self._emit = emit
         self._summarise = summarise
         self._snapshot = snapshot
         self._save_output = save_output
         self._read_file = read_file
         self._model = model
+        self._pins = pins
         self._strategies: tuple[Strategy, ...] = ()
         self._memos: dict[int, dict[str, Any]] = {}
         self._memo_generation = -1
@@ -125,13 +133,33 @@ class Compactor:
     def _of(self, when: str) -> list[Strategy]:
         return [s for s in self._strategies if s.when == when]
 
+    @property
+    def policy(self) -> CompactPolicy:
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: CompactPolicy) -> None:
+        self._policy = policy
+        self.state.refills = 0  # new limits: a pause for refilling is lifted
+
+    @property
+    def token_limit(self) -> int | None:
+        """The token limit in tokens (a share of the model's window resolved), or None."""
+        model = self._model()
+        return self.policy.token_limit_for(context_window(model) if model else None)
+
     def over_limit(self, size: ContextSize) -> bool:
         """True when `size` is over the session's limit (characters, or tokens when set)."""
-        return size.over(self.policy.context_limit, self.policy.token_limit)
+        return size.over(self.policy.context_limit, self.token_limit)
 
     @property
     def paused(self) -> bool:
-        return self.state.consecutive_failures >= self.policy.max_failures
+        return self.state.consecutive_failures >= self.policy.max_failures or self.thrashing
+
+    @property
+    def thrashing(self) -> bool:
+        """True when automatic compaction paused because the context kept refilling."""
+        return 0 < self.policy.max_refills <= self.state.refills
 
     def _compaction_due(self, size: ContextSize) -> bool:
         """True when the over-limit strategies run at this size: over the limit, automatic
@@ -151,11 +179,14 @@ class Compactor:
     # -- before every model call ----------------------------------------------------------
 
     def before_call(self) -> None:
-        """The every-call strategies, then the over-limit ones when they are due."""
+        """Every pin in the history, the every-call strategies, then the over-limit ones when
+        they are due."""
+        self._keep_pins()
         for strategy in self._of("every_call"):
             if self._failures.get(id(strategy), 0) < self.policy.max_failures:
                 self._run(strategy, "every_call", None)
         size = self.history.size()
+        self._note_refill(size)
         if not self._compaction_due(size):
             return
         for strategy in self._of("over_limit"):
@@ -166,6 +197,74 @@ class Compactor:
         if self.over_limit(size):
             # Still too big (a huge request carried verbatim, nothing to cut): wait for growth.
             self.state.retry_after_chars = max(self.state.retry_after_chars, self._retry_at(size))
+
+    def _keep_pins(self) -> None:
+        """Pins that a replacement outside the strategies left out (the API's own compaction
+        keeps only its block and what follows) join the newest user message: the model has
+        not seen it, so nothing sent before is rewritten, and text after tool results keeps
+        the API's rules."""
+        texts = self._pins(False)
+        view = self.history.view()
+        if not texts or not len(view) or view[-1].get("role") != "user":
+            return
+        missing = missing_pins(view, texts)
+        if not missing:
+            return
+        last = view[-1]
+        content = last["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        blocks += [{"type": "text", "text": text} for text in missing]
+        self.history.rewrite({len(view) - 1: {**last, "content": blocks}})
+        self._emit(
+            Notice(
+                "pins_carried",
+                f"{len(missing)} pinned text(s) were not in the history (the API's compaction "
+                "keeps only its summary and what follows it); they were added to the newest "
+                "message.",
+            )
+        )
+
+    def _note_refill(self, size: ContextSize) -> None:
+        """Thrash detection: over the limit again within two calls of an automatic full
+        compaction is a refill; `max_refills` in a row pause automatic compaction."""
+        state = self.state
+        if state.calls_since_auto is None:
+            return
+        state.calls_since_auto += 1
+        if state.calls_since_auto > REFILL_CALLS:
+            state.calls_since_auto, state.refills = None, 0  # it held: the streak is over
+            return
+        if not self.over_limit(size) or self.paused:
+            return
+        state.calls_since_auto = None
+        state.refills += 1
+        if self.thrashing:
+            limit = f"{self.policy.context_limit:,} characters" + (
+                f" / {self.token_limit:,} tokens" if self.token_limit else ""
+            )
+            self._emit(
+                Notice(
+                    "auto_compaction_thrashing",
+                    f"Automatic compaction is paused: the context was over the limit ({limit}) "
+                    f"again within {REFILL_CALLS} calls after each of the last "
+                    f"{state.refills} compactions, so compacting again would not help. Raise "
+                    "context_limit / token_limit, choose a strategy that keeps less, or raise "
+                    "max_refills; %compact (Session.compact) still works.",
+                )
+            )
+
+    def reactive(self) -> CompactionFinished | None:
+        """Compact because the API refused the prompt as too long: the over-limit strategies
+        in order until one acts, pause or back-off notwithstanding (the call cannot be sent
+        as it is). Returns the last compaction event (None when no strategy ran)."""
+        event: CompactionFinished | None = None
+        for strategy in self._of("over_limit"):
+            outcome = self._run(strategy, "auto", None)
+            if isinstance(outcome, CompactionFinished):
+                event = outcome
+                if outcome.success:
+                    break
+        return event
 
     # -- server strategies (see evo_magic.compact.server) ---------------------------------
 
@@ -298,16 +397,26 @@ class Compactor:
     # -- on request ---------------------------------------------------------------------
 
     def request(
-        self, trigger: str, focus: str | None, strategy: Strategy | None = None
-    ) -> CompactionFinished:
+        self,
+        trigger: str,
+        focus: str | None,
+        strategy: Strategy | None = None,
+        given: GivenSummary | None = None,
+    ) -> CompactionFinished | CompactionSkipped:
         """Compact now for the user ("user") or the model's compact tool ("model").
 
         Runs `strategy`, or the on-request strategies (the over-limit ones when none is
         configured), in order until one acts. Returns the event of the one that acted, or of
-        the last failure.
+        the last failure; `CompactionSkipped` when there was nothing to compact. With `given`,
+        its text is the summary (no summariser call): only the first strategy runs (the one
+        `preview` shows), and it must ask for one summary.
         """
         candidates = [check_strategy(strategy)] if strategy else self._manual_strategies()
+        if given is not None:
+            candidates = candidates[:1]
         before = self.history.size()
+        if candidates and len(self.history) == 0:
+            return self._skipped(trigger, focus, candidates[-1].name, "the history is empty")
         refusal = self._request_refusal(trigger, candidates)
         if refusal:
             name = candidates[0].name if candidates else "none"
@@ -316,25 +425,25 @@ class Compactor:
             )
         event: CompactionFinished | None = None
         for candidate in candidates:
-            outcome = self._run(candidate, trigger, focus)
+            outcome = self._run(candidate, trigger, focus, given)
             fallback = self._rejected_for(candidate, outcome)
             if fallback is not None:
-                outcome = self._run(fallback, trigger, focus)
+                outcome = self._run(fallback, trigger, focus, given)
             if isinstance(outcome, CompactionFinished):
                 event = outcome
                 if outcome.success:
                     break
         if event is None:
-            event = self._failed(
-                trigger,
-                focus,
-                before,
-                time.perf_counter(),
-                candidates[-1].name,
-                candidates[-1].when,
-                "nothing to compact: no strategy found anything to do",
-                count=False,
-            )
+            reason = "no strategy found anything to do"
+            return self._skipped(trigger, focus, candidates[-1].name, reason)
+        return event
+
+    def _skipped(
+        self, trigger: str, focus: str | None, strategy: str, reason: str
+    ) -> CompactionSkipped:
+        """Nothing to compact: said (and recorded) once, not a failure, no back-off."""
+        event = CompactionSkipped(trigger, focus, reason, strategy)
+        self._emit(event)
         return event
 
     def _manual_strategies(self) -> list[Strategy]:
@@ -346,8 +455,6 @@ class Compactor:
                 "no strategy answers compaction requests: configure one whose `when` is "
                 "'on_request' or 'over_limit'"
             )
-        if len(self.history) == 0:
-            return "nothing to compact: the history is empty"
         if trigger != "model":
             return None
         if self.paused:
@@ -401,7 +508,7 @@ class Compactor:
                 self._check_edits(changes)
                 new = list(result)
             else:
-                new = list(result)
+                new = with_pins(list(result), ctx.pins)
                 self._check_replacement(new, before, "user")
         except (KeyboardInterrupt, SystemExit):
             raise
@@ -426,7 +533,11 @@ class Compactor:
     # -- one strategy -------------------------------------------------------------------
 
     def _run(
-        self, strategy: Strategy, trigger: str, focus: str | None
+        self,
+        strategy: Strategy,
+        trigger: str,
+        focus: str | None,
+        given: GivenSummary | None = None,
     ) -> CompactionFinished | MicroCompacted | None:
         """Run one strategy and apply its result if it is valid; None when it did nothing."""
         history = self.history
@@ -439,9 +550,13 @@ class Compactor:
             return None
         run = _Run()
         view = history.view()
-        ctx = self._context(strategy, trigger, focus, before, view, run)
+        ctx = self._context(strategy, trigger, focus, before, view, run, given)
         try:
             result = strategy.compact(view, ctx)
+            if given is not None and not run.summaries:
+                raise CompactionRefused(
+                    "it makes no summary, so there is none to replace with the given one"
+                )
             if result is None:
                 return None
             # Before a call, an every-call strategy edits in place; run on request, any strategy
@@ -449,9 +564,12 @@ class Compactor:
             in_place = layer == "every_call" and trigger == "every_call"
             changes = _in_place_changes(result, view) if in_place else None
             if changes is not None:
+                changes, restored = _restore_edited_pins(changes, view, ctx.pins)
                 edits = self._check_edits(changes)
             else:
                 new = list(result)
+                restored = len(missing_pins(new, ctx.pins))
+                new = with_pins(new, ctx.pins)
                 self._check_replacement(new, before, trigger)
                 # The original whole on disk before it is replaced (or no replacement).
                 snapshot = self._snapshot(self.history.messages)
@@ -461,10 +579,18 @@ class Compactor:
             self._memos.pop(id(strategy), None)  # its notes may assume the result was applied
             reason = _reason(strategy, exc)
             return self._failed(trigger, focus, before, started, strategy.name, layer, reason, run)
+        if restored:
+            self._emit(
+                Notice(
+                    "pins_restored",
+                    f"The strategy {strategy.name!r} left out {restored} pinned text(s); they "
+                    "were put back verbatim (a pinned text is in every request).",
+                )
+            )
         if changes is not None:
             return self._apply_edits(strategy, changes, edits, before, ctx) if edits else None
         return self._apply_replacement(
-            strategy, trigger, focus, new, before, started, ctx, run, snapshot
+            strategy, trigger, focus, new, before, started, ctx, run, snapshot, given
         )
 
     def _context(
@@ -475,6 +601,7 @@ class Compactor:
         size: ContextSize,
         view: Sequence[Message],
         run: _Run,
+        given: GivenSummary | None = None,
     ) -> Context:
         history = self.history
         if self._memo_generation != history.generation:
@@ -483,6 +610,8 @@ class Compactor:
         memo = self._memos.setdefault(id(strategy), {})
 
         def summarise(messages: Sequence[Message], focus: str | None) -> str:
+            if given is not None:
+                return _given_text(given, run)
             summary = self._summarise(messages, focus)
             run.usage = run.usage + summary.usage
             run.summaries += 1
@@ -506,7 +635,7 @@ class Compactor:
             trigger=trigger,
             size=size,
             context_limit=self.policy.context_limit,
-            token_limit=self.policy.token_limit,
+            token_limit=self.token_limit,
             recent_files=tuple(self.state.recent_files),
             pending_request=history.pending_request,
             memo=memo,
@@ -515,6 +644,7 @@ class Compactor:
             cached_prefix=self.cache.prefix() if self.cache is not None else None,
             model=self._model(),
             auto_compaction=bool(self._of("over_limit")) and not self.paused,
+            pins=self._pins(trigger != "every_call"),
             _summarise=summarise,
             _tool_name=history.tool_name,
             _tool_results=history.tool_results,
@@ -605,8 +735,14 @@ class Compactor:
         ctx: Context,
         run: _Run,
         snapshot: str,
+        given: GivenSummary | None = None,
     ) -> CompactionFinished:
         self.adopt(new, ctx.summaries[-1] if ctx.summaries else None)
+        state = self.state
+        if trigger == "auto":
+            state.calls_since_auto = 0
+        elif trigger == "user":
+            state.refills, state.calls_since_auto = 0, None  # by hand: a pause is lifted
         self._failures.pop(id(strategy), None)
         after = self.history.size()
         event = CompactionFinished(
@@ -624,6 +760,8 @@ class Compactor:
             summary_cost_usd=run.cost_usd,
             details=dict(ctx.details),
             fallback_for=self._fallback_for.get(id(strategy)),
+            summary_edited=given is not None,
+            summary_proposed=given.proposed if given is not None else None,
         )
         self._emit(event)
         return event
@@ -712,6 +850,27 @@ class Compactor:
 
 # -- helpers -------------------------------------------------------------------------------
 
+
+@dataclass(frozen=True)
+class GivenSummary:
+    """A summary written or edited by a person, to apply instead of the summariser's."""
+
+    text: str
+    proposed: str | None = None
+    """The summariser's proposal it was edited from (None: written without one)."""
+
+
+def _given_text(given: GivenSummary, run: _Run) -> str:
+    """The given summary, as the strategy's one summary; CompactionRefused when it is empty or
+    the strategy asks for a second one (a given text can stand for one summary only)."""
+    if run.summaries:
+        raise CompactionRefused("it asks for more than one summary; a given summary is one")
+    if not given.text.strip():
+        raise CompactionRefused("the given summary is empty")
+    run.summaries += 1
+    return given.text.strip()
+
+
 STAND_IN = "[summary stand-in: a summary of {chars:,} characters of conversation goes here]"
 
 
@@ -778,11 +937,7 @@ class Preview:
             return f"{head}: would FAIL, history kept: {self.error}"
         if not self.acts:
             return f"{head}: nothing to do now"
-        sizes = (
-            f"{self.before.messages} msgs, {self.before.chars:,} chars, ~{self.before.tokens:,} "
-            f"tokens -> {self.after.messages} msgs, {self.after.chars:,} chars, "
-            f"~{self.after.tokens:,} tokens"
-        )
+        sizes = f"{size(self.before)} -> {size(self.after)}"
         if self.replaces:
             dropped = self.dropped()
             detail = f"replaces {len(dropped)} of {len(self.original)} messages"
@@ -790,7 +945,7 @@ class Preview:
                 kind = "a stand-in" if self.stand_in else "a real"
                 detail += f" with {kind} summary"
         else:
-            detail = f"rewrites {len(self.changed_blocks())} block(s)"
+            detail = f"rewrites {plural(len(self.changed_blocks()), 'block')}"
         return f"{head}: {detail}; {sizes}"
 
 
@@ -817,6 +972,29 @@ def _in_place_changes(
     if len(result) != len(view):
         return None
     return {i: new for i, (old, new) in enumerate(zip(view, result, strict=True)) if new is not old}
+
+
+def _restore_edited_pins(
+    changes: dict[int, Message], view: Sequence[Message], pins: Sequence[str]
+) -> tuple[dict[int, Message], int]:
+    """In-place edits with every pinned block an edited message held put back at its end;
+    and how many were put back."""
+    if not pins:
+        return changes, 0
+    restored = 0
+    fixed = dict(changes)
+    for index, message in changes.items():
+        if not 0 <= index < len(view) or not isinstance(message, dict):
+            continue  # refused by the checks that follow
+        held = [text for text in pins if not missing_pins([view[index]], [text])]
+        lost = missing_pins([message], held)
+        if lost and message.get("role") == "user":
+            content = message.get("content")
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            added = [{"type": "text", "text": text} for text in lost]
+            fixed[index] = {**message, "content": [*(blocks or []), *added]}
+            restored += len(lost)
+    return fixed, restored
 
 
 def _edit_problem(old: Message, new: Any, index: int, pending: str | None) -> str | None:

@@ -18,6 +18,11 @@ class CompactState:
     compaction pauses until a compaction by hand succeeds or the session is reset."""
     retry_after_chars: int = 0
     """After a failure, automatic compaction waits until the context is at least this big."""
+    refills: int = 0
+    """Automatic compactions in a row after which the context was over the limit again within
+    two calls; at `max_refills` automatic compaction pauses (thrash detection)."""
+    calls_since_auto: int | None = None
+    """Model calls since the last automatic full compaction, while a refill is watched for."""
 
     def note_file(self, path: str, limit: int) -> None:
         """Remember a touched file: FIFO of at most `limit`; a repeated path moves last."""

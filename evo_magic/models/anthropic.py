@@ -76,20 +76,14 @@ class AnthropicModel:
     def respond(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelReply:
         import anthropic
 
+        if self._client is None and not self.credentials() and not _environment_key():
+            raise ModelError(MISSING_KEY.format(model=self.name))
         params: dict[str, Any] = {
             "model": self.name,
             "max_tokens": request.max_tokens,
             **request_params(request, self.name),
         }
-        messages = self.client.messages
-        if request.betas:
-            # Server context management lives in the beta API (a beta header per feature).
-            messages = self.client.beta.messages
-            params["betas"] = list(request.betas)
-            if request.context_management is not None:
-                params["context_management"] = request.context_management
-            if request.compaction is not None:
-                params["compaction"] = request.compaction
+        messages = self._messages_api(request, params)
         try:
             with messages.stream(**params) as stream:
                 for event in stream:
@@ -123,6 +117,18 @@ class AnthropicModel:
             ),
         )
 
+    def _messages_api(self, request: ModelRequest, params: dict[str, Any]) -> Any:
+        """The messages API `request` goes to, its server context-management parameters added
+        to `params`: they live in the beta API (a beta header per feature)."""
+        if not request.betas:
+            return self.client.messages
+        params["betas"] = list(request.betas)
+        if request.context_management is not None:
+            params["context_management"] = request.context_management
+        if request.compaction is not None:
+            params["compaction"] = request.compaction
+        return self.client.beta.messages
+
     def count_tokens(self, request: ModelRequest) -> tuple[int, int | None]:
         """The prompt's input tokens as `count_tokens` gives them (free: no model call), with
         the request's context edits applied, and the count before them when the API reports
@@ -130,12 +136,8 @@ class AnthropicModel:
         import anthropic
 
         params: dict[str, Any] = {"model": self.name, **request_params(request, self.name)}
-        counter = self.client.messages
-        if request.betas:
-            counter = self.client.beta.messages
-            params["betas"] = list(request.betas)
-            if request.context_management is not None:
-                params["context_management"] = request.context_management
+        counter = self._messages_api(request, params)
+        params.pop("compaction", None)  # counting takes the edits, not an on-demand summary
         try:
             counted = counter.count_tokens(**params)
         except anthropic.APIStatusError as exc:
@@ -147,6 +149,18 @@ class AnthropicModel:
         managed = getattr(counted, "context_management", None)
         original = managed.original_input_tokens if managed is not None else None
         return counted.input_tokens, original
+
+
+MISSING_KEY = (
+    "no Anthropic API key for {model}: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the "
+    "kernel's environment, or pass api_key= to AnthropicModel; or run the offline stand-in "
+    "(%%agent --offline, or Session(model='offline'))"
+)
+
+
+def _environment_key() -> bool:
+    """True when the SDK would find a key or token in the environment."""
+    return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
 
 
 def request_params(request: ModelRequest, model: str) -> dict[str, Any]:

@@ -74,6 +74,16 @@ class ModelError(Exception):
         self.error_type = error_type
 
 
+def prompt_too_long(exc: ModelError) -> bool:
+    """True when the API refused the request because its prompt does not fit the model's
+    context window (400 invalid_request_error "prompt is too long: N tokens > M maximum")."""
+    return (
+        exc.status == 400
+        and exc.error_type == "invalid_request_error"
+        and "prompt is too long" in str(exc).lower()
+    )
+
+
 class Model(Protocol):
     """Anything that answers a ModelRequest: the Anthropic adapter or the offline stand-in."""
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,7 @@ from evo_magic.compact.format import (
     REMINDER_PREFIX,
     REQUEST_HEADER,
 )
+from evo_magic.compact.pins import is_pin_text
 from evo_magic.measure import estimate_tokens, to_json
 from evo_magic.models.base import ModelReply, ModelRequest, TextCallback
 from evo_magic.probe import answer_from_context, probe_question
@@ -49,13 +51,18 @@ _PROGRESS = re.compile(r"Offline script progress: step (\d+) of " + str(STEPS))
 
 
 class OfflineModel:
-    """See the module docstring. Deterministic: the same conversation gets the same answer."""
+    """See the module docstring. Deterministic: the same conversation gets the same answer
+    (its tool_use ids aside, which carry a tag of the instance)."""
 
     name = "offline"
     offline = True
 
     def __init__(self) -> None:
         self._calls = 0
+        # Its tool_use ids end with a tag of this instance: a session switched back to the
+        # stand-in gets a new one, whose call count starts again, and must not repeat an id
+        # the session used before a compaction (the history no longer shows those).
+        self._tag = uuid.uuid4().hex[:8]
 
     def respond(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelReply:
         self._calls += 1
@@ -70,7 +77,7 @@ class OfflineModel:
             content = [_text(summarise(conversation, instructions))]
         else:
             content = [_text(summarise(request.messages))]
-        content = _unique_ids(content, request.messages, self._calls)
+        content = _unique_ids(content, request.messages, self._calls, self._tag)
         for block in content:
             if block["type"] == "text" and on_text is not None:
                 for piece in re.findall(r"\S+\s*", block["text"]):
@@ -117,7 +124,11 @@ def _task_and_progress(
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         notes = ("[Your previous", REMINDER_PREFIX)  # the session's notes, not requests
-        texts = [t for t in _texts(message) if t.strip() and not t.startswith(notes)]
+        texts = [
+            t
+            for t in _texts(message)
+            if t.strip() and not t.startswith(notes) and not is_pin_text(t)
+        ]
         if message["role"] == "user" and texts:
             start, task = index, texts[-1]
             break
@@ -302,11 +313,17 @@ def summarise(messages: list[dict[str, Any]], instructions: str = "") -> str:
             f"Latest request: {_short(latest, 300)}",
             f"Findings and decisions: {len(tools)} tool calls ({counts or 'none'}).",
             f"Files read or changed: {', '.join(paths) or 'none'}",
-            f"Remaining work: continue the request from step {steps[-1] + 1} of {STEPS}.",
+            f"Remaining work: {_remaining(steps[-1])}",
             f"User constraints and preferences: {focus.group(1) if focus else 'none stated'}",
             f"Offline script progress: step {steps[-1]} of {STEPS}",
         ]
     )
+
+
+def _remaining(done: int) -> str:
+    if done >= STEPS:
+        return f"none: all {STEPS} steps of the script are done."
+    return f"continue the request from step {done + 1} of {STEPS}."
 
 
 def _goal_line(text: str) -> str | None:
@@ -326,7 +343,7 @@ def _tool(name: str, **tool_input: Any) -> dict[str, Any]:
 
 
 def _unique_ids(
-    content: list[dict[str, Any]], messages: list[dict[str, Any]], call: int
+    content: list[dict[str, Any]], messages: list[dict[str, Any]], call: int, tag: str
 ) -> list[dict[str, Any]]:
     """Give tool_use blocks ids that no earlier block in the conversation has."""
     taken = set(re.findall(r'"id":"(toolu_[^"]+)"', to_json(messages)))
@@ -336,7 +353,7 @@ def _unique_ids(
             continue
         while True:
             number += 1
-            candidate = f"toolu_offline_{call:04d}_{number:02d}"
+            candidate = f"toolu_offline_{call:04d}_{number:02d}_{tag}"
             if candidate not in taken:
                 break
         block["id"] = candidate

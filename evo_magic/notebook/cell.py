@@ -10,9 +10,11 @@ own lines) is redacted once more where it leaves.
 
 from __future__ import annotations
 
+import contextvars
 import html
 import json
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from evo_magic import render
 from evo_magic.events import (
     AskFinished,
     CompactionFinished,
+    CompactionSkipped,
     ErrorOccurred,
     Event,
     MicroCompacted,
@@ -33,6 +36,8 @@ from evo_magic.events import (
 from evo_magic.secrets import redact
 
 THROTTLE_SECONDS = 0.1
+TICK_AFTER = 2.0
+"""Seconds a tool runs before its line shows the time it has taken, updated every second."""
 OUTPUT_PREVIEW = 4_000
 TEXT_WIDTH = 100
 """Columns of the plain-text footer of a quiet cell (wrapped between words)."""
@@ -47,10 +52,12 @@ NO_MATH = "mathjax_ignore tex2jax_ignore"
 class Item:
     """One entry of the cell's log."""
 
-    kind: str  # text, tool, compaction, micro, notice, error, footer
+    kind: str  # text, tool, compaction, skipped, micro, notice, error, footer
     text: str = ""
     event: Event | None = None
     started: ToolStarted | None = None
+    started_at: float = 0.0
+    """When the view saw the tool start (time.monotonic()), for the seconds it has run."""
 
 
 @dataclass
@@ -69,7 +76,7 @@ class CellLog:
                 self.items.append(Item("text", event.text))
             return True
         if isinstance(event, ToolStarted):
-            self.items.append(Item("tool", started=event))
+            self.items.append(Item("tool", started=event, started_at=time.monotonic()))
             return True
         if isinstance(event, ToolFinished):
             for item in reversed(self.items):
@@ -80,6 +87,7 @@ class CellLog:
             return True
         kinds: dict[type, str] = {
             CompactionFinished: "compaction",
+            CompactionSkipped: "skipped",
             MicroCompacted: "micro",
             Notice: "notice",
             ErrorOccurred: "error",
@@ -94,6 +102,11 @@ class CellLog:
 
     def finish(self, event: AskFinished) -> None:
         self.items.append(Item("footer", render.footer(event, self.compactions), event))
+
+    def running_tool(self) -> Item | None:
+        """The tool call that has started and not ended, if any."""
+        last = next((item for item in reversed(self.items) if item.kind == "tool"), None)
+        return last if last is not None and last.event is None else None
 
     def plain(self) -> str:
         lines = []
@@ -121,7 +134,9 @@ def _tool_summary(item: Item) -> str:
         return render.tool_line(item.event)
     started = item.started
     assert started is not None
-    return f"{started.name}: {render.short(started.summary)} …"
+    elapsed = time.monotonic() - item.started_at
+    ticking = f" {elapsed:.0f}s" if elapsed >= TICK_AFTER else ""
+    return f"{render.tool_head(started)} …{ticking}"
 
 
 def _item_html(item: Item) -> str:
@@ -133,6 +148,7 @@ def _item_html(item: Item) -> str:
         "compaction": "color:#6a1b9a;font-weight:bold",
         "micro": "color:#6a1b9a",
         "notice": "color:#e65100",
+        "skipped": "color:#555",
         "error": "color:#c62828;font-weight:bold",
         "footer": FOOTER_STYLE,
     }
@@ -210,25 +226,50 @@ class CellView:
         self._last_update = 0.0
         self._handle: Any = None
         self._plain = render.TextRenderer(write)
+        self._lock = threading.Lock()
+        self._ticking: threading.Event | None = None
         if rich and not quiet:
             from IPython.display import display
 
             self._handle = display(self._bundle(), raw=True, display_id=True)
 
     def __call__(self, event: Event) -> None:
-        changed = self.log.add(event)
+        with self._lock:
+            changed = self.log.add(event)
         if self.quiet:
             return
         if not self.rich:
             self._plain(event)
             return
-        if changed and time.monotonic() - self._last_update >= self._throttle:
+        if isinstance(event, ToolStarted) and self._ticking is None:
+            self._start_ticking()
+        running = isinstance(event, ToolStarted | ToolFinished)  # a tool line starts or ends
+        if changed and (running or time.monotonic() - self._last_update >= self._throttle):
             self.update()
+
+    def _start_ticking(self) -> None:
+        """Update the display every second while a tool has run for TICK_AFTER seconds or
+        more, so its line shows the time it takes (the cell's thread is busy running it)."""
+        stop = self._ticking = threading.Event()
+
+        def tick() -> None:
+            while not stop.wait(1.0):
+                tool = self.log.running_tool()
+                if tool is not None and time.monotonic() - tool.started_at >= TICK_AFTER:
+                    self.update()
+
+        # In the cell's context: the kernel routes the updates to this cell's output.
+        context = contextvars.copy_context()
+        ticker = threading.Thread(target=context.run, args=(tick,), daemon=True)
+        ticker.start()
 
     def finish(self, event: AskFinished | None) -> None:
         """Add the footer (when the ask finished) and show the final state."""
+        if self._ticking is not None:
+            self._ticking.set()
         if event is not None:
-            self.log.finish(event)
+            with self._lock:
+                self.log.finish(event)
             if self.quiet:  # otherwise the live view has shown it already
                 self._show_footer(redact(self.log.items[-1].text))
         self.update()
@@ -243,14 +284,18 @@ class CellView:
 
     def show(self, line: str, kind: str = "notice") -> None:
         """Add a line of our own (e.g. "interrupted") to the cell."""
-        self.log.items.append(Item(kind, line))
+        with self._lock:
+            self.log.items.append(Item(kind, line))
         if not self.rich:
+            self._plain.end_line()
             self._write(redact(f"  · {line}\n"))
         self.update()
 
     def update(self) -> None:
         if self._handle is not None:
-            self._handle.update(self._bundle(), raw=True)
+            with self._lock:
+                bundle = self._bundle()
+            self._handle.update(bundle, raw=True)
             self._last_update = time.monotonic()
 
     def _bundle(self) -> dict[str, str]:

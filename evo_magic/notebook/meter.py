@@ -1,492 +1,58 @@
-"""What the context meter shows, as plain data built from session events (no widgets here).
+"""What the context meter says, as text and as the widget's synced state.
 
-A `MeterLog` follows one session from its first cell: every model call (with what happened
-before it), every compaction (with what it replaced), and the asks. A `Scope` is the stretch a
-meter tells: one cell (from the context before it to its end) or the whole session. `MeterData`
-is a log seen through a scope at one moment, with the context now and what it holds by kind;
-the widget (widget.py), the static HTML (meter_html.py) and the terminal text (`meter_text`)
-are renderings of one `MeterData`, so the live and the saved meter say the same thing. What the
-context holds by kind is measured by composition.py.
+The meter's data is the core's (`evo_magic.context_log`: the log of a session, a scope, the
+numbers one meter shows); the widget (widget.py), the static HTML (meter_html.py) and the
+terminal text (`meter_text`) are renderings of one `MeterData`, so the live and the saved meter
+say the same thing. The names of the log are re-exported here for the notebook layer.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-from evo_magic.events import (
-    AskStarted,
-    CompactionFinished,
-    CompactionStarted,
-    ContextSize,
-    Event,
-    MessageAppended,
-    MicroCompacted,
-    ModelResponded,
-    SessionReset,
-    ToolResultAppended,
+from evo_magic.composition import Share
+from evo_magic.context_log import (
+    LAYERS,
+    MICRO_ASKS,
+    MICRO_ROWS,
+    TRIGGERS,
+    CallPoint,
+    Compaction,
+    MeterData,
+    MeterLog,
+    Scope,
+    clip,
+    counted,
+    follow,
+    plural,
 )
+from evo_magic.events import ContextSize
 from evo_magic.measure import to_json
-from evo_magic.notebook.composition import Composer, Share, tool_names
 from evo_magic.render import usd
-from evo_magic.secrets import redact
 
-if TYPE_CHECKING:
-    from evo_magic.session import Session
-
-TRIGGERS = {
-    "auto": "automatic",
-    "model": "the model's compact tool",
-    "user": "by hand, %compact",
-    "every_call": "before a model call",
-}
-"""What started a compaction, as the meter says it."""
-LAYERS = {
-    "every_call": "every-call strategy",
-    "over_limit": "over-limit strategy",
-    "on_request": "on-request strategy",
-}
-"""When a strategy runs (its `when`), as the meter says it."""
-
-MICRO_ASKS = 20
-"""A meter lists the micro-compactions of this many asks at most (the newest), one group per
-ask; earlier ones are summed up in one line. Full compactions are always listed."""
-MICRO_ROWS = 40
-"""A group's detail lists this many micro-compactions at most (the newest)."""
-
-
-# -- the log of a session --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CallPoint:
-    """One model call: the context before the every-call strategies and as sent."""
-
-    call: int
-    """The session's call number (1-based)."""
-    turn: int
-    """The ask it belongs to (1-based)."""
-    before: ContextSize
-    sent: ContextSize
-    api_tokens: int | None
-    """The prompt's tokens as the API counted them (input plus cache), when it reported them."""
-    cost_usd: float | None
-    before_it: tuple[str, ...] = ()
-    """What happened since the call before: the request, tool results, compactions."""
-
-    @property
-    def tokens(self) -> int:
-        """The prompt's tokens: the API's count when there is one, else the estimate."""
-        return self.api_tokens if self.api_tokens is not None else self.sent.tokens
-
-
-@dataclass(frozen=True)
-class Compaction:
-    """One compaction as the meter shows it: a full one (the history replaced, or a failure)
-    or a micro-compaction (blocks rewritten before a call)."""
-
-    number: int
-    """Full compactions: 1, 2, ... in the session; micro-compactions: 0."""
-    micro: bool
-    strategy: str
-    layer: str
-    trigger: str
-    focus: str | None
-    before: ContextSize
-    after: ContextSize
-    success: bool
-    after_call: int
-    """Model calls of the session made before it."""
-    turn: int
-    error: str | None = None
-    summary: str = ""
-    cost_usd: float | None = None
-    duration: float = 0.0
-    summary_tokens: tuple[int, int] = (0, 0)
-    """(input, output) tokens of the summarisation calls."""
-    snapshot_path: str | None = None
-    cleared: tuple[str, ...] = ()
-    """Micro: the tool of each result (or call) it rewrote."""
-    edits: int = 0
-    cache_invalidated_tokens: int = 0
-    replaced: tuple[Share, ...] = ()
-    """Full: what the history held by kind before."""
-    kept: tuple[Share, ...] = ()
-    """Full: what it held by kind after."""
-
-    @property
-    def label(self) -> str:
-        """ "C2" for the session's second full compaction; "micro" for the others."""
-        return f"C{self.number}" if not self.micro else "micro"
-
-    @property
-    def freed_chars(self) -> int:
-        return self.before.chars - self.after.chars
-
-    @property
-    def freed_tokens(self) -> int:
-        return self.before.tokens - self.after.tokens
-
-
-Composition = Callable[[], list[Share]]
-
-
-class MeterLog:
-    """Everything the meters of one session show, folded from its events as they come.
-
-    `compose` (optional) says what the history holds now; with it, every full compaction also
-    records what the history held by kind before and after. Listeners are told after each
-    event is folded in (a live widget refreshes then)."""
-
-    def __init__(self, compose: Composition | None = None):
-        self.calls: list[CallPoint] = []
-        self.compactions: list[Compaction] = []
-        self.asks = 0
-        self.compose = compose
-        self._tool_names: dict[str, str] = {}
-        self._since_call: list[str] = []
-        self._results: dict[str, int] = {}
-        self._before: tuple[Share, ...] = ()
-        self._full = 0
-        self._listeners: list[Callable[[Event], None]] = []
-        self._unsubscribe: Callable[[], None] | None = None
-
-    # -- following a session -----------------------------------------------------------------
-
-    def stop(self) -> None:
-        """Stop following the session (see `follow`)."""
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
-
-    def listen(self, listener: Callable[[Event], None]) -> Callable[[], None]:
-        """Call `listener(event)` after each event is folded in; returns the way to stop."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
-
-    def __call__(self, event: Event) -> None:
-        """Session observer: fold the event in, then tell the listeners."""
-        if self.observe(event):
-            for listener in list(self._listeners):
-                listener(event)
-
-    def observe(self, event: Event) -> bool:
-        """Take in one event; True when it changed what a meter shows."""
-        handler = _HANDLERS.get(type(event))
-        return bool(handler and handler(self, event))
-
-    def _ask(self, event: AskStarted) -> bool:
-        self.asks += 1
-        self._since_call.append(f"request {self.asks}: {clip(redact(event.text), 60)!r}")
-        return True
-
-    def _reset(self, event: SessionReset) -> bool:
-        self._since_call.append("reset: the history and the compaction state were emptied")
-        return True
-
-    def _message(self, event: MessageAppended) -> bool:
-        message = event.message
-        if message.get("role") == "assistant":
-            self._tool_names.update(tool_names([message]))
-        return False
-
-    def _result(self, event: ToolResultAppended) -> bool:
-        name = self._tool_names.get(str(event.block.get("tool_use_id", "")), "tool")
-        self._results[name] = self._results.get(name, 0) + 1
-        return False
-
-    def _call(self, event: ModelResponded) -> bool:
-        self._flush_results()
-        tokens = event.usage.context_tokens
-        self.calls.append(
-            CallPoint(
-                event.call,
-                event.turn,
-                event.context_before_micro,
-                event.context_sent,
-                tokens if tokens > 0 else None,
-                event.cost_usd,
-                tuple(self._since_call),
-            )
-        )
-        self._since_call = []
-        return True
-
-    def _started(self, event: CompactionStarted) -> bool:
-        self._before = tuple(self.compose()) if self.compose else ()
-        return False
-
-    def _micro(self, event: MicroCompacted) -> bool:
-        self._flush_results()
-        cleared = tuple(self._tool_names.get(i, "tool") for i in event.cleared_ids)
-        row = Compaction(
-            0,
-            True,
-            event.strategy,
-            "every_call",
-            "every_call",
-            None,
-            event.before,
-            event.after,
-            True,
-            len(self.calls),
-            self.asks,
-            cleared=cleared,
-            edits=len(event.edits),
-            cache_invalidated_tokens=event.cache_invalidated_tokens,
-        )
-        self.compactions.append(row)
-        note = f"{event.strategy}: freed {event.chars_freed:,} chars ({counted(cleared)})"
-        if event.applied is not None:  # the API edited the prompt; the history is unchanged
-            note = f"{event.strategy}: the API cleared {event.cleared_tokens:,} prompt tokens"
-        self._since_call.append(note)
-        return True
-
-    def _full_compaction(self, event: CompactionFinished) -> bool:
-        self._flush_results()
-        if event.success:
-            self._full += 1
-        after = tuple(self.compose()) if self.compose and event.success else self._before
-        usage = event.summary_usage
-        row = Compaction(
-            self._full if event.success else 0,
-            False,
-            event.strategy,
-            event.layer,
-            event.trigger,
-            redact(event.focus) if event.focus else event.focus,
-            event.before,
-            event.after,
-            event.success,
-            len(self.calls),
-            self.asks,
-            error=redact(event.error) if event.error else event.error,
-            summary=redact(event.summary),
-            cost_usd=event.summary_cost_usd,
-            duration=event.duration,
-            summary_tokens=(usage.context_tokens, usage.output_tokens),
-            snapshot_path=event.snapshot_path,
-            replaced=self._before,
-            kept=after,
-        )
-        self.compactions.append(row)
-        self._before = ()
-        ran = event.strategy + (f" for {event.fallback_for}" if event.fallback_for else "")
-        what = f"{row.label} {ran}" if event.success else f"{ran} failed"
-        self._since_call.append(f"compaction {what} ({TRIGGERS.get(event.trigger, event.trigger)})")
-        return True
-
-    def _flush_results(self) -> None:
-        if self._results:
-            n = sum(self._results.values())
-            self._since_call.append(f"{plural(n, 'tool result')} ({counted(self._results)})")
-            self._results = {}
-
-    # -- scopes ------------------------------------------------------------------------------
-
-    def mark(self, label: str, before: ContextSize | None) -> Scope:
-        """A scope that starts now (a cell: `before` is the context as it starts)."""
-        return Scope(label, len(self.calls), len(self.compactions), before, self.asks)
-
-    def whole(self) -> Scope:
-        """The scope of everything the log saw."""
-        return Scope("session", 0, 0, None, 0)
-
-
-def follow(session: Session) -> MeterLog:
-    """A log that follows `session` from now on, knowing what its history holds by kind
-    (`log.compose()`); `log.stop()` ends it."""
-    composer = Composer()
-    history = session.history
-
-    def compose() -> list[Share]:
-        return composer.shares(history.view(), history.overhead_chars, history.size().tokens)
-
-    log = MeterLog(compose)
-    log._unsubscribe = session.subscribe(log)
-    return log
-
-
-_HANDLERS: dict[type, Callable[[MeterLog, Any], bool]] = {
-    AskStarted: MeterLog._ask,
-    SessionReset: MeterLog._reset,
-    MessageAppended: MeterLog._message,
-    ToolResultAppended: MeterLog._result,
-    ModelResponded: MeterLog._call,
-    CompactionStarted: MeterLog._started,
-    MicroCompacted: MeterLog._micro,
-    CompactionFinished: MeterLog._full_compaction,
-}
-
-
-@dataclass
-class Scope:
-    """The stretch of a session a meter tells: from `first_call` / `first_compaction` (indexes
-    into the log) to the end, or to `end_*` once closed (a finished cell)."""
-
-    label: str
-    """"cell" or "session"."""
-    first_call: int
-    first_compaction: int
-    before: ContextSize | None
-    """The context when the scope began (a cell's "before"); None for the whole session."""
-    first_ask: int = 0
-    """Asks the session had made before the scope began."""
-    end_call: int | None = None
-    end_compaction: int | None = None
-
-    @property
-    def closed(self) -> bool:
-        return self.end_call is not None
-
-    def close(self, log: MeterLog) -> None:
-        """End the scope where the log is now: later events are not part of it."""
-        if not self.closed:
-            self.end_call, self.end_compaction = len(log.calls), len(log.compactions)
-
-
-# -- what one meter shows --------------------------------------------------------------------
-
-
-@dataclass
-class MeterData:
-    """The numbers one meter shows: a log seen through a scope, at one moment."""
-
-    session_id: str
-    context_limit: int
-    token_limit: int | None
-    current: ContextSize
-    """The context now (for a closed scope: when it closed)."""
-    scope: Scope
-    calls: list[CallPoint] = field(default_factory=list)
-    """Every call of the session up to the scope's end (the chart shows them all)."""
-    compactions: list[Compaction] = field(default_factory=list)
-    """Every compaction up to the scope's end."""
-    holds: list[Share] = field(default_factory=list)
-    """What the context holds now, by kind."""
-    session_cost_usd: float | None = None
-
-    @classmethod
-    def of(
-        cls,
-        log: MeterLog,
-        scope: Scope,
-        session_id: str,
-        context_limit: int,
-        token_limit: int | None,
-        current: ContextSize,
-        holds: list[Share] | None = None,
-    ) -> MeterData:
-        """The data of `log` through `scope` (copies of the lists: later events leave it be)."""
-        calls = log.calls[: scope.end_call]
-        compactions = log.compactions[: scope.end_compaction]
-        priced = [c.cost_usd for c in calls] + [c.cost_usd for c in compactions if not c.micro]
-        session_cost = None if None in priced else float(sum(c or 0.0 for c in priced))
-        return cls(
-            session_id,
-            context_limit,
-            token_limit,
-            current,
-            replace(scope),
-            calls,
-            compactions,
-            list(holds or []),
-            session_cost,
-        )
-
-    # -- the scope's own story -----------------------------------------------------------
-
-    @property
-    def own_calls(self) -> list[CallPoint]:
-        return self.calls[self.scope.first_call :]
-
-    @property
-    def own_compactions(self) -> list[Compaction]:
-        return self.compactions[self.scope.first_compaction :]
-
-    @property
-    def full(self) -> list[Compaction]:
-        """The scope's full compactions (failed ones included)."""
-        return [c for c in self.own_compactions if not c.micro]
-
-    @property
-    def micro(self) -> list[Compaction]:
-        return [c for c in self.own_compactions if c.micro]
-
-    @property
-    def cost_usd(self) -> float | None:
-        """What the scope's model calls and summaries cost (None when one had no price)."""
-        priced = [c.cost_usd for c in self.own_calls] + [c.cost_usd for c in self.full]
-        if any(value is None for value in priced):
-            return None
-        return float(sum(value or 0.0 for value in priced))
-
-    def fill(self) -> float:
-        """How full the context is, as a share of the character limit."""
-        return self.current.chars / self.context_limit if self.context_limit else 0.0
-
-    @property
-    def asks(self) -> tuple[int, int]:
-        """The first and last ask whose model calls the scope holds ((0, 0): none)."""
-        turns = [c.turn for c in self.own_calls]
-        return (min(turns), max(turns)) if turns else (0, 0)
-
-    def timeline(
-        self, micro_asks: int = MICRO_ASKS
-    ) -> tuple[list[Compaction | tuple[int, list[Compaction]]], list[Compaction]]:
-        """The scope's compactions in order, to list: each full one on its own (all of them),
-        the micro-compactions of an ask as one group (placed where the first of them
-        happened), for the newest `micro_asks` asks; and apart, the micro-compactions of the
-        asks before those (to sum up, not list: a long session's list stays short)."""
-        out: list[Compaction | tuple[int, list[Compaction]]] = []
-        groups: dict[int, list[Compaction]] = {}
-        for row in self.own_compactions:
-            if not row.micro:
-                out.append(row)
-            elif row.turn in groups:
-                groups[row.turn].append(row)
-            else:
-                groups[row.turn] = [row]
-                out.append((row.turn, groups[row.turn]))
-        listed = set(sorted(groups)[-micro_asks:]) if micro_asks > 0 else set()
-        earlier = [row for turn, rows in groups.items() if turn not in listed for row in rows]
-        kept = [item for item in out if isinstance(item, Compaction) or item[0] in listed]
-        return kept, earlier
-
-
-# -- words and numbers -----------------------------------------------------------------------
-
-
-def plural(n: int, noun: str, nouns: str | None = None) -> str:
-    """ "1 message", "2 messages"."""
-    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
-
-
-def counted(names: Mapping[str, int] | Iterable[str]) -> str:
-    """ "read_file ×3, bash" from names (or name -> count)."""
-    counts: dict[str, int] = {}
-    if isinstance(names, Mapping):
-        counts = dict(names)
-    else:
-        for name in names:
-            counts[name] = counts.get(name, 0) + 1
-    return ", ".join(name if n == 1 else f"{name} ×{n}" for name, n in counts.items())
-
-
-def clip(text: str, limit: int, *, one_line: bool = True) -> str:
-    """`text` in at most `limit` characters: cut at the last word that fits, with an
-    ellipsis (a single word longer than `limit` is cut inside it). `one_line` folds whitespace
-    runs, newlines included, into single spaces first."""
-    text = " ".join(text.split()) if one_line else text.strip()
-    if len(text) <= limit:
-        return text
-    cut = text[: max(limit - 1, 1)]
-    space = max(cut.rfind(" "), cut.rfind("\n"))
-    if space > limit // 3:
-        cut = cut[:space]
-    return cut.rstrip(" \n,;:.-–—") + "…"
+__all__ = [
+    "LAYERS",
+    "MICRO_ASKS",
+    "MICRO_ROWS",
+    "TRIGGERS",
+    "CallPoint",
+    "Compaction",
+    "MeterData",
+    "MeterLog",
+    "Scope",
+    "clip",
+    "counted",
+    "follow",
+    "meter_text",
+    "paid",
+    "plural",
+    "save_figure",
+    "size_text",
+    "state_of",
+]
 
 
 def size_text(size: ContextSize) -> str:
@@ -502,10 +68,17 @@ def compaction_text(row: Compaction) -> str:
     head = f"{row.label if row.success else 'failed'} after call {row.after_call}: {row.strategy}"
     head += f" ({LAYERS.get(row.layer, row.layer)}; {TRIGGERS.get(row.trigger, row.trigger)})"
     if row.focus:
-        head += f" focus={clip(row.focus, 80)!r}"
+        head += f' focus "{clip(row.focus, 80)}"'  # as typed, not a repr
     if not row.success:
         return f"{head}: {row.error or 'failed'}; the history was kept"
-    return f"{head}: {size_text(row.before)} -> {size_text(row.after)}; cost {usd(row.cost_usd)}"
+    return f"{head}: {size_text(row.before)} -> {size_text(row.after)}{paid(row.cost_usd, '; ')}"
+
+
+def paid(cost: float | None, before: str = "") -> str:
+    """ "cost $0.0123" after `before`, or "" when it cost nothing (unknown: "cost unknown")."""
+    if cost is not None and cost <= 0:
+        return ""
+    return f"{before}cost {usd(cost)}" if cost is not None else f"{before}cost unknown"
 
 
 def micro_text(ask: int, rows: Sequence[Compaction]) -> str:
@@ -538,21 +111,64 @@ def holds_text(holds: Sequence[Share]) -> str:
     return " · ".join(f"{share.kind} {share.chars / total:.0%}" for share in holds)
 
 
+def tokens_text(size: ContextSize) -> str:
+    """ "~2,000 tokens · 8 messages" (approximate unless the API counted these messages)."""
+    approx = "" if size.tokens_exact else "~"
+    return f"{approx}{size.tokens:,} tokens · {plural(size.messages, 'message')}"
+
+
+def change_text(before: ContextSize, now: ContextSize) -> str:
+    """ "-1,231 tokens, -7 messages" (signed; "unchanged" when neither changed)."""
+    tokens, messages = now.tokens - before.tokens, now.messages - before.messages
+    if not tokens and not messages:
+        return "unchanged"
+    noun = "message" if abs(messages) == 1 else "messages"
+    return f"{_signed(tokens)} tokens, {_signed(messages)} {noun}"
+
+
+def _signed(n: int) -> str:
+    return f"+{n:,}" if n > 0 else f"-{-n:,}" if n < 0 else "0"
+
+
+def cost_note(data: MeterData) -> str | None:
+    """What the scope cost, only where it is not zero ("unknown" when a model had no price)."""
+    if data.cost_usd is None:
+        return "cost unknown (a model without a price)"
+    if data.cost_usd <= 0:
+        return None
+    note = f"cost {usd(data.cost_usd)}"
+    if data.scope.label == "cell" and data.session_cost_usd:
+        note += f" (session so far {usd(data.session_cost_usd)})"
+    return note
+
+
+def limit_text(data: MeterData) -> str:
+    """ "36% of the limit: ~1,114 of 3,104 tokens (12,000 chars of messages)"."""
+    approx = "" if data.current.tokens_exact else "~"
+    text = (
+        f"{data.fill():.0%} of the limit: {approx}{data.current.tokens:,} of "
+        f"{data.limit_tokens:,} tokens"
+    )
+    if data.token_limit and data.token_limit == data.limit_tokens:
+        return text + " (the token limit)"
+    return text + f" ({data.context_limit:,} chars of messages)"
+
+
 def meter_text(data: MeterData) -> str:
     """The meter as plain text (terminal IPython, logs, the text/plain of a saved notebook)."""
-    c = data.current
-    lines = [f"context meter · {scope_title(data)} · session {data.session_id}"]
-    now = f"{size_text(c)} now ({data.fill():.0%} of the {data.context_limit:,}-char limit)"
+    lines = [f"context meter · {scope_title(data)}"]
+    now = tokens_text(data.current)
     if data.scope.before is not None:
-        lines.append(f"context: {size_text(data.scope.before)} before the cell -> {now}")
+        before = tokens_text(data.scope.before)
+        change = change_text(data.scope.before, data.current)
+        lines.append(f"context: {before} before the cell -> {now} now ({change})")
     else:
-        lines.append(f"context: {now}")
+        lines.append(f"context: {now} now")
+    lines.append(limit_text(data))
     calls = data.own_calls
     span = f" ({calls[0].call}-{calls[-1].call})" if len(calls) > 1 else ""
-    lines.append(
-        f"{plural(len(calls), 'model call')}{span}; cost {usd(data.cost_usd)}"
-        + (f" (session {usd(data.session_cost_usd)})" if data.scope.label == "cell" else "")
-    )
+    cost = cost_note(data)
+    lines.append(f"{plural(len(calls), 'model call')}{span}" + (f"; {cost}" if cost else ""))
     if data.holds:
         lines.append(f"holds: {holds_text(data.holds)}")
     listed, earlier = data.timeline()
@@ -568,6 +184,21 @@ def meter_text(data: MeterData) -> str:
     if not data.own_compactions:
         lines.append("no compaction" + (" in this cell" if data.scope.label == "cell" else ""))
     return "\n".join(lines)
+
+
+def save_figure(session: Any, path: str) -> Path:
+    """`%agent context --save PATH`: the session's context figure written to PATH (.svg,
+    .png or .pdf); UsageError for another suffix or a file that cannot be written."""
+    from IPython.core.error import UsageError
+
+    from evo_magic.context_figure import save
+
+    try:
+        saved = save(session.context_figure(), path)
+    except (ValueError, OSError) as exc:
+        raise UsageError(f"%agent context --save: {exc}") from None
+    print(f"context figure saved to {saved}")
+    return saved
 
 
 def scope_title(data: MeterData) -> str:

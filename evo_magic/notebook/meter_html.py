@@ -12,23 +12,27 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
+from evo_magic.composition import SYSTEM, Share
 from evo_magic.events import ContextSize
-from evo_magic.notebook.composition import SYSTEM, Share
 from evo_magic.notebook.meter import (
     LAYERS,
     MICRO_ROWS,
     TRIGGERS,
     Compaction,
     MeterData,
+    change_text,
     clip,
+    cost_note,
     counted,
     earlier_text,
+    limit_text,
     micro_text,
+    paid,
     plural,
     scope_title,
+    tokens_text,
 )
 from evo_magic.notebook.meter_chart import GREY, PURPLE, RED, chart_html
-from evo_magic.render import usd
 
 KIND_COLOURS = {
     SYSTEM: "#9e9e9e",
@@ -66,25 +70,30 @@ def meter_html(data: MeterData) -> str:
 # -- header and fill ---------------------------------------------------------------------------
 
 
-def _size_span(css: str, label: str, size: ContextSize) -> str:
-    approx = "" if size.tokens_exact else "~"
+def _size_span(css: str, size: ContextSize) -> str:
+    """A size in tokens and messages; its characters on hover."""
+    tip = f"{size.chars:,} characters of messages; the tokens count the whole prompt"
     return (
         f"<span class='{css}' data-messages='{size.messages}' data-chars='{size.chars}' "
-        f"data-tokens='{size.tokens}'>{label} <b>{plural(size.messages, 'message')}</b> · "
-        f"{size.chars:,} chars · {approx}{size.tokens:,} tokens</span>"
+        f"data-tokens='{size.tokens}' title='{e(tip)}' style='white-space:nowrap'>"
+        f"<b>{e(tokens_text(size))}</b></span>"
     )
 
 
 def _header(data: MeterData) -> str:
     title = (
-        f"<div><b>context meter</b> · {e(scope_title(data))} · session "
-        f"<code style='font-size:12px'>{e(data.session_id)}</code></div>"
+        f"<div title='session {e(data.session_id)}'><b>context meter</b> · "
+        f"{e(scope_title(data))}</div>"
     )
-    now = _size_span("evo-now", "now", data.current)
+    now = _size_span("evo-now", data.current)
     if data.scope.before is not None:
-        story = f"{_size_span('evo-before', 'before the cell', data.scope.before)} → {now}"
+        change = change_text(data.scope.before, data.current)
+        story = (
+            f"before the cell {_size_span('evo-before', data.scope.before)} → now {now} "
+            f"<span class='evo-change' style='color:#555;white-space:nowrap'>({e(change)})</span>"
+        )
     else:
-        story = now
+        story = f"now {now}"
     calls = data.own_calls
     span = f" ({calls[0].call}–{calls[-1].call})" if len(calls) > 1 else ""
     if len(calls) == 1:
@@ -95,24 +104,22 @@ def _header(data: MeterData) -> str:
     if failed:
         counts.append(f"{failed} failed")
     counts.append(plural(len(data.micro), "micro-compaction"))
-    cost = f"cost <span class='evo-cost'>{e(usd(data.cost_usd))}</span>"
-    if data.scope.label == "cell":
-        cost += f" (session so far {e(usd(data.session_cost_usd))})"
+    cost = cost_note(data)
+    if cost:
+        counts.append(cost)
+    shown = " · ".join(f"<span style='white-space:nowrap'>{e(c)}</span>" for c in counts)
     return (
-        f"{title}<div>{story}</div>"
-        f"<div style='color:#555'>{' · '.join(e(c) for c in counts)} · {cost}</div>"
+        f"{title}<div class='evo-story'>{story}</div>"
+        f"<div class='evo-counts' style='color:#555'>{shown}</div>"
     )
 
 
 def _fill_bar(data: MeterData) -> str:
     fill = data.fill()
     colour = "#2e7d32" if fill < 0.7 else "#f9a825" if fill < 1.0 else RED
-    limits = f"{fill:.0%} of the {data.context_limit:,}-character limit"
-    if data.token_limit:
-        share = data.current.tokens / data.token_limit
-        limits += f" · {share:.0%} of the {data.token_limit:,}-token limit"
     return (
-        f"<div style='margin:4px 0 2px;font-size:12px;color:#555'>{e(limits)}</div>"
+        f"<div class='evo-fill' style='margin:4px 0 2px;font-size:12px;color:#555'>"
+        f"{e(limit_text(data))}</div>"
         "<div style='background:#eee;height:8px;border-radius:4px'>"
         f"<div style='background:{colour};width:{min(fill, 1.0):.1%};height:8px;"
         "border-radius:4px'></div></div>"
@@ -138,21 +145,22 @@ def _composition(data: MeterData) -> str:
     segments, legend = [], []
     for share in holds:
         colour = share_colour(share.kind, holds)
-        part = share.chars / total
-        tip = f"{share.kind}: {share.chars:,} chars, ~{share.tokens:,} tokens ({part:.0%})"
+        part = share.chars / total  # the tokens are split in proportion to the characters
+        tip = f"{share.kind}: ~{share.tokens:,} tokens, {share.chars:,} chars ({part:.0%})"
         segments.append(
             f"<div class='evo-share' data-kind='{e(share.kind)}' data-chars='{share.chars}' "
-            f"title='{e(tip)}' style='background:{colour};width:{part:.2%};height:14px'></div>"
+            f"data-tokens='{share.tokens}' title='{e(tip)}' "
+            f"style='background:{colour};width:{part:.2%};height:14px'></div>"
         )
         legend.append(
-            f"<span style='white-space:nowrap;margin-right:10px'><span style='display:inline-block;"
-            f"width:9px;height:9px;background:{colour};margin-right:3px'></span>{e(share.kind)} "
-            f"{share.chars:,} ({part:.0%})</span> "
+            f"<span title='{e(tip)}' style='white-space:nowrap;margin-right:10px'>"
+            f"<span style='display:inline-block;width:9px;height:9px;background:{colour};"
+            f"margin-right:3px'></span>{e(share.kind)} ~{share.tokens:,} ({part:.0%})</span> "
         )
     return (
         "<div class='evo-composition' style='margin-top:6px'>"
-        "<div style='font-size:12px;color:#555'>what the context holds now (the whole prompt, "
-        f"characters; ~{data.current.tokens:,} tokens in all)</div>"
+        "<div style='font-size:12px;color:#555'>what the context holds now: the whole prompt, "
+        f"~{data.current.tokens:,} tokens (hover for characters)</div>"
         "<div style='display:flex;border:1px solid #ddd;border-radius:3px;overflow:hidden;"
         f"margin:2px 0'>{''.join(segments)}</div>"
         f"<div style='font-size:11px;color:#444;line-height:1.6'>{''.join(legend)}</div></div>"
@@ -200,7 +208,7 @@ def _full_row(row: Compaction, holds: Sequence[Share]) -> str:
     focus = f" · focus “{e(clip(row.focus, 60))}”" if row.focus else ""
     if row.success:
         change = (
-            f"{_size_short(row.before)} → {_size_short(row.after)} · cost {e(usd(row.cost_usd))}"
+            f"{_size_short(row.before)} → {_size_short(row.after)}{e(paid(row.cost_usd, ' · '))}"
         )
         label = row.label
     else:
@@ -218,10 +226,10 @@ def _full_row(row: Compaction, holds: Sequence[Share]) -> str:
 
 
 def _size_short(size: ContextSize) -> str:
-    approx = "" if size.tokens_exact else "~"
+    """A size in tokens and messages (HTML), its characters on hover."""
     return (
-        f"{plural(size.messages, 'message')} / {size.chars:,} chars / "
-        f"{approx}{size.tokens:,} tokens"
+        f"<span title='{size.chars:,} characters of messages' style='white-space:nowrap'>"
+        f"{e(tokens_text(size))}</span>"
     )
 
 
@@ -259,19 +267,19 @@ def _replaced(row: Compaction, holds: Sequence[Share]) -> str:
         return ""
     head = (
         f"<div><b>replaced</b> {_size_short(row.before)} with {_size_short(row.after)} "
-        f"(freed {row.freed_chars:,} chars, ~{row.freed_tokens:,} tokens)</div>"
+        f"(freed ~{row.freed_tokens:,} tokens, {row.freed_chars:,} chars)</div>"
     )
     if not row.replaced:
         return head
-    after = {share.kind: share.chars for share in row.kept}
-    before = {share.kind: share.chars for share in row.replaced}
+    after = {share.kind: share.tokens for share in row.kept}
+    before = {share.kind: share.tokens for share in row.replaced}
     kinds = [s.kind for s in row.replaced] + [s.kind for s in row.kept if s.kind not in before]
     rows = [
         [e(kind), f"{before.get(kind, 0):,}", "→", f"{after.get(kind, 0):,}"]
         for kind in kinds
         if kind != SYSTEM
     ]
-    return head + _table(["kind", "chars before", "", "after"], rows, "evo-replaced")
+    return head + _table(["kind", "~tokens before", "", "after"], rows, "evo-replaced")
 
 
 def _micro_row(ask: int, rows: Sequence[Compaction]) -> str:

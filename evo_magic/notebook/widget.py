@@ -108,18 +108,7 @@ class ContextMeter(widgets.VBox):
             self._last_refresh = time.monotonic()
 
     def _data(self) -> MeterData:
-        session = self.session
-        size = session.context()
-        compose = self.meter_log.compose
-        return MeterData.of(
-            self.meter_log,
-            self.span,
-            session.session_id,
-            session.policy.context_limit,
-            session.policy.token_limit,
-            size,
-            compose() if compose else [],
-        )
+        return MeterData.of_session(self.session, self.meter_log, self.span)
 
     def finish(self) -> dict[str, str]:
         """End the scope here (a cell's meter: later events are not its own), stop following
@@ -161,14 +150,5 @@ class ContextMeter(widgets.VBox):
 def static_meter(session: Session, log: MeterLog) -> dict[str, str]:
     """The whole session's meter as static output (`text/html`, `text/plain`), no widget:
     what `%agent context` shows."""
-    compose = log.compose
-    data = MeterData.of(
-        log,
-        log.whole(),
-        session.session_id,
-        session.policy.context_limit,
-        session.policy.token_limit,
-        session.context(),
-        compose() if compose else [],
-    )
+    data = MeterData.of_session(session, log)
     return {"text/html": redact(meter_html(data)), "text/plain": redact(meter_text(data))}

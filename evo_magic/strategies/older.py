@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evo_magic.compact.base import Context, Message
+from evo_magic.compact.format import compacted_message
 from evo_magic.strategies.window import safe_cut
 
 
@@ -31,7 +32,8 @@ class SummariseOlder:
         if cut <= 0:
             return None
         summary = ctx.summarise(messages[:cut], ctx.focus)
-        return [ctx.compacted_message(summary), *messages[cut:]]
+        head = compacted_message(summary, ctx.focus, ctx.recent_files, ctx.pending_request)
+        return ctx.with_pins([head, *messages[cut:]])  # a pin kept in the tail is not repeated
 
     def _cut(self, messages: Sequence[Message], ctx: Context) -> int:
         if self.keep_tokens is None:

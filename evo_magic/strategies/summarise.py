@@ -43,6 +43,7 @@ from evo_magic.compact.format import (
     REREAD_HEADER,
     compacted_message,
 )
+from evo_magic.compact.pins import is_pin_text
 from evo_magic.measure import to_json
 
 
@@ -78,7 +79,7 @@ class Summarise:
         blocks, listed = self._reread(ctx)
         pending = ctx.pending_request
         pending = pending if pending and pending.strip() else None
-        head = compacted_message(summary, ctx.focus, listed, None)
+        head = ctx.with_pins([compacted_message(summary, ctx.focus, listed, None)])[0]
         head["content"] += blocks
         kept = self._kept_prompts(messages, ctx, pending)
         new = [head, *({"role": "user", "content": [_text(p)]} for p in kept)]
@@ -155,6 +156,7 @@ def prompt_text(message: Message) -> str | None:
         if b.get("type") == "text"
         and isinstance(b.get("text"), str)
         and not b["text"].startswith((REMINDER_PREFIX, REREAD_HEADER))
+        and not is_pin_text(b["text"])
     ]
     if not texts or texts[0].startswith(COMPACTED_HEADER):
         return None

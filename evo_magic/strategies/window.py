@@ -51,7 +51,7 @@ class SlidingWindow:
         request = _pending_message(messages, ctx.pending_request, cut)
         if request is not None:
             kept.append(messages[request])
-        return [*kept, *messages[cut:]]
+        return ctx.with_pins([*kept, *messages[cut:]])
 
 
 def _pending_message(messages: Sequence[Message], pending: str | None, cut: int) -> int | None:

@@ -42,7 +42,7 @@ from evo_magic.notebook.magics import parse_compact_line
 QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 TOOLS = {"bash", "read_file", "write_file", "edit_file", "compact"}
-CONTEXT_NUMBERS = re.compile(r"context:? (\d+) msgs?, ([\d,]+) chars")
+CONTEXT_NUMBERS = re.compile(r"context:? (\d+) (?:messages?|msgs?), ([\d,]+) chars")
 SHOTS = {
     "1-run-all-first-agent-cell.png": "the first %%agent cell after Run All: its meter (this "
     "cell's calls, micro-compactions only), the streamed text, tool lines (one opened), footer",
@@ -59,6 +59,10 @@ SHOTS = {
     "focus and summary",
     "8-untrusted-meter.png": "the second %%agent cell's meter in a colleague's JupyterLab, "
     "where the notebook is untrusted and its HTML sanitised: the same chart and numbers",
+    "9-summary-being-edited.png": "%compact --edit: the proposed summary in its text area, "
+    "edited, with Apply and Cancel",
+    "10-summary-applied.png": "the same cell after Apply: the record of the applied text",
+    "11-agent-summaries.png": "%agent summaries after it: the edited summary, its strategy",
 }
 """What each screenshot shows."""
 
@@ -198,6 +202,68 @@ def test_quickstart_runs_in_jupyterlab_and_reopens_without_its_kernel(
         print(f"  {name}: {what}")
 
 
+EDITED = "EDITED IN THE BROWSER: inventory.py has the TODOs; the notes are in notes/."
+EDIT_CELLS = [
+    "import tempfile\n"
+    "from pathlib import Path\n"
+    "from evo_magic.demo import make_demo_workspace\n"
+    'workspace = make_demo_workspace(Path(tempfile.mkdtemp(prefix="evo-magic-edit-")))\n'
+    "%load_ext evo_magic\n"
+    "%config AgentMagics.workspace = str(workspace)",
+    "%%agent\nSurvey this project: what does it do, and where are the TODOs?",
+    "%compact --edit focus=the TODOs",
+    "%agent summaries",
+    'session = get_ipython().find_magic("agent").__self__.sessions["default"]\n'
+    'print(session.messages[0]["content"][0]["text"])',
+]
+"""A notebook to edit a summary in: run, propose (cell 2), then cells 3 and 4 are run again
+after Apply to show the summaries and the history."""
+
+
+@pytest.mark.timeout(300)
+def test_a_summary_is_edited_in_a_text_area_and_applied(
+    lab_home: LabHome, page: Page, screenshots: Path
+):
+    notebook = lab_home.root / "edit-summary.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in EDIT_CELLS])
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, notebook)
+    plan = Plan.of(nb)
+    with jupyterlab(lab_home) as server:
+        open_notebook(page, server, notebook.name, plan)
+        wait_for_kernel(page, server, "python3")
+        menu(page, "Run", "runmenu:run-all")
+        wait_until_all_ran(page, plan)
+        editor = cell(page, 2).locator(".evo-summary-editor")
+        expect(editor).to_contain_text("Proposed summary (summarise; focus “the TODOs”)")
+        expect(editor).to_contain_text("Nothing has changed yet. Edit it, then Apply.")
+        text = editor.locator("textarea")
+        expect(text).to_have_value(re.compile(r"\S"))  # the summariser's proposal
+        proposed = text.input_value()
+        expect(cell(page, 4).locator(".jp-OutputArea-output")).not_to_contain_text(proposed)
+        text.fill(EDITED)
+        cell(page, 2).screenshot(path=screenshots / "9-summary-being-edited.png")
+        editor.get_by_role("button", name="Apply").click()
+        record = cell(page, 2).locator(".evo-summary-record")
+        expect(record).to_contain_text("Applied the edited summary: compaction (user)")
+        expect(record.locator(".evo-summary-text")).to_have_text(EDITED)
+        expect(cell(page, 2).locator(".evo-summary-editor")).to_have_count(0)
+        cell(page, 2).screenshot(path=screenshots / "10-summary-applied.png")
+        for index in (3, 4):  # run again, now that the summary is applied
+            cell(page, index).locator(".jp-InputArea-editor").click()
+            page.keyboard.press("Shift+Enter")
+        history = cell(page, 4).locator(".jp-OutputArea-output")
+        expect(history).to_contain_text(EDITED)
+        expect(history).to_contain_text("Focus to preserve next: the TODOs")
+        expect(history).not_to_contain_text(proposed)
+        summaries = cell(page, 3).locator(".evo-applied-summary")
+        expect(summaries).to_have_count(1)
+        expect(summaries).to_contain_text("summarise (user) · focus “the TODOs” · edited")
+        expect(summaries.locator(".evo-summary-text")).to_have_text(EDITED)
+        cell(page, 3).screenshot(path=screenshots / "11-agent-summaries.png")
+    print(f"screenshots: {screenshots}")
+
+
 # -- steps ---------------------------------------------------------------------------------
 
 
@@ -321,6 +387,7 @@ def check_meters(page: Page, plan: Plan, notebook: Path) -> None:
     for index in plan.meters:
         shown = meter(page, index)
         expect(shown).to_have_count(1)
+        check_header(shown, "session" if index in plan.context else "cell")
         if index in plan.context:
             expect(shown).to_have_attribute("data-scope", "session")
             check_chart(shown, total=marks, calls=shown.locator(".evo-point").count())
@@ -361,9 +428,34 @@ def check_no_math(page: Page) -> None:
     """No part of a cell's log or meter was typeset as LaTeX (their "$" are amounts)."""
     typeset = page.locator(".evo-magic-cell mjx-container, .evo-magic-meter mjx-container")
     expect(typeset).to_have_count(0)
-    expect(page.locator(".evo-magic-meter").first).to_contain_text(
-        re.compile(r"cost \$[\d.]+ \(session so far \$[\d.]+\)")
+
+
+def check_header(shown: Locator, scope: str) -> None:
+    """A meter's header is quiet: what changed in tokens and messages (characters on hover),
+    no session id, no cost when it cost nothing (the offline model)."""
+    title = shown.locator("div").first
+    expect(title).to_have_text(
+        re.compile(r"^context meter · (this cell( \(asks? [\d-]+\))?|the whole session)$")
     )
+    expect(title).to_have_attribute("title", re.compile(r"^session \d{8}-"))
+    now = shown.locator(".evo-now")
+    expect(now).to_have_text(re.compile(r"^~?[\d,]+ tokens · \d+ messages?$"))
+    expect(now).to_have_attribute("title", re.compile(r"^[\d,]+ characters of messages"))
+    if scope == "cell":
+        expect(shown.locator(".evo-change")).to_have_text(
+            re.compile(r"^\(([+-][\d,]+|0) tokens, ([+-][\d,]+|0) messages?\)$|^\(unchanged\)$")
+        )
+    expect(shown.locator(".evo-counts")).not_to_contain_text("$")
+    expect(shown.locator(".evo-fill")).to_contain_text(
+        re.compile(r"\d+% of the limit: ~?[\d,]+ of [\d,]+ tokens")
+    )
+    # No number is broken across lines: each size, change and count is one box on one line.
+    spans = shown.locator(".evo-story span[style*=nowrap], .evo-counts span")
+    assert spans.count() >= 3
+    broken = spans.evaluate_all(
+        "els => els.filter(e => e.getClientRects().length > 1).map(e => e.textContent)"
+    )
+    assert broken == [], f"wrapped inside: {broken}"
 
 
 def check_untrusted(page: Page, plan: Plan) -> None:
@@ -392,7 +484,7 @@ def check_chart(shown: Locator, total: dict[str, int], calls: int) -> None:
     chart = shown.locator(".evo-chart")
     expect(chart).to_have_count(1)
     expect(chart.locator(".evo-axis-x")).to_contain_text("model call")
-    expect(chart.locator(".evo-axis-y")).to_contain_text("context sent (characters)")
+    expect(chart.locator(".evo-axis-y")).to_contain_text("context sent (tokens")
     expect(chart.locator(".evo-limit")).to_contain_text("limit 12,000 chars")
     for kind, count in total.items():
         expect(chart.locator(f".evo-mark[data-kind='{kind}']")).to_have_count(count)

@@ -70,6 +70,8 @@ FIELDS = {
     "focus": "VARCHAR",
     "error": "VARCHAR",
     "summary": "VARCHAR",
+    "summary_edited": "BOOLEAN",
+    "summary_proposed": "VARCHAR",
     "snapshot_path": "VARCHAR",
     "summary_cost_usd": "DOUBLE",
     "fallback_for": "VARCHAR",

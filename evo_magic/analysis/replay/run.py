@@ -24,6 +24,7 @@ from evo_magic.analysis.replay.summaries import Summaries
 from evo_magic.analysis.replay.timeline import Change
 from evo_magic.compact.base import Strategy, server_edit
 from evo_magic.compact.compactor import Compactor
+from evo_magic.compact.pins import Pin, is_pin_text
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.server import server_strategies
 from evo_magic.cost import Price, PriceTable, call_cost
@@ -137,6 +138,8 @@ class Run:
         self.summary_cost: float | None = 0.0
         self.now = 0.0
         self.tracker = PrefixTracker(clock=lambda: self.now)
+        self.pins: dict[int, Pin] = {}
+        """The pins the session had at this point (from its pin and unpin records)."""
         self.compactor = Compactor(
             self.history,
             emit=self._observe,
@@ -148,6 +151,7 @@ class Run:
             cache=self.tracker,
             model=lambda: self.model or None,
             server_summarise=self._server_summarise,
+            pins=lambda reread: tuple(pin.block_text for pin in self.pins.values()),
         )
         self.server = ModelledServer()
         self._replacing_epoch: tuple[int, int] = (-1, -1)
@@ -184,6 +188,12 @@ class Run:
         Prices given to replay cost every call; the recorded ones still steer the decisions
         under "recorded" (the cache-aware rule weighs them)."""
         name, value = change.name, change.value
+        if name in ("pin", "unpin"):  # part of the conversation: under every setting
+            if isinstance(value, Pin):
+                self.pins[value.id] = value
+            else:
+                self.pins.pop(value, None)
+            return
         if name == "strategies":
             if self.recorded_mode:
                 self._recorded_strategies(value)
@@ -351,7 +361,9 @@ class Run:
                 return
         requested = self._note_tool_results(message)
         if message["role"] == "user" and kind == "prompt":
-            self.history.pending_request = first_text(message)
+            text = first_text(message)
+            if text is None or not is_pin_text(text):  # a pin is no request
+                self.history.pending_request = text
         self.history.append(message)
         if message["role"] == "assistant" and not calls_tools(message):
             self.history.finish_request()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evo_magic.compact.pins import Pin
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.cost import PriceTable, price_table
 from evo_magic.prompt_cache import CacheSettings
@@ -23,14 +24,15 @@ from evo_magic.prompt_cache import CacheSettings
 if TYPE_CHECKING:
     import pandas as pd
 
-SETTINGS_KINDS = ("session_start", "policy", "strategies", "cache", "prices")
+SETTINGS_KINDS = ("session_start", "policy", "strategies", "cache", "prices", "pin", "unpin")
 
 
 @dataclass(frozen=True)
 class Change:
-    """One setting from one record: `name` is "policy", "strategies", "cache" or "prices";
-    `value` a CompactPolicy, a list of strategy descriptions (None: the default pipeline),
-    CacheSettings or a PriceTable. It applies to what comes after `line` of the session file."""
+    """One setting from one record: `name` is "policy", "strategies", "cache", "prices", "pin"
+    or "unpin"; `value` a CompactPolicy, a list of strategy descriptions (None: the default
+    pipeline), CacheSettings, a PriceTable, a Pin or the id of a pin removed. It applies to
+    what comes after `line` of the session file."""
 
     line: int
     name: str
@@ -79,6 +81,9 @@ def read_records(path: Path, lines: set[int]) -> list[tuple[int, dict[str, Any]]
 
 
 def _changes(line: int, record: dict[str, Any]) -> list[Change]:
+    if record.get("kind") in ("pin", "unpin"):
+        pin = pin_from_record(record)
+        return [] if pin is None else [Change(line, str(record["kind"]), pin)]
     changes = []
     if "policy" in record:
         policy = policy_from_record(record["policy"])
@@ -115,6 +120,20 @@ def policy_from_record(record: Any) -> CompactPolicy | None:
         return CompactPolicy(**settings)
     except (TypeError, ValueError):
         return None
+
+
+def pin_from_record(record: dict[str, Any]) -> Pin | int | None:
+    """The pin a `pin` record sets, or the id an `unpin` record removes; None when the record
+    is not one (a transcript is data: types are checked)."""
+    pin_id = record.get("id")
+    if not isinstance(pin_id, int) or isinstance(pin_id, bool):
+        return None
+    if record.get("kind") == "unpin":
+        return pin_id
+    text, path = record.get("text"), record.get("path")
+    if not isinstance(text, str) or not (path is None or isinstance(path, str)):
+        return None
+    return Pin(pin_id, text, path)
 
 
 def cache_from_record(record: Any) -> CacheSettings | None:

@@ -1,0 +1,123 @@
+"""The context chart as a matplotlib figure, sized for a paper's column (3.4 inches wide).
+
+The same chart as the meter's (`evo_magic.context_chart`): one bar per model call, the prompt
+it sent in tokens (a cell's own calls darker), behind it as a dashed outline its size before
+what strategies removed just before the call, the limit as a dashed line, a red line at each
+full compaction (labelled C1, C2, ...; failed ones grey and dashed) and a triangle at each
+micro-compaction. matplotlib is imported when a figure is made, never before: `%load_ext
+evo_magic` and `import evo_magic` do not load it. The figure is made without pyplot (no global
+state, no window); `save` writes SVG, PNG or PDF.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evo_magic.context_chart import Chart, tokens_label
+from evo_magic.context_log import MeterData
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+COLUMN_WIDTH = 3.4
+"""Inches: one column of a two-column paper."""
+HEIGHT = 2.2
+FONT_SIZE = 7.5
+"""Points of the axis labels; tick labels, marks and legend are `SMALL` (legible in print)."""
+SMALL = 6.5
+FORMATS = (".svg", ".png", ".pdf")
+BLUE, LIGHT_BLUE, PURPLE, RED, GREY = "#1565c0", "#90caf9", "#7b1fa2", "#c62828", "#757575"
+Y_LABEL = "context sent (tokens)"
+X_LABEL = "model call"
+
+
+def context_figure(data: MeterData, width: float = COLUMN_WIDTH) -> Figure:
+    """The chart of `data` as a matplotlib Figure `width` inches wide."""
+    try:
+        from matplotlib.figure import Figure
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
+        from matplotlib.ticker import FuncFormatter
+    except ImportError as exc:  # an optional dependency
+        raise ImportError(
+            "the context figure needs matplotlib: pip install matplotlib (or evo-magic[notebooks])"
+        ) from exc
+    chart = Chart(data)
+    scale = max(width / COLUMN_WIDTH, 1.0)  # a wider figure gets larger text, never smaller
+    font, small = FONT_SIZE * scale, SMALL * scale
+    figure = Figure(figsize=(width, HEIGHT * scale), layout="constrained")
+    ax = figure.add_subplot()
+    for column in chart.columns:
+        middle = column.start + column.width / 2
+        bar = column.width * 0.7
+        if column.removed > 0:
+            ax.bar(
+                middle, column.before, bar, fill=False, edgecolor=PURPLE, linestyle="--",
+                linewidth=0.6, zorder=1,
+            )  # fmt: skip
+        colour = BLUE if column.own else LIGHT_BLUE
+        ax.bar(middle, column.tokens, bar, color=colour, linewidth=0, zorder=2)
+    ax.axhline(chart.limit, color=GREY, linestyle=(0, (4, 3)), linewidth=0.7, zorder=3)
+    ax.annotate(
+        chart.limit_label(), (1.0, chart.limit), xycoords=("axes fraction", "data"),
+        xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom",
+        fontsize=small, color=GREY, zorder=6,
+        bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6, "alpha": 0.85},
+    )  # fmt: skip
+    micro_x: list[float] = []
+    for mark in chart.marks:
+        if mark.micro:
+            micro_x.append(mark.x)
+            continue
+        (row,) = mark.rows
+        colour = RED if row.success else GREY
+        alpha = 1.0 if mark.own else 0.45
+        style = "-" if row.success else "--"
+        ax.axvline(mark.x, color=colour, linestyle=style, linewidth=1.0, alpha=alpha, zorder=4)
+        ax.annotate(
+            row.label if row.success else "failed", (mark.x, 1.0),
+            xycoords=("data", "axes fraction"), xytext=(2, -2), textcoords="offset points",
+            ha="left", va="top", fontsize=small, color=colour, fontweight="bold",
+            alpha=alpha,
+        )  # fmt: skip
+    if micro_x:
+        ax.plot(
+            micro_x, [0] * len(micro_x), linestyle="none", marker="^", markersize=3.5 * scale,
+            color=PURPLE, clip_on=False, zorder=5,
+        )  # fmt: skip
+    ax.set_xlim(chart.x0, chart.x1)
+    ax.set_ylim(0, chart.top)
+    ax.set_xlabel(X_LABEL, fontsize=font)
+    ax.set_ylabel(Y_LABEL, fontsize=font)
+    ax.set_xticks(chart.x_ticks())  # the meter's ticks
+    ax.set_yticks(chart.y_ticks())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: tokens_label(value)))
+    ax.tick_params(labelsize=small, length=2, width=0.5)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    handles = [
+        Patch(color=BLUE, label="sent"),
+        Patch(fill=False, edgecolor=PURPLE, linestyle="--", linewidth=0.6, label="before removal"),
+        Line2D([], [], color=RED, linewidth=1.0, label="compaction"),
+        Line2D([], [], color=PURPLE, marker="^", linestyle="none", markersize=3.5, label="micro"),
+    ]
+    figure.legend(
+        handles=handles, loc="outside upper center", ncols=4, fontsize=small,
+        frameon=False, handlelength=1.2, columnspacing=0.8, handletextpad=0.4,
+    )  # fmt: skip
+    return figure
+
+
+def save(figure: Figure, path: str | Path) -> Path:
+    """Write `figure` to `path` as SVG, PNG (300 dpi) or PDF, by its suffix; ValueError for
+    another suffix. Returns the path written."""
+    target = Path(path).expanduser()
+    suffix = target.suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(
+            f"cannot save a figure as {target.name!r}: the file name must end with "
+            f"{', '.join(FORMATS[:-1])} or {FORMATS[-1]}"
+        )
+    figure.savefig(target, format=suffix[1:], dpi=300 if suffix == ".png" else "figure")
+    return target

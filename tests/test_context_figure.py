@@ -1,0 +1,157 @@
+"""The context chart as a figure: `Session.context_figure()` and `%agent context --save`, checked
+through matplotlib's own API (what is drawn where, labelled how), and the files it writes."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.testing.globalipapp import start_ipython
+from IPython.utils.capture import capture_output
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+
+from evo_magic.compact.policy import CompactPolicy
+from evo_magic.context_chart import before_tokens
+from evo_magic.context_figure import COLUMN_WIDTH, X_LABEL, Y_LABEL
+from evo_magic.context_log import MeterData
+from evo_magic.notebook.magics import AgentMagics
+from evo_magic.session import Session
+
+SURVEY = "Survey the project and keep notes."
+AGAIN = "Now look again and double-check the notes against the code."
+FOCUS = "the notes file and the TODOs"
+LEGIBLE_POINTS = 6.0
+"""The smallest text a figure printed at a paper's column width may have."""
+
+
+@pytest.fixture
+def session(workspace: Path) -> Iterator[Session]:
+    """Two asks (an automatic compaction, C1) and a %compact (C2) on the offline model."""
+    with Session(workspace, model="offline", policy=CompactPolicy(context_limit=12_000)) as s:
+        s.ask(SURVEY)
+        s.ask(AGAIN)
+        s.compact(FOCUS)
+        yield s
+
+
+def bars(ax) -> tuple[list[Rectangle], list[Rectangle]]:
+    """The solid bars (what each call sent) and the dashed outlines (its size before)."""
+    rectangles = [p for p in ax.patches if isinstance(p, Rectangle)]
+    return [r for r in rectangles if r.fill], [r for r in rectangles if not r.fill]
+
+
+def middle(rectangle: Rectangle) -> float:
+    return rectangle.get_x() + rectangle.get_width() / 2
+
+
+def test_the_figure_draws_every_call_compaction_and_the_limit_in_tokens(session: Session):
+    log = session.context_log
+    data = MeterData.of_session(session, log)
+    figure = session.context_figure()
+    assert tuple(figure.get_size_inches())[0] == pytest.approx(COLUMN_WIDTH)
+    (ax,) = figure.axes
+    assert (ax.get_xlabel(), ax.get_ylabel()) == (X_LABEL, Y_LABEL)
+    sent, ghosts = bars(ax)
+    assert [round(middle(r)) for r in sent] == [call.call for call in log.calls]
+    assert [r.get_height() for r in sent] == [call.tokens for call in log.calls]
+    # What was removed before a call is an outline from the axis up to the size before, behind
+    # the call's own bar: never stacked on it.
+    removed = [call for call in log.calls if before_tokens(call) > call.tokens]
+    assert removed, "the session had compactions before some calls"
+    assert [(round(middle(r)), r.get_height()) for r in ghosts] == [
+        (call.call, before_tokens(call)) for call in removed
+    ]
+    assert all(g.get_y() == 0 and g.get_linestyle() == "--" for g in ghosts)
+    assert all(g.zorder < s.zorder for g in ghosts for s in sent)
+    lines = [line for line in ax.get_lines() if isinstance(line, Line2D)]
+    limit = [line for line in lines if list(line.get_ydata()) == [data.limit_tokens] * 2]
+    assert len(limit) == 1 and ax.get_ylim()[1] >= data.limit_tokens
+    full = [row for row in log.compactions if not row.micro]
+    verticals = [line for line in lines if len(set(line.get_xdata())) == 1 and line not in limit]
+    assert len(verticals) == len(full) == 2
+    texts = [t.get_text() for t in ax.texts]
+    assert [t for t in texts if t.startswith("C")] == ["C1", "C2"]
+    assert f"limit 12,000 chars ≈ {data.limit_tokens:,} tokens" in texts
+    (micro,) = [line for line in lines if line.get_marker() == "^"]
+    assert len(micro.get_xdata()) == len([row for row in log.compactions if row.micro])
+    assert ax.yaxis.get_major_formatter()(2_000, 0) == "2k"
+    legend = [t.get_text() for t in figure.legends[0].get_texts()]
+    assert legend == ["sent", "before removal", "compaction", "micro"]
+
+
+def test_the_figure_is_legible_at_a_column_width(session: Session):
+    figure = session.context_figure()
+    figure.draw_without_rendering()  # lays it out, as saving it does
+    (ax,) = figure.axes
+    texts = [*ax.texts, ax.xaxis.label, ax.yaxis.label, *figure.legends[0].get_texts()]
+    texts += [*ax.get_xticklabels(), *ax.get_yticklabels()]
+    assert all(t.get_fontsize() >= LEGIBLE_POINTS for t in texts if t.get_text())
+    inside = figure.get_window_extent()
+    for text in texts:
+        if text.get_text():
+            box = text.get_window_extent()
+            assert inside.x0 - 1 <= box.x0 and box.x1 <= inside.x1 + 1, text.get_text()
+
+
+@pytest.mark.parametrize(
+    ("suffix", "magic"),
+    [(".svg", b"<?xml"), (".png", b"\x89PNG\r\n\x1a\n"), (".pdf", b"%PDF-")],
+)
+def test_agent_context_save_writes_the_figure(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str, magic: bytes
+):
+    shell = start_ipython() or InteractiveShell.instance()
+    monkeypatch.chdir(workspace)
+    shell.run_line_magic("load_ext", "evo_magic")
+    shell.run_line_magic("config", "AgentMagics.display_mode = 'plain'")
+    try:
+        with capture_output():
+            shell.run_cell_magic("agent", "--offline", SURVEY)
+        path = tmp_path / f"context{suffix}"
+        with capture_output() as shown:
+            shell.run_line_magic("agent", f"context --save {path}")
+        assert f"context figure saved to {path}" in shown.stdout
+        assert "context:" in shown.stdout, "the usual context report follows"
+        data = path.read_bytes()
+        assert data.startswith(magic)
+        if suffix == ".png":  # 300 dpi at a column's width
+            width = struct.unpack(">I", data[16:20])[0]
+            assert width == pytest.approx(COLUMN_WIDTH * 300, abs=2)
+        if suffix == ".svg":
+            assert Y_LABEL in data.decode() and X_LABEL in data.decode()
+        with pytest.raises(UsageError, match=r"must end with \.svg, \.png or \.pdf"):
+            shell.run_line_magic("agent", f"context --save {tmp_path / 'context.jpg'}")
+        with pytest.raises(UsageError, match="--save is for %agent context only"):
+            shell.run_line_magic("agent", f"history --save {path}")
+        magics = next(m for m in shell.configurables if isinstance(m, AgentMagics))
+        assert magics.sessions["default"].context_log.calls
+    finally:
+        shell.run_line_magic("unload_ext", "evo_magic")
+        shell.config.pop("AgentMagics", None)
+
+
+def test_matplotlib_is_imported_only_for_a_figure(workspace: Path):
+    code = (
+        "import json, sys\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "shell = InteractiveShell.instance()\n"
+        "shell.run_line_magic('load_ext', 'evo_magic')\n"
+        "shell.run_line_magic('config', \"AgentMagics.display_mode = 'plain'\")\n"
+        "shell.run_cell_magic('agent', '--offline -q', 'Survey the project.')\n"
+        "before = 'matplotlib' in sys.modules\n"
+        "session = shell.find_magic('agent').__self__.sessions['default']\n"
+        "session.context_figure()\n"
+        "print(json.dumps([before, 'matplotlib' in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=workspace
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, True]
