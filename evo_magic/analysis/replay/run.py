@@ -26,7 +26,7 @@ from evo_magic.compact.base import Strategy, server_edit
 from evo_magic.compact.compactor import Compactor
 from evo_magic.compact.pins import Pin, is_pin_text
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.compact.server import server_strategies
+from evo_magic.compact.server import request_params, server_strategies
 from evo_magic.cost import Price, PriceTable, call_cost
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
 from evo_magic.history import History
@@ -505,19 +505,22 @@ class Run:
     # -- the modelled server (see `server`) --------------------------------------------------
 
     def _serve(self, view: Sequence[dict[str, Any]], chars: int, tokens: int) -> ServerCall | None:
-        """What the modelled server does to this call's prompt (None: no server strategy). Under
-        "recorded" only the clearing is modelled (for the prompt cache; the tokens are the
-        recorded ones), the compactions being recorded.
-        Its clearings and compaction are events of this call, its compaction iteration part
-        of the call's summary cost."""
-        if not server_strategies(self.compactor.strategies):
+        """What the modelled server does to this call's prompt (None: no server strategy). Its
+        clearings and compaction are events of this call, its compaction iteration part of the
+        call's summary cost. Under "recorded" only the clearing is modelled (for the prompt
+        cache; the tokens are the recorded ones): the session's compactions are recorded, and
+        its strategies ran as recorded (no capability table is asked)."""
+        strategies = server_strategies(self.compactor.strategies)
+        if not strategies:
             return None
-        try:  # as live: a model the capability table says lacks one hands over to its fallback
-            edits = self.compactor.server_params(self.model).edits
-        except ValueError as exc:
-            raise Skipped(str(exc)) from None
-        if self.recorded_mode:  # its compactions are recorded; its clearings are modelled
+        if self.recorded_mode:
+            edits = request_params(strategies).edits
             edits = [edit for edit in edits if edit.get("type") != COMPACT_EDIT]
+        else:
+            try:  # as live: a model the table says lacks one hands over to its fallback
+                edits = self.compactor.server_params(self.model).edits
+            except ValueError as exc:
+                raise Skipped(str(exc)) from None
         if not edits:
             return None
         count = self._counter(view, chars, tokens)
