@@ -18,7 +18,9 @@ editing pages:
   a block from the on-demand ``compaction`` parameter cannot meet a ``compact_`` edit;
 - ``clear_thinking`` drops the thinking of older assistant turns, ``clear_tool_uses`` (over its
   trigger) replaces the oldest tool results by a placeholder, keeping the newest ``keep``; both
-  are reported in ``context_management.applied_edits``;
+  are reported in ``context_management.applied_edits``. The clearing rule itself is the
+  project's (``evo_magic.compact.server_edits``, which replay's modelled server runs too); the
+  validation above is the fake's own;
 - ``compact_20260112`` over its trigger summarises (deterministically) the effective prompt into a
   signed ``compaction`` block that opens the reply (alone, ``stop_reason: "compaction"``, with
   ``pause_after_compaction``); ``usage.iterations`` gets a ``compaction`` entry (not in the
@@ -30,12 +32,13 @@ editing pages:
 from __future__ import annotations
 
 import base64
-import copy
 import hashlib
 import hmac
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from evo_magic.compact import server_edits
 
 COMPACT_BETA = "compact-2026-01-12"
 SUMMARIZE_BETA = "compact-2026-09-04"
@@ -47,8 +50,7 @@ EDIT_BETAS = {
 }
 MIN_COMPACT_TRIGGER = 50_000
 DEFAULT_COMPACT_TRIGGER = 150_000
-DEFAULT_CLEAR_TRIGGER = 100_000
-CLEARED_PLACEHOLDER = "[cleared by context management]"
+CLEARED_PLACEHOLDER = server_edits.CLEARED_PLACEHOLDER
 COMPACTION_MODELS = (
     "mythos",
     "fable",
@@ -337,75 +339,29 @@ def _after_last_compaction(body: dict) -> dict:
 
 
 def _clear_thinking(result: Plan, edit: dict, estimate: Any) -> None:
-    keep = edit.get("keep", {"type": "thinking_turns", "value": 1})
-    if keep == "all" or (isinstance(keep, dict) and keep.get("type") == "all"):
-        return
-    body = copy.deepcopy(result.body)
-    turns = [m for m in body["messages"] if m["role"] == "assistant"]
-    older = turns[: max(len(turns) - keep["value"], 0)]
-    before = estimate(body)
-    cleared = 0
-    for message in older:
-        content = message["content"]
-        if not isinstance(content, list):
-            continue
-        kept = [b for b in content if b.get("type") not in ("thinking", "redacted_thinking")]
-        if len(kept) != len(content):
-            cleared += 1
-            message["content"] = kept or [{"type": "text", "text": CLEARED_PLACEHOLDER}]
-    if cleared:
-        result.body = body
-        result.applied_edits.append(
-            {
-                "type": "clear_thinking_20251015",
-                "cleared_thinking_turns": cleared,
-                "cleared_input_tokens": before - estimate(body),
-            }
-        )
+    _cleared(
+        result,
+        server_edits.clear_thinking(result.body["messages"], edit, _counter(result, estimate)),
+    )
 
 
 def _clear_tool_uses(result: Plan, edit: dict, estimate: Any) -> None:
-    trigger = edit.get("trigger") or {"type": "input_tokens", "value": DEFAULT_CLEAR_TRIGGER}
-    body = copy.deepcopy(result.body)
-    uses = [
-        (message, block)
-        for message in body["messages"]
-        if message["role"] == "assistant" and isinstance(message["content"], list)
-        for block in message["content"]
-        if block.get("type") == "tool_use"
-    ]
-    before = estimate(body)
-    measure = len(uses) if trigger["type"] == "tool_uses" else before
-    if measure < trigger["value"]:
-        return
-    keep = (edit.get("keep") or {"value": 3})["value"]
-    excluded = set(edit.get("exclude_tools") or [])
-    inputs = edit.get("clear_tool_inputs") or False
-    clearable = [(m, b) for m, b in uses[: max(len(uses) - keep, 0)] if b["name"] not in excluded]
-    ids = {b["id"]: b for _, b in clearable}
-    cleared = 0
-    for message in body["messages"]:
-        if message["role"] != "user" or not isinstance(message["content"], list):
-            continue
-        for block in message["content"]:
-            if block.get("type") == "tool_result" and block.get("tool_use_id") in ids:
-                if block.get("content") != CLEARED_PLACEHOLDER:
-                    block["content"] = CLEARED_PLACEHOLDER
-                    cleared += 1
-                use = ids[block["tool_use_id"]]
-                if inputs is True or (isinstance(inputs, list) and use["name"] in inputs):
-                    use["input"] = {}
-    freed = before - estimate(body)
-    at_least = (edit.get("clear_at_least") or {"value": 0})["value"]
-    if cleared and freed >= at_least:
-        result.body = body
-        result.applied_edits.append(
-            {
-                "type": "clear_tool_uses_20250919",
-                "cleared_tool_uses": cleared,
-                "cleared_input_tokens": freed,
-            }
-        )
+    _cleared(
+        result,
+        server_edits.clear_tool_uses(result.body["messages"], edit, _counter(result, estimate)),
+    )
+
+
+def _counter(result: Plan, estimate: Any) -> Any:
+    """Tokens of the prompt with other messages (the clearing rule counts what it frees)."""
+    return lambda messages: estimate({**result.body, "messages": messages})
+
+
+def _cleared(result: Plan, done: tuple[list, dict] | None) -> None:
+    if done is not None:
+        messages, applied = done
+        result.body = {**result.body, "messages": messages}
+        result.applied_edits.append(applied)
 
 
 def summary_of(body: dict, instructions: str) -> str:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evo_magic.analysis.conversation import Call, Compaction, Message, conversation, conversations
-from evo_magic.analysis.replay.timeline import Change, read_timeline
+from evo_magic.analysis.replay.timeline import Change, read_records, read_timeline
 from evo_magic.measure import to_json
 from evo_magic.usage import Usage
 
@@ -37,7 +37,9 @@ class Recording:
     calls: dict[int, dict[str, Any]]
     """Per recorded call number: `timestamp` (seconds), `tokens` (input + cache), `model`,
     `output_tokens`, `chars` (what it sent, when recorded), `usage` (what the server reported,
-    a Usage, or None)."""
+    a Usage, or None), and when the server compacted during the call `server_compaction` (the
+    key of `server_usage`) and `prompt_tokens` (the whole prompt, its compaction iteration's
+    input: `tokens` is then the message iteration's)."""
     opening: dict[tuple[int, int], int]
     """(segment, epoch) -> how many of its first messages are the replacement history."""
     summaries: dict[str, str] = field(default_factory=dict)
@@ -49,6 +51,9 @@ class Recording:
     """The settings an evo_magic session ran with, each where it was recorded."""
     lines: list[int | None] = field(default_factory=list)
     """Per item, the line of the session file where it was recorded (None: not known)."""
+    server_usage: dict[tuple[int, int], Usage] = field(default_factory=dict)
+    """Compactions the API made (trigger "server"): (segment, epoch they ended) -> the tokens
+    of their compaction iteration, as the server reported them."""
 
 
 def recordings(t: Transcripts) -> list[Recording]:
@@ -97,6 +102,15 @@ def _recording(
             "output_tokens": _count(row.output_tokens),
             "chars": None if pd.isna(chars) else int(chars),
         }
+        sent = row.context_sent_tokens
+        if (
+            bool(row.context_sent_tokens_exact)
+            and not pd.isna(sent)
+            and sent > usage.context_tokens
+        ):
+            # The server cleared part of the prompt: its usage counts the rest, the session
+            # anchored the prompt as sent (usage and what was cleared).
+            calls[int(row.call)]["prompt_tokens"] = int(sent)
         if not pd.isna(row.line):
             call_lines[int(row.call)] = int(row.line)
     compactions = _mine(t.compactions, session_id, agent_id)
@@ -115,7 +129,98 @@ def _recording(
     if source == "evo_magic":
         recording.timeline = read_timeline(t.events, session_id)
         recording.lines = _item_lines(items, blocks, call_lines, compactions)
+        recording.items = _with_compaction_blocks(items, blocks)
+        _server_compactions(recording, compactions, call_lines)
     return recording
+
+
+def _server_compactions(
+    recording: Recording, compactions: pd.DataFrame, call_lines: dict[int, int]
+) -> None:
+    """The API's compactions: their iteration's usage, and the whole prompt of the call they
+    happened in (the call recorded just before the compaction record)."""
+    import pandas as pd
+
+    for row in compactions.itertuples():
+        if str(row.trigger) != "server" or not bool(row.success) or pd.isna(row.line):
+            continue
+        usage = Usage(
+            input_tokens=_count(row.summary_input_tokens),
+            output_tokens=_count(row.summary_output_tokens),
+            cache_creation_input_tokens=_count(row.summary_cache_creation_input_tokens),
+            cache_read_input_tokens=_count(row.summary_cache_read_input_tokens),
+        )
+        recording.server_usage[(int(row.segment), int(row.epoch))] = usage
+        before = [c for c, line in call_lines.items() if line < int(row.line)]
+        if before:
+            call = recording.calls[max(before, key=call_lines.__getitem__)]
+            call["server_compaction"] = (int(row.segment), int(row.epoch))
+            if usage.context_tokens:
+                call["prompt_tokens"] = usage.context_tokens
+
+
+COMPACTION_KEYS = {"type", "content", "encrypted_content", "signature", "tool_changes"}
+MAX_BLOCK_CHARS = 10_000_000
+
+
+def _with_compaction_blocks(items: list[Item], blocks: pd.DataFrame) -> list[Item]:
+    """The items with each compaction block the API returned as the session recorded it (the
+    frames keep only its kind): read from its record's line, kept only when it has the API's
+    shape (its fields, strings, a list of tool changes), else left as the placeholder."""
+    import pandas as pd
+
+    found = blocks[blocks["block_type"].astype(object) == "compaction"]
+    if not len(found):
+        return items
+    wanted: dict[str, set[int]] = {}
+    for row in found.itertuples():
+        if not pd.isna(row.line):
+            wanted.setdefault(str(row.file), set()).add(int(row.line))
+    records = {
+        (file, line): record
+        for file, lines in wanted.items()
+        for line, record in read_records(Path(file), lines)
+    }
+    raw: dict[tuple[int, int, int], dict[int, dict[str, Any]]] = {}
+    for row in found.itertuples():
+        record = records.get((str(row.file), int(row.line))) if not pd.isna(row.line) else None
+        block = _compaction_block(record, int(row.block_index))
+        if block is not None:
+            key = (int(row.segment), int(row.epoch), int(row.message_index))
+            raw.setdefault(key, {})[int(row.block_index)] = block
+    out: list[Item] = []
+    for item in items:
+        restored = (
+            raw.get((item.segment, item.epoch, item.index)) if isinstance(item, Message) else None
+        )
+        if restored:
+            content = list(item.content)
+            for index, block in restored.items():
+                if index < len(content) and content[index].get("type") == "text":
+                    content[index] = block
+            item = replace(item, content=content)
+        out.append(item)
+    return out
+
+
+def _compaction_block(record: Any, index: int) -> dict[str, Any] | None:
+    message = record.get("message") if isinstance(record, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list) or not 0 <= index < len(content):
+        return None
+    block = content[index]
+    if not isinstance(block, dict) or block.get("type") != "compaction":
+        return None
+    if set(block) - COMPACTION_KEYS:
+        return None
+    strings = ("content", "encrypted_content", "signature")
+    if not all(block.get(k) is None or isinstance(block[k], str) for k in strings):
+        return None
+    if not isinstance(block.get("tool_changes", []), list | type(None)):
+        return None
+    if len(to_json(block)) > MAX_BLOCK_CHARS:
+        return None
+    return block
 
 
 def _item_lines(

@@ -19,6 +19,7 @@ CALL_COLUMNS = [
     "context_messages",
     "context_chars",
     "context_tokens",
+    "sent_tokens",
     "tokens_exact",
     "context_window",
     "over_window",
@@ -31,12 +32,18 @@ CALL_COLUMNS = [
     "summary_cost_usd",
     "cleared_tokens",
     "compactions_so_far",
+    "server_modelled",
     "recorded_tokens",
     "estimated_tokens",
 ]
-"""Columns of `Replay.calls`. `breakpoints` lists the conversation's cache breakpoints as
-(message, block) pairs, as the live loop places them; `over_window` is True when the modelled
-prompt exceeds the model's context window (NA when the window is not known)."""
+"""Columns of `Replay.calls`. `context_tokens` is the prompt the model reads (after the modelled
+server's edits), `sent_tokens` the prompt as sent (they differ only where a server strategy
+cleared or compacted); `server_modelled` is True on the rows of a setting whose server
+strategies (`server-compact`, `server-clear-tool-uses`, `server-clear-thinking`) replay ran
+with its modelled server (`analysis.replay.server`). `breakpoints` lists the conversation's
+cache breakpoints as (message, block) pairs, as the live loop places them; `over_window` is
+True when the modelled prompt exceeds the model's context window (NA when the window is not
+known)."""
 
 _STYLES = ("--", ":", "-.", (0, (5, 1, 1, 1)))
 _MARKERS = ("o", "s", "^", "D", "v")

@@ -13,19 +13,27 @@ from typing import Any
 from evo_magic.analysis.conversation import Call, Compaction
 from evo_magic.analysis.replay.calibration import Calibration, tokens_of
 from evo_magic.analysis.replay.recording import Recording, first_model
+from evo_magic.analysis.replay.server import (
+    ModelledServer,
+    ServerCall,
+    chars_of,
+    stand_in_block,
+    without_compaction,
+)
 from evo_magic.analysis.replay.summaries import Summaries
 from evo_magic.analysis.replay.timeline import Change
-from evo_magic.compact.base import Strategy
+from evo_magic.compact.base import Strategy, server_edit
 from evo_magic.compact.compactor import Compactor
 from evo_magic.compact.pins import Pin, is_pin_text
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.compact.server import request_params, server_strategies
 from evo_magic.cost import Price, PriceTable, call_cost
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
 from evo_magic.history import History
-from evo_magic.measure import TokenAnchor, TokenRate
+from evo_magic.measure import ContextSize, TokenAnchor, TokenRate, list_chars
 from evo_magic.messages import blocks_of_type, calls_tools, first_text
 from evo_magic.models.base import Model
-from evo_magic.models.catalog import context_window
+from evo_magic.models.catalog import COMPACT_EDIT, context_window
 from evo_magic.prompt_cache import (
     Breakpoint,
     CacheRequest,
@@ -40,7 +48,7 @@ from evo_magic.prompt_cache import (
 )
 from evo_magic.strategies import default_pipeline
 from evo_magic.strategies.registry import NotRebuildable, describe, rebuild
-from evo_magic.summariser import Summariser
+from evo_magic.summariser import Summariser, Summary
 from evo_magic.tools.files import touched_path
 from evo_magic.usage import Usage
 
@@ -64,7 +72,8 @@ class ReplayedCall:
     agent_id: str | None
     call: int | None
     messages: Sequence[dict[str, Any]]
-    """What would be sent, after the strategies ran (the system prompt aside). Read-only and
+    """What the model would read, after the strategies ran (the system prompt aside): what
+    would be sent, after the modelled server's edits under server strategies. Read-only and
     valid during the callback only; unchanged messages are the same dicts from call to call."""
     changes: tuple[Event, ...]
     """What compacted since the previous call, in order: `MicroCompacted` and successful
@@ -141,8 +150,17 @@ class Run:
             strategies=[],
             cache=self.tracker,
             model=lambda: self.model or None,
+            server_summarise=self._server_summarise,
             pins=lambda reread: tuple(pin.block_text for pin in self.pins.values()),
         )
+        self.server = ModelledServer()
+        self._replacing_epoch: tuple[int, int] = (-1, -1)
+        self._server_cleared = 0
+        """Tokens the modelled server cleared from the previous call's prompt."""
+        self._charged: set[tuple[int, int]] = set()
+        """Recorded server compactions whose iteration is charged already."""
+        self._server_block: dict[str, Any] | None = None
+        """A modelled compaction's block, waiting for the reply it opens."""
         if isinstance(chosen, list):
             self.compactor.strategies = chosen
         elif chosen is None:
@@ -151,6 +169,8 @@ class Run:
         self.model = model
         self._windows: dict[str, int | None] = {}
         self.chain = PrefixChain(start_key(model))
+        self.served_chain = PrefixChain(start_key(model))
+        """The prompt the modelled server leaves (the cache sees it; `chain` is what is sent)."""
         self.cache = PrefixCache(min_tokens=min_cacheable_tokens(model) or 0)
         self.identical = True
         """True while every call so far sent what the recorded session sent."""
@@ -269,6 +289,7 @@ class Run:
                 raise Skipped(self.unrebuilt[0])
             if isinstance(item, Compaction):
                 summary, trigger = item.summary, item.trigger
+                self._replacing_epoch = (item.segment, item.epoch)
                 if not self.recorded_mode and (item.segment, item.epoch) in self.recording.requests:
                     # The user asked for a compaction here: every setting is asked the same.
                     self.compactor.request(
@@ -284,6 +305,12 @@ class Run:
                 continue
             opening = self.recording.opening.get((item.segment, item.epoch))
             message = item.as_api()
+            if not self.recorded_mode:
+                # The server's block is the recorded session's; this setting did not get it.
+                stripped = without_compaction(message)
+                if stripped is None:
+                    continue
+                message = stripped
             kept: dict[str, Any] | None = message
             if item.epoch > 0 and opening is not None and item.index < opening:
                 replacing.append(message)  # a message of the history that replaced the old one
@@ -309,6 +336,14 @@ class Run:
 
     def _replace(self, messages: list[dict[str, Any]], summary: str | None) -> None:
         before = self.history.size()
+        if self._replacing_epoch in self._charged:
+            # A server compaction, counted and charged on its call's row already.
+            self.compactor.adopt(messages, summary)
+            self.changes.append(
+                CompactionFinished("server", None, before, self.history.size(), True, 0.0,
+                                   strategy="recorded")
+            )  # fmt: skip
+            return
         if summary:  # the recorded compaction paid for a summary of the history it replaced
             self._charge_summary(self.summaries.estimate_usage(self.history.view(), None, summary))
         self.compactor.adopt(messages, summary)
@@ -320,6 +355,10 @@ class Run:
         )
 
     def _append(self, message: dict[str, Any], kind: str | None) -> None:
+        if self._server_block is not None:
+            message = self._after_server_compaction(message)
+            if message is None:
+                return
         requested = self._note_tool_results(message)
         if message["role"] == "user" and kind == "prompt":
             text = first_text(message)
@@ -352,45 +391,77 @@ class Run:
 
     def _call(self, item: Call, *, prepare: bool = True) -> None:
         recorded = self.recording.calls.get(item.call or -1, {})
+        if self._server_block is not None:  # a modelled compaction that no reply followed
+            self._after_server_compaction(None)
         if prepare and (not self.recorded_mode or self.compactor.strategies):
             self.compactor.before_call()
         history = self.history
         if not len(history):
             return
         view = history.view()
-        changes, self.changes = tuple(self.changes), []
-        if self.calibration is not None and self.settings.on_call is not None:
-            rec = self.recording
-            self.settings.on_call(
-                ReplayedCall(self.label, rec.session_id, rec.agent_id, item.call, view, changes)
-            )
         self.chain.update(view)
         chars = history.size().chars
         digest = self.chain.key().hex()
         tokens_recorded = recorded.get("tokens")
+        # The whole prompt as sent: the recorded usage is the message iteration's when the
+        # server compacted during the call (its compaction iteration read the prompt).
+        prompt_recorded = recorded.get("prompt_tokens") or tokens_recorded
         call = item.call if item.call is not None else -1
         if self.calibration is None:
-            if tokens_recorded:
-                self.points.append((chars, tokens_recorded))
+            if prompt_recorded:
+                self.points.append((chars, prompt_recorded))
             self.reference[call] = (digest, chars)
-            tokens = tokens_recorded or tokens_of(chars, None)
-            exact = bool(tokens_recorded)
+            tokens = prompt_recorded or tokens_of(chars, None)
+            exact = bool(prompt_recorded)
         else:
-            tokens, exact = self.calibration.tokens(call, digest, chars, tokens_recorded)
+            tokens, exact = self.calibration.tokens(call, digest, chars, prompt_recorded)
             self.identical = self.identical and self.calibration.same_request(call, digest)
         history.anchor(chars, tokens)
+        sent_tokens = tokens
+        served = self._serve(view, chars, tokens)
+        prompt = served.messages if served is not None else view
+        if served is not None:
+            if self.recorded_mode and tokens_recorded:
+                tokens = tokens_recorded  # what the server counted after its edits
+            else:
+                tokens, exact = served.tokens, exact and served.tokens == sent_tokens
+            self.served_chain.update(prompt)
+        elif self.recorded_mode and recorded.get("server_compaction") is not None:
+            # The server compacted during the call: the call is its message iteration, and
+            # its compaction iteration is the call's summary cost.
+            tokens = tokens_recorded or tokens
+            key = recorded["server_compaction"]
+            if key in self.recording.server_usage and key not in self._charged:
+                self._charged.add(key)  # counted here, its replacement applied when it comes
+                self._charge_summary(self.recording.server_usage[key])
+                self.compactions += 1
+                self.cleared_tokens += max(sent_tokens - tokens, 0)
+        changes, self.changes = tuple(self.changes), []
+        if self.calibration is not None and self.settings.on_call is not None:
+            rec = self.recording
+            self.settings.on_call(
+                ReplayedCall(self.label, rec.session_id, rec.agent_id, item.call, prompt, changes)
+            )
         # Calls come in record order; a clock that ran backwards does not move time back.
         self.now = max(self.now, float(recorded.get("timestamp") or self.now))
         spots = self._spots(view)
+        # After a compaction the model reads the block alone: no breakpoint of the request
+        # is in it (the tools and system prompt stay cached).
+        compacted = served is not None and served.compacted
         output = recorded.get("output_tokens") or 0
-        usage = replace(self._cache_usage(tokens, spots), output_tokens=output)
+        chain = self.served_chain if served is not None else None
+        usage = self._cache_usage(tokens, [] if compacted else spots, chain=chain)
+        usage = replace(usage, output_tokens=output)
         model = self.model or recorded.get("model") or ""
         priced = call_cost(usage, model, self.prices)
         price = self._price(model)
         # What cache-aware strategies weigh next: the usage the server reported for this very
         # request when the run has sent what the session sent (under "recorded", always),
         # else the modelled one.
-        reported = recorded.get("usage") if self.recorded_mode or self.identical else None
+        same = self.recorded_mode or (
+            self.identical and (served is None or served.tokens == sent_tokens)
+        )
+        reported = recorded.get("usage") if same else None
         seen = reported if reported is not None else usage
         self.tracker.after_call(seen, len(view), self.cache_settings, price)
         if model not in self._windows:
@@ -407,6 +478,7 @@ class Run:
                 "context_messages": len(view),
                 "context_chars": chars,
                 "context_tokens": tokens,
+                "sent_tokens": sent_tokens,
                 "tokens_exact": exact,
                 "context_window": window,
                 "over_window": None if window is None else tokens > window,
@@ -419,6 +491,8 @@ class Run:
                 "summary_cost_usd": self.summary_cost,
                 "cleared_tokens": self.cleared_tokens,
                 "compactions_so_far": self.compactions,
+                "server_modelled": served is not None
+                or (not self.recorded_mode and bool(server_strategies(self.compactor.strategies))),
                 "recorded_tokens": tokens_recorded,
                 "estimated_tokens": None
                 if self.calibration is None
@@ -427,6 +501,126 @@ class Run:
         )
         self.cleared_tokens = 0
         self.summary_cost = 0.0
+
+    # -- the modelled server (see `server`) --------------------------------------------------
+
+    def _serve(self, view: Sequence[dict[str, Any]], chars: int, tokens: int) -> ServerCall | None:
+        """What the modelled server does to this call's prompt (None: no server strategy). Its
+        clearings and compaction are events of this call, its compaction iteration part of the
+        call's summary cost. Under "recorded" only the clearing is modelled (for the prompt
+        cache; the tokens are the recorded ones): the session's compactions are recorded, and
+        its strategies ran as recorded (no capability table is asked)."""
+        strategies = server_strategies(self.compactor.strategies)
+        if not strategies:
+            return None
+        if self.recorded_mode:
+            edits = request_params(strategies).edits
+            edits = [edit for edit in edits if edit.get("type") != COMPACT_EDIT]
+        else:
+            try:  # as live: a model the table says lacks one hands over to its fallback
+                edits = self.compactor.server_params(self.model).edits
+            except ValueError as exc:
+                raise Skipped(str(exc)) from None
+        if not edits:
+            return None
+        count = self._counter(view, chars, tokens)
+        served = self.server.call(view, edits, count)
+        cleared = sum(int(a.get("cleared_input_tokens") or 0) for a in served.applied)
+        # Cleared again on every call while configured: the row counts what is newly cleared.
+        self.cleared_tokens += max(cleared - self._server_cleared, 0)
+        self._server_cleared = cleared
+        sent = ContextSize(len(view), chars, tokens)
+        for applied in served.applied:
+            freed = int(applied.get("cleared_input_tokens") or 0)
+            after = replace(sent, tokens=max(tokens - freed, 0))
+            name = self._server_name(applied.get("type"))
+            event = MicroCompacted((), 0, sent, after, name, cleared_tokens=freed, applied=applied)
+            self.changes.append(event)
+        if served.compacted:
+            served = self._compact(view, served, count)
+        return served
+
+    def _counter(self, view: Sequence[dict[str, Any]], chars: int, tokens: int) -> Any:
+        """Tokens of a prompt of other messages than `view` (`chars` characters, `tokens`
+        tokens): the change in characters at the conversation's rate."""
+        rate = self.calibration.tokens_per_char if self.calibration else TokenRate().rate
+        history = self.history
+        measure = self.server.chars
+
+        def count(messages: Sequence[dict[str, Any]]) -> int:
+            if len(messages) == len(view):
+                delta = sum(
+                    measure(m) - history.message_chars(i)
+                    for i, m in enumerate(messages)
+                    if m is not view[i]
+                )
+            else:
+                total = sum(chars_of(m) for m in messages)
+                delta = list_chars(total, len(messages)) - chars
+            return max(tokens + round(rate * delta), 1)
+
+        return count
+
+    def _compact(
+        self, view: Sequence[dict[str, Any]], served: ServerCall, count: Callable[..., int]
+    ) -> ServerCall:
+        """The server's compaction at this call: a compaction iteration reading the prompt
+        and writing the summary (charged to this call's summary cost), then the message
+        iteration on the block alone; the history becomes the block and the reply."""
+        summary = self.summaries(list(view), served.instructions)
+        block = stand_in_block(summary.text)
+        self.served_chain.update(served.messages)
+        spots = self._spots(view)
+        read = self._cache_usage(served.compact_tokens, spots, chain=self.served_chain)
+        usage = replace(read, output_tokens=self._tokens_of(len(summary.text)))
+        tokens = count([block])
+        before = ContextSize(len(view), self.history.size().chars, served.compact_tokens)
+        after = ContextSize(1, list_chars(chars_of(block), 1), tokens)
+        self._observe(
+            CompactionFinished(
+                "server", served.instructions, before, after, True, 0.0,
+                summary=summary.text, summary_usage=usage,
+                strategy=self._server_name("compact_20260112"), layer="every_call",
+            )
+        )  # fmt: skip
+        self._server_block = block
+        self._server_cleared = 0
+        return replace(served, messages=[block], tokens=tokens)
+
+    def _after_server_compaction(self, message: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The history a modelled compaction leaves, once its reply comes (`message`; None:
+        none came): the block and the reply as one message, as the live loop keeps them.
+        Returns what is still to append (None: nothing)."""
+        block, self._server_block = self._server_block, None
+        assert block is not None
+        if message is not None and message.get("role") == "assistant":
+            merged = {"role": "assistant", "content": [*block["content"], *message["content"]]}
+            self.compactor.adopt([merged], block["content"][0]["content"])
+            if not calls_tools(merged):
+                self.history.finish_request()
+            return None
+        self.compactor.adopt([block], block["content"][0]["content"])
+        return message
+
+    def _server_name(self, feature: Any) -> str:
+        """The configured server strategy whose edit is `feature`."""
+        for strategy in server_strategies(self.compactor.strategies):
+            edit = server_edit(strategy)
+            if edit is not None and edit.feature == feature:
+                return strategy.name
+        return str(feature)
+
+    def _server_summarise(
+        self, messages: Sequence[dict[str, Any]], focus: str | None
+    ) -> tuple[dict[str, Any], Summary]:
+        """`ServerSummarise` asked (a recorded `%compact` under a setting that has it): the
+        modelled server's block, priced as one request that reads the conversation (from the
+        modelled cache) and writes the summary."""
+        summary = self.summaries(messages, focus)
+        output = self._tokens_of(len(summary.text))
+        usage = self._in_context_usage(messages, 0, output) or summary.usage
+        block = stand_in_block(summary.text)["content"][0]
+        return block, Summary(summary.text, usage, summary.model)
 
     def _spots(self, view: Sequence[dict[str, Any]], *, mark_newest: bool = True) -> list[Spot]:
         """The conversation's cache breakpoints, placed by the live rule."""
@@ -446,16 +640,23 @@ class Run:
             self._prices_seen[key] = self.decision_prices.lookup(model)
         return self._prices_seen[key]
 
-    def _cache_usage(self, tokens: int, spots: list[Spot], summary: int = 0) -> Usage:
+    def _cache_usage(
+        self,
+        tokens: int,
+        spots: list[Spot],
+        summary: int = 0,
+        chain: PrefixChain | None = None,
+    ) -> Usage:
         """The usage of a call of `tokens` prompt tokens under the modelled prompt cache, with
-        the tools and system prompt cached at their end and the conversation at `spots`. With
+        the tools and system prompt cached at their end and the conversation (`chain`: the
+        one sent, else the prompt the modelled server left) at `spots`. With
         `summary` tokens, a summary asked after the conversation: its instructions end the
         prompt."""
         settings = self.cache_settings
         if not settings.enabled:
             return Usage(input_tokens=tokens + summary)
         scale = self.calibration.tokens_per_char if self.calibration else TokenRate().rate
-        chain = self.chain
+        chain = chain or self.chain
         # What is not messages (tools, system prompt), as the history's anchor counts it.
         overhead = TokenAnchor(chain.chars, tokens, scale).overhead_tokens
 

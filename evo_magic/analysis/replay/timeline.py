@@ -54,12 +54,12 @@ def read_timeline(events: pd.DataFrame, session_id: str) -> list[Change]:
             wanted.setdefault(str(row.file), set()).add(int(row.line))
     changes: list[Change] = []
     for file, lines in wanted.items():
-        for line, record in _records(Path(file), lines):
+        for line, record in read_records(Path(file), lines):
             changes += _changes(line, record)
     return sorted(changes, key=lambda change: change.line)
 
 
-def _records(path: Path, lines: set[int]) -> list[tuple[int, dict[str, Any]]]:
+def read_records(path: Path, lines: set[int]) -> list[tuple[int, dict[str, Any]]]:
     """The JSON objects at `lines` (1-based) of `path`; unreadable ones are left out."""
     found = []
     last = max(lines)
