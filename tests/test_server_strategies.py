@@ -559,6 +559,7 @@ def test_server_strategies_from_config_and_percent_compact_in_a_real_shell(
 ):
     from conftest import offline_responder
     from IPython.core.interactiveshell import InteractiveShell
+    from IPython.testing.globalipapp import start_ipython
     from IPython.utils.capture import capture_output
 
     from evo_magic.notebook.magics import AgentMagics
@@ -567,7 +568,8 @@ def test_server_strategies_from_config_and_percent_compact_in_a_real_shell(
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-server-0000")
         monkeypatch.chdir(workspace)
-        ip = InteractiveShell.instance()
+        # The same shell the other magics tests use (one singleton per process).
+        ip = start_ipython() or InteractiveShell.instance()
         ip.run_line_magic("load_ext", "evo_magic")
         try:
             ip.run_line_magic("config", "AgentMagics.display_mode = 'plain'")
