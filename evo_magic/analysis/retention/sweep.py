@@ -114,7 +114,7 @@ def retention(
             engine, workers = "local", 1
         frames, failures = _measure_sweep(t, spec, engine, workers, client, out, progress)
     else:
-        frames = measure(t, spec)
+        frames = _measure(t, spec)
     if spec.given is not None:
         _warn_unseen(_records(frames["sent"]))
     return _assembled(frames, spec, failures)
@@ -145,7 +145,7 @@ FRAMES = {
 and the warnings are computed from, so a sweep's sessions concatenate into one measure."""
 
 
-def measure(t: Transcripts, spec: Measure) -> dict[str, pd.DataFrame]:
+def _measure(t: Transcripts, spec: Measure) -> dict[str, pd.DataFrame]:
     """The frames of `spec` measured on `t` in one replay pass (then probed, with a reader)."""
     found = {c.session_id: c for c in _conversations(t, spec.given)}
     follows: dict[tuple[str, str], Follow] = {}
@@ -237,7 +237,7 @@ def _measure_sweep(
     out: str | Path | None,
     progress: bool,
 ) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
-    """`measure` session by session on an engine (replay's sweep, with retention's work):
+    """`_measure` session by session on an engine (replay's sweep, with retention's work):
     each session's frames concatenated in session order, and the sessions that failed."""
     import pandas as pd
 
@@ -295,7 +295,7 @@ def _measure_session(
         from evo_magic.analysis.transcripts import Transcripts
 
         payload = LakeTranscripts(payload[0], Transcripts).session(payload[1])
-    return measure(payload, spec)
+    return _measure(payload, spec)
 
 
 def _check_picklable(role: str, model: Model | None) -> None:
