@@ -4,8 +4,9 @@ A synthetic folder of Claude Code sessions of varied sizes (made from the test s
 real-shaped generator: tool rounds, a compaction, a rewind, a subagent each; new ids per copy)
 is loaded into a lake, loaded again unchanged, loaded after one session grew; a part of it is
 replayed under six strategy settings with engine="local" and on a two-worker Dask cluster, side
-by side; and a folder of about 141 MB is loaded without a lake. Peak memory is the resident
-peak of a child process doing only that step (DuckDB's memory included).
+by side, and measured the same way by `retention`; and a folder of about 141 MB is loaded
+without a lake. Peak memory is the resident peak of a child process doing only that step
+(DuckDB's memory included).
 
     python -m benchmarks.bench_lake
 """
@@ -30,6 +31,8 @@ TEMPLATES = 40
 TARGET_BYTES = 1_000_000_000
 REPLAYED = 200
 """Sessions replayed per engine (all 2,000 take about 15 minutes per engine on 2 cores)."""
+RETAINED = 50
+"""Sessions measured by `retention` per engine (it replays them and follows every fact)."""
 BUILD_MB = 600
 RELOAD_SECONDS = 2.0
 PLAIN_LOAD_MB = 141_000_000
@@ -178,10 +181,11 @@ def main(runs: int = 3) -> list[dict[str, Any]]:
 
 
 def _sweeps(lake: Path, runs: int) -> list[dict[str, Any]]:
-    """Replay of REPLAYED sessions of the lake under six settings, locally and on Dask."""
+    """Replay of REPLAYED sessions of the lake under six settings, and retention of RETAINED of
+    them, locally and on Dask."""
     code = (
         "import statistics\n"
-        "from evo_magic import load_transcripts, replay\n"
+        "from evo_magic import load_transcripts, replay, retention\n"
         "from evo_magic.analysis.lake_transcripts import LakeTranscripts\n"
         "from evo_magic.analysis.transcripts import Transcripts\n"
         "from evo_magic.strategies import ClearToolUses, ObservationMasking, SummariseOlder\n"
@@ -199,9 +203,18 @@ def _sweeps(lake: Path, runs: int) -> list[dict[str, Any]]:
         "    result[engine] = time.perf_counter() - started\n"
         "    result[engine + '_calls'] = int(r.totals['calls'].iloc[0])\n"
         "    result[engine + '_cost'] = float(r.totals['cost_usd'].sum())\n"
+        f"t._by_session = {{k: t._by_session[k] for k in keep[:{RETAINED}]}}\n"
+        "for engine in ('local', 'dask'):\n"
+        "    started = time.perf_counter()\n"
+        "    rt = retention(t, sweep, model='claude-sonnet-4-5', engine=engine, workers=2,\n"
+        "                   progress=False)\n"
+        "    result['retention_' + engine] = time.perf_counter() - started\n"
+        "    result['retention_' + engine + '_facts'] = len(rt.facts)\n"
+        "    result['retention_' + engine + '_totals'] = rt.totals.astype(str).to_csv()\n"
     )
     found = _child(code)
     same = found["local_cost"] == found["dask_cost"]
+    kept_same = found["retention_local_totals"] == found["retention_dask_totals"]
     calls = found["local_calls"]
     return [
         _row(
@@ -215,6 +228,28 @@ def _sweeps(lake: Path, runs: int) -> list[dict[str, Any]]:
         _row(
             "  Dask vs local (same totals: " + ("yes" if same else "NO") + ")",
             found["dask"] / found["local"],
+            "ratio",
+            None,
+            None,
+        ),
+        _row(
+            f"retention of {RETAINED} sessions ({found['retention_local_facts']:,} facts) x 6, "
+            "engine=local, 2 workers",
+            found["retention_local"],
+            "s",
+            None,
+            None,
+        ),
+        _row(
+            "  the same on Dask, a local cluster of 2 workers",
+            found["retention_dask"],
+            "s",
+            None,
+            None,
+        ),
+        _row(
+            "  Dask vs local (same totals: " + ("yes" if kept_same else "NO") + ")",
+            found["retention_dask"] / found["retention_local"],
             "ratio",
             None,
             None,

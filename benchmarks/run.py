@@ -27,6 +27,7 @@ MODULES = (
     "bench_caching",
     "bench_replay",
     "bench_retention",
+    "bench_lake",
 )
 
 

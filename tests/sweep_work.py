@@ -31,3 +31,21 @@ def die_once(payload: dict[str, Any]) -> dict[str, pd.DataFrame]:
         mark.touch()
         os._exit(1)
     return {"one": pd.DataFrame({"n": [payload["n"]]})}
+
+
+def reader(request: Any, *, out: str | None = None, stop_after: int = 0) -> dict[str, Any]:
+    """A reader that answers a probe from the context it is given (a module-level function,
+    so a FunctionModel of it pickles). With `out`, it is interrupted (KeyboardInterrupt, as a
+    user's ^C) once `stop_after` sessions of the sweep under `out` are done, while the file
+    `out`/stop exists."""
+    from evo_magic.probe import answer_from_context, probe_question
+
+    stopped = out is not None and Path(out, "stop").exists()
+    if stopped and len(list(Path(out, "done").glob("*.json"))) >= stop_after:
+        raise KeyboardInterrupt
+    question = probe_question(request.messages) or ""
+    reply = answer_from_context(request.messages, question)
+    return {
+        "content": [{"type": "text", "text": reply}],
+        "usage": {"input_tokens": 100, "output_tokens": 5},
+    }

@@ -10,7 +10,7 @@ import pytest
 from claude_code_session import SID, write_session
 
 from evo_magic import load_transcripts, replay
-from evo_magic.analysis import lake_transcripts
+from evo_magic.analysis import lake_transcripts, transcripts
 from evo_magic.analysis.errors import TranscriptError
 from evo_magic.analysis.lake_transcripts import LakeTranscripts
 from evo_magic.compact.policy import CompactPolicy
@@ -87,6 +87,21 @@ def test_frames_over_a_lake_equal_frames_without_one(
     assert dict(zip(by_sql["session_id"], by_sql["n"], strict=True)) == counted.to_dict()
     sessions = t.sessions.set_index("session_id")
     assert sessions["calls"].sum() == len(whole.calls)
+
+
+def test_a_load_in_batches_gives_exactly_the_frames_of_one_read(
+    corpus: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Without a lake, files are read a batch of sessions at a time (bounded memory); the
+    # frames are the same, row for row and column for column, as when all are read at once.
+    whole = load_transcripts(corpus)
+    assert len(transcripts._batches(whole.files)) == 1  # the corpus is smaller than a batch
+    monkeypatch.setattr(transcripts, "BATCH_BYTES", 1)
+    assert len(transcripts._batches(whole.files)) > 1
+    batched = load_transcripts(corpus)
+    for name in ("calls", "compactions", "blocks", "parts", "events"):
+        pd.testing.assert_frame_equal(getattr(batched, name), getattr(whole, name))
+    assert batched.skipped == whole.skipped and batched.files == whole.files
 
 
 def test_a_lake_reads_only_new_and_changed_sessions(corpus: Path, tmp_path: Path):

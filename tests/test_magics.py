@@ -72,7 +72,8 @@ def test_loading_imports_neither_anthropic_nor_pandas():
         "shell = InteractiveShell.instance()\n"
         "shell.run_line_magic('load_ext', 'evo_magic')\n"
         "assert 'agent' in shell.magics_manager.magics['cell']\n"
-        "print(json.dumps([m for m in ('anthropic', 'pandas', 'ipywidgets') if m in sys.modules]))"
+        "print(json.dumps([m for m in ('anthropic', 'pandas', 'ipywidgets', 'dask', 'distributed')"
+        " if m in sys.modules]))"
     )
     out = subprocess.run(
         [sys.executable, "-c", "import json\n" + code],

@@ -12,11 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from claude_code_session import SID, write_session
-from sweep_work import die_once, square
+from sweep_work import die_once, reader, square
 
-from evo_magic import replay
+from evo_magic import load_transcripts, replay, retention
 from evo_magic.analysis.sweep import SweepError, Unit, run_sweep
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.models import FunctionModel
 from evo_magic.session import Session
 from evo_magic.strategies import ObservationMasking, SlidingWindow
 
@@ -60,7 +61,7 @@ def _same(left: pd.DataFrame, right: pd.DataFrame) -> None:
     def plain(frame: pd.DataFrame) -> pd.DataFrame:
         frame = frame.astype(object)
         frame = frame.where(frame.notna(), None)
-        if "call" in frame.columns:
+        if "call" in frame.columns and "agent_id" in frame.columns:
             rank = {s: i for i, s in enumerate(dict.fromkeys(frame["strategy"]))}
             keyed = frame.assign(
                 _rank=frame["strategy"].map(rank), _agent=frame["agent_id"].map(lambda a: a or "")
@@ -192,3 +193,89 @@ def test_a_partial_of_a_module_function_is_work(tmp_path: Path):
     result = run_sweep(units, work, workers=2, progress=False)
     assert list(result.frames["one"]["n"]) == [0, 1, 2]
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _same_retention(left, right) -> None:
+    """Equal retention results: every frame the same rows, whatever order the sessions came
+    in (the totals, computed from them, equal as they are)."""
+    for name in ("facts", "kept", "calls", "probes"):
+        keys = [
+            c
+            for c in ("strategy", "session_id", "fact_id", "call", "replicate")
+            if c in getattr(left, name).columns
+        ]
+        ordered = [
+            getattr(side, name).astype(object).sort_values(keys, kind="stable")
+            for side in (left, right)
+        ]
+        _same(*ordered)
+    _same(left.totals, right.totals)
+
+
+def test_a_retention_sweep_gives_the_numbers_of_one_retention_on_every_engine(
+    corpus: Path, tmp_path: Path
+):
+    options = {
+        "strategies": {"none": [], "seed": None, "masking-3": [ObservationMasking(3)]},
+        "reader": FunctionModel(reader, name="claude-sonnet-4-5"),
+        "model": "claude-sonnet-4-5",
+        "cache_dir": tmp_path / "cache",
+    }
+    whole = retention(corpus, **options)
+    assert whole.facts["session_id"].nunique() == 5 and len(whole.probes) > 0
+    assert whole.totals["probe_cost_usd"].notna().all()  # the reader's calls are priced
+    local = retention(corpus, engine="local", workers=2, progress=False, **options)
+    dask = retention(
+        corpus, engine="dask", workers=2, out=tmp_path / "sweep", progress=False, **options
+    )
+    lake = retention(load_transcripts(corpus, lake=tmp_path / "lake"), **options)
+    for swept in (local, dask, lake):
+        assert swept.failures is not None and swept.failures.empty
+        _same_retention(swept, whole)
+    # The offline reader goes to the workers too.
+    offline = {**options, "reader": "offline"}
+    _same_retention(
+        retention(corpus, engine="dask", workers=2, progress=False, **offline),
+        retention(corpus, **offline),
+    )
+
+
+def test_a_reader_that_cannot_go_to_the_workers_is_refused_before_the_sweep(
+    corpus: Path, tmp_path: Path
+):
+    unsent = FunctionModel(lambda request: [{"type": "text", "text": "?"}], name="here")
+    with pytest.raises(ValueError, match="the reader 'here' cannot be sent to the sweep's work"):
+        retention(
+            corpus,
+            {"none": []},
+            reader=unsent,
+            engine="local",
+            workers=2,
+            out=tmp_path / "out",
+            progress=False,
+        )
+    assert not (tmp_path / "out").exists()  # refused before anything ran
+
+
+def test_an_interrupted_retention_sweep_resumes_where_it_stopped(corpus: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "stop").touch()
+    stopping = FunctionModel(functools.partial(reader, out=str(out), stop_after=2), name="r")
+    options = {
+        "strategies": {"none": [], "masking-3": [ObservationMasking(3)]},
+        "model": "claude-sonnet-4-5",
+        "cache_dir": tmp_path / "cache",
+        "progress": False,
+    }
+    with pytest.raises(KeyboardInterrupt):
+        retention(corpus, reader=stopping, engine="local", workers=1, out=out, **options)
+    done = {p.name: p.stat().st_mtime_ns for p in (out / "done").iterdir()}
+    assert len(done) == 2  # two sessions finished before the interrupt
+    (out / "stop").unlink()
+    resumed = retention(corpus, reader=stopping, engine="local", workers=1, out=out, **options)
+    after = {p.name: p.stat().st_mtime_ns for p in (out / "done").iterdir()}
+    assert len(after) == 5
+    assert all(after[name] == stamp for name, stamp in done.items())  # not run again
+    del options["progress"]
+    _same_retention(resumed, retention(corpus, reader=FunctionModel(reader, name="r"), **options))

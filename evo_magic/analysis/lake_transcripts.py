@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evo_magic.analysis.errors import TranscriptError
-from evo_magic.analysis.formats import detect
 from evo_magic.analysis.frames import FRAMES
-from evo_magic.analysis.loader import SourceFile, resolve
+from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
+from evo_magic.analysis.loader import resolve
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,9 +49,6 @@ STORED = (*FRAMES, "events")
 _EDGE = 1 << 16
 """Bytes of a file's head and of its tail that its fingerprint hashes."""
 _SOURCES = ("evo_magic", "claude_code", "codex")
-BATCH_BYTES = 16 << 20
-"""Sessions are read together up to this many bytes of files (one larger is read alone): a
-read has a fixed cost, and memory stays bounded by this or by the largest session."""
 
 
 @dataclass
@@ -71,14 +68,14 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
     root = Path(lake).expanduser()
     root.mkdir(parents=True, exist_ok=True)
     manifest = _read_manifest(root)
-    groups = dict(_groups(files))
+    by_group = dict(groups(files))
     done = LakeUpdate()
-    for key in [k for k in manifest["groups"] if k not in groups]:
+    for key in [k for k in manifest["groups"] if k not in by_group]:
         _drop(root, manifest["groups"].pop(key))
         done.dropped += 1
         _write_manifest(root, manifest)
     todo: list[tuple[str, list[Path], dict[str, Any]]] = []
-    for key, members in groups.items():
+    for key, members in by_group.items():
         stamps = {str(file): _stamp(file) for file in members}
         entry = manifest["groups"].get(key)
         if entry is not None and entry.get("files") == stamps:
@@ -87,7 +84,7 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
         if entry is not None:
             _drop(root, manifest["groups"].pop(key))
         todo.append((key, members, stamps))
-    for batch in _batches(todo):
+    for batch in batches(todo, _files_size, BATCH_BYTES):
         manifest["groups"].update(_read_batch(root, batch, read))
         _write_manifest(root, manifest)
         done.read += len(batch)
@@ -95,48 +92,8 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
     return done
 
 
-def _batches(
-    todo: list[tuple[str, list[Path], dict[str, Any]]],
-) -> Iterator[list[tuple[str, list[Path], dict[str, Any]]]]:
-    batch: list[tuple[str, list[Path], dict[str, Any]]] = []
-    size = 0
-    for item in todo:
-        grows = sum(stamp["size"] for stamp in item[2].values())
-        if batch and size + grows > BATCH_BYTES:
-            yield batch
-            batch, size = [], 0
-        batch.append(item)
-        size += grows
-    if batch:
-        yield batch
-
-
-def _groups(files: list[Path]) -> Iterator[tuple[str, list[Path]]]:
-    """The files by session: a Claude Code file goes with the other files of its directory
-    tree that carry its `sessionId` (its subagents); every other file is a group of its own."""
-    found: dict[str, list[Path]] = {}
-    for file in files:
-        found.setdefault(_group_key(file), []).append(file)
-    yield from found.items()
-
-
-def _group_key(file: Path) -> str:
-    source = SourceFile(0, file, _head_bytes(file))
-    records = [record for _, record in source.head(20)]
-    if detect(records) == "claude_code":
-        session = next((r["sessionId"] for r in records if isinstance(r.get("sessionId"), str)), "")
-        if session:
-            project = file.parent
-            while project.name in ("subagents", session) and project.parent != project:
-                project = project.parent
-            return f"claude_code\0{project}\0{session}"
-    return f"file\0{file}"
-
-
-def _head_bytes(file: Path) -> bytes:
-    with open(file, "rb") as handle:
-        data = handle.read(1 << 20)
-    return data[: data.rfind(b"\n") + 1] if b"\n" in data else data
+def _files_size(item: tuple[str, list[Path], dict[str, Any]]) -> int:
+    return sum(stamp["size"] for stamp in item[2].values())
 
 
 def _stamp(file: Path) -> dict[str, Any]:

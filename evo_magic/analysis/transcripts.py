@@ -21,6 +21,7 @@ from evo_magic.analysis.frames import (
     LEADING,
     to_pandas,
 )
+from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
 from evo_magic.analysis.loader import (
     Engine,
     SourceFile,
@@ -223,19 +224,28 @@ def load_transcripts(
 def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
     """The Transcripts of exactly `files` (see `load_transcripts`; `label` names them in an
     error, `single` says a file was named on its own)."""
-    sources = [SourceFile.read(i, file) for i, file in enumerate(files)]
+    sources: list[SourceFile] = []
     skipped: dict[str, int] = {}
-    by_format: dict[str, list[SourceFile]] = {}
-    for source in sources:
-        kind = _format(source, single, skipped)
-        if kind is not None:
-            by_format.setdefault(kind, []).append(source)
-    engine = Engine()
-    try:
-        engine.con.register("files", _files_table(sources))
-        parts = [_read(engine, kind, group) for kind, group in by_format.items()]
-    finally:
-        engine.close()
+    by_kind: dict[str, list[Part]] = {}
+    # A batch of sessions at a time, its files' bytes released once read: the memory a load
+    # needs beyond its frames is that of one batch, not of the folder.
+    for batch in _batches(files):
+        read = [SourceFile.read(i, files[i]) for i in batch]
+        by_format: dict[str, list[SourceFile]] = {}
+        for source in read:
+            kind = _format(source, single, skipped)
+            if kind is not None:
+                by_format.setdefault(kind, []).append(source)
+        engine = Engine()
+        try:
+            engine.con.register("files", _files_table(read))
+            for kind, group in by_format.items():
+                by_kind.setdefault(kind, []).append(_read(engine, kind, group))
+        finally:
+            engine.close()
+        sources += [source.release() for source in read]
+    # The rows of each format together, formats in the order first met, as one read gives.
+    parts = [part for found in by_kind.values() for part in found]
     for source in sources:
         warn_bad_lines(source, stacklevel=4)
         warn_bad_usage(source, stacklevel=4)
@@ -261,8 +271,26 @@ def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
         files=files,
         skipped=skipped,
         _identities=pa.concat_tables(events) if events else None,
-        _sources=[source.release() for source in sources],
+        _sources=sources,
     )
+
+
+def _batches(files: list[Path]) -> list[list[int]]:
+    """The positions of `files` in batches of whole sessions (see `evo_magic.analysis.groups`),
+    in order. When a session's files are not consecutive, one batch: the rows follow the
+    order of the files."""
+    if len(files) < 2:
+        return [list(range(len(files)))]
+    position = {file: i for i, file in enumerate(files)}
+    grouped = [[position[file] for file in members] for _, members in groups(files)]
+    sizes = [sum(files[i].stat().st_size for i in group) for group in grouped]
+    packed = [
+        sorted(i for group in batch for i in grouped[group])
+        for batch in batches(list(range(len(grouped))), sizes.__getitem__, BATCH_BYTES)
+    ]
+    if [i for batch in packed for i in batch] != list(range(len(files))):
+        return [list(range(len(files)))]
+    return packed
 
 
 def _warn_without_messages(names: list[str]) -> None:

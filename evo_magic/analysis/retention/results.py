@@ -51,6 +51,17 @@ PROBE_COLUMNS = {
     "correct": "boolean",
     "cost_usd": "Float64",
 }
+SPAN_COLUMNS = {
+    "strategy": "string",
+    "session_id": "string",
+    "kind": "string",
+    "span": "Int64",
+    "kept_calls": "Int64",
+    "kept_at_end": "boolean",
+}
+"""Internal: what the totals need of each fact under each setting (a sweep concatenates it)."""
+SENT_COLUMNS = {"text": "string", "sent": "boolean"}
+"""Internal: whether each fact of each conversation was ever sent (for the unseen warning)."""
 TOTAL_COLUMNS = {
     "strategy": "category",
     "kind": "category",
@@ -90,6 +101,8 @@ class Retention:
     judge: str | None = None
     temperature: float | None = None
     """The reader's sampling temperature when it says (None: its default)."""
+    failures: pd.DataFrame | None = None
+    """A sweep's sessions that failed (`session_id`, `error`); None without an engine."""
 
     def frontier(self, x: str = "cost_usd", y: str = "kept_share", ax: Any = None) -> Any:
         """`y` against `x`, one labelled point per strategy (the "all" rows of `totals`).
