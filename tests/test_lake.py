@@ -169,3 +169,20 @@ def test_a_manifest_naming_files_outside_the_lake_deletes_nothing(corpus: Path, 
     (lake / "manifest.json").write_text(json.dumps(manifest))
     load_transcripts(corpus, lake=lake)
     assert victim.read_text() == "keep me"
+
+
+def test_a_touched_file_is_not_read_again_and_a_rewritten_one_is(corpus: Path, tmp_path: Path):
+    import os
+
+    lake = tmp_path / "lake"
+    load_transcripts(corpus, lake=lake)
+    main = next((corpus / "projects").glob("*0001.jsonl"))
+    os.utime(main, ns=(main.stat().st_atime_ns, main.stat().st_mtime_ns + 10**9))
+    touched = load_transcripts(corpus, lake=lake)
+    assert touched.update.read == 0  # the same size and head-and-tail hash: the same content
+    text = main.read_text()
+    main.write_text(text.replace('"Task 0:', '"Task X:', 1))  # same size, other content
+    assert main.stat().st_size == len(text.encode())
+    rewritten = load_transcripts(corpus, lake=lake)
+    assert rewritten.update.read == 1 and str(main) in rewritten.update.files_read
+    _same(rewritten.blocks, load_transcripts(corpus).blocks)

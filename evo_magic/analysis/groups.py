@@ -22,13 +22,16 @@ read has a fixed cost, and memory stays bounded by this or by the largest sessio
 T = TypeVar("T")
 
 
-def groups(files: list[Path]) -> Iterator[tuple[str, list[Path]]]:
+def groups(
+    files: list[Path], key: Callable[[Path], str] | None = None
+) -> Iterator[tuple[str, list[Path]]]:
     """The files by session, in the order of each group's first file: a Claude Code file goes
     with the other files of its directory tree that carry its `sessionId` (its subagents);
-    every other file is a group of its own."""
+    every other file is a group of its own. `key`: each file's group when it is known already
+    (default: `group_key`, which reads the file's first records)."""
     found: dict[str, list[Path]] = {}
     for file in files:
-        found.setdefault(group_key(file), []).append(file)
+        found.setdefault((key or group_key)(file), []).append(file)
     yield from found.items()
 
 
@@ -63,6 +66,10 @@ def batches(items: list[T], size: Callable[[T], int], limit: int) -> Iterator[li
 
 
 def _head_bytes(file: Path) -> bytes:
+    """The file's first whole lines: within 64 KiB when they hold enough records, else within
+    1 MiB (a first line can be long)."""
     with open(file, "rb") as handle:
-        data = handle.read(1 << 20)
+        data = handle.read(1 << 16)
+        if data.count(b"\n") < 20 and len(data) == 1 << 16:
+            data += handle.read((1 << 20) - len(data))
     return data[: data.rfind(b"\n") + 1] if b"\n" in data else data

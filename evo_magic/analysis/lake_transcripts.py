@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from evo_magic.analysis.errors import TranscriptError
 from evo_magic.analysis.frames import FRAMES
-from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
+from evo_magic.analysis.groups import BATCH_BYTES, batches, group_key, groups
 from evo_magic.analysis.loader import resolve
 
 if TYPE_CHECKING:
@@ -63,27 +63,38 @@ class LakeUpdate:
 
 def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
     """Bring the lake at `lake` up to date with the transcript files under `path`, reading
-    each new or changed session's files with `read`."""
+    each new or changed session's files with `read`.
+
+    A file whose size and modification time are those of the manifest is not opened; one
+    whose time changed but whose size and head-and-tail hash did not (touched, not written)
+    is not read again either."""
     files, _ = resolve(path)
     root = Path(lake).expanduser()
     root.mkdir(parents=True, exist_ok=True)
     manifest = _read_manifest(root)
-    by_group = dict(groups(files))
+    known = _known_files(manifest)
+    stamps: dict[str, dict[str, Any]] = {}
+    keys: dict[str, str] = {}
+    for file in files:
+        name = str(file)
+        stamps[name], keys[name] = _checked(file, known.get(name))
+    by_group = dict(groups(files, key=lambda file: keys[str(file)]))
     done = LakeUpdate()
     for key in [k for k in manifest["groups"] if k not in by_group]:
         _drop(root, manifest["groups"].pop(key))
         done.dropped += 1
-        _write_manifest(root, manifest)
     todo: list[tuple[str, list[Path], dict[str, Any]]] = []
     for key, members in by_group.items():
-        stamps = {str(file): _stamp(file) for file in members}
+        mine = {str(file): stamps[str(file)] for file in members}
         entry = manifest["groups"].get(key)
-        if entry is not None and entry.get("files") == stamps:
+        if entry is not None and _same_content(entry.get("files"), mine):
+            entry["files"] = mine  # a touched file's new time, so it is not hashed again
             done.kept += 1
             continue
         if entry is not None:
             _drop(root, manifest["groups"].pop(key))
-        todo.append((key, members, stamps))
+        todo.append((key, members, mine))
+    _write_manifest(root, manifest)
     for batch in batches(todo, _files_size, BATCH_BYTES):
         manifest["groups"].update(_read_batch(root, batch, read))
         _write_manifest(root, manifest)
@@ -92,13 +103,45 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
     return done
 
 
+def _known_files(manifest: dict[str, Any]) -> dict[str, tuple[dict[str, Any], str]]:
+    """Each file the manifest lists: its stamp and its group."""
+    return {
+        name: (stamp, key)
+        for key, entry in manifest["groups"].items()
+        for name, stamp in (entry.get("files") or {}).items()
+        if isinstance(stamp, dict)
+    }
+
+
+def _checked(file: Path, seen: tuple[dict[str, Any], str] | None) -> tuple[dict[str, Any], str]:
+    """The file's stamp and group: the manifest's when its size and time are unchanged (the
+    file is not opened), else made afresh."""
+    info = file.stat()
+    if seen is not None:
+        stamp, key = seen
+        if stamp.get("size") == info.st_size and stamp.get("mtime_ns") == info.st_mtime_ns:
+            return stamp, key
+    return _stamp(file, info), group_key(file)
+
+
+def _same_content(recorded: Any, now: dict[str, dict[str, Any]]) -> bool:
+    """The same files with the same sizes and hashes (times aside)."""
+    if not isinstance(recorded, dict) or recorded.keys() != now.keys():
+        return False
+    return all(
+        isinstance(recorded[name], dict)
+        and recorded[name].get("size") == stamp["size"]
+        and recorded[name].get("hash") == stamp["hash"]
+        for name, stamp in now.items()
+    )
+
+
 def _files_size(item: tuple[str, list[Path], dict[str, Any]]) -> int:
     return sum(stamp["size"] for stamp in item[2].values())
 
 
-def _stamp(file: Path) -> dict[str, Any]:
+def _stamp(file: Path, info: os.stat_result) -> dict[str, Any]:
     """Size, modification time and a hash of the first and last 64 KiB."""
-    info = file.stat()
     digest = hashlib.sha256()
     with open(file, "rb") as handle:
         digest.update(handle.read(_EDGE))
