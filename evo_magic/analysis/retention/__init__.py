@@ -13,6 +13,6 @@ from __future__ import annotations
 
 from evo_magic.analysis.retention.facts import Fact
 from evo_magic.analysis.retention.results import Retention
-from evo_magic.analysis.retention.sweep import retention
+from evo_magic.analysis.retention.run import retention
 
 __all__ = ["Fact", "Retention", "retention"]
