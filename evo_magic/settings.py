@@ -126,14 +126,17 @@ class SessionSettings:
 
     def with_changes(self, **changes: Any) -> SessionSettings:
         """A copy with some settings changed, by name: this class's fields, `CompactPolicy`'s
-        (e.g. `context_limit`), `cache=CacheSettings(...)` or `bash=BashSettings(...)`.
-        TypeError for an unknown name, ValueError for a bad value."""
+        (e.g. `context_limit`), `cache=CacheSettings(...)` or `bash=BashSettings(...)`;
+        `policy=None` or `cache=None` is the default. TypeError for an unknown name,
+        ValueError for a bad value."""
         own = {f.name for f in fields(self)}
         policy = {f.name for f in fields(CompactPolicy)}
         unknown = sorted(set(changes) - own - policy - {"cache", "bash"})
         if unknown:
             raise TypeError(f"unknown setting(s) {unknown}; settings: {', '.join(names())}")
         mine = {k: v for k, v in changes.items() if k in own}
+        if "policy" in mine and mine["policy"] is None:
+            mine["policy"] = CompactPolicy()
         if "bash" in changes:
             mine.update(_bash_fields(changes["bash"]))
         if "cache" in changes:

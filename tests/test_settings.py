@@ -102,3 +102,13 @@ def test_settings_is_one_frozen_value():
     assert settings.max_turns == 30 and settings.policy == CompactPolicy()
     names = {f.name for _, f in setting_fields()}
     assert {f.name for f in fields(CompactPolicy)} <= names
+
+
+def test_none_is_the_default_for_policy_and_cache(tmp_path):
+    from evo_magic.compact.policy import CompactPolicy
+    from evo_magic.prompt_cache import CacheSettings
+    from evo_magic.session import Session
+
+    with Session(tmp_path, model="offline", policy=None, cache=None) as session:
+        assert session.policy == CompactPolicy()
+        assert session.cache == CacheSettings()
