@@ -66,12 +66,28 @@ def make_folder(root: Path, sessions: int, total_bytes: int, seed: int = 0) -> i
     return written
 
 
+_PEAK = """
+def peak_mb():
+    # VmHWM is this process's own peak; ru_maxrss also counts the parent's resident size at
+    # the fork (Linux carries it across exec), which is the benchmark runner's, not ours.
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+"""
+
+
 def _child(code: str) -> dict[str, Any]:
     """Run `code` in a fresh interpreter; it prints a JSON object; add its peak resident MB."""
     wrapped = (
         "import json, resource, time\n"
+        f"{_PEAK}\n"
         f"{code}\n"
-        "result['peak_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
+        "result['peak_mb'] = peak_mb()\n"
         "print(json.dumps(result))\n"
     )
     done = subprocess.run([sys.executable, "-c", wrapped], capture_output=True, text=True)

@@ -77,6 +77,11 @@ def test_frames_over_a_lake_equal_frames_without_one(
     assert isinstance(t, LakeTranscripts)
     for name in ("calls", "compactions", "blocks", "parts"):
         _same(getattr(t, name), getattr(whole, name))
+    # Unchanged, the small frames come from one file of the whole lake, equal all the same.
+    again = load_transcripts(corpus, lake=tmp_path / "lake")
+    assert (tmp_path / "lake" / "_frames" / "calls.parquet").is_file()
+    for name in ("calls", "compactions"):
+        _same(getattr(again, name), getattr(whole, name))
     _same(t.events, whole.events, any_order=True)
     assert sorted(t.session_ids()) == sorted(whole.session_ids())
     one = whole.session_ids()[0]

@@ -45,6 +45,8 @@ Reader = Callable[[list[Path]], Any]
 MANIFEST = "manifest.json"
 LAKE_VERSION = 1
 STORED = (*FRAMES, "events")
+CONSOLIDATED = ("calls", "compactions")
+"""The small frames, also kept as one file of the whole lake (read when nothing changed)."""
 """The frames a lake holds for every group."""
 _EDGE = 1 << 16
 """Bytes of a file's head and of its tail that its fingerprint hashes."""
@@ -80,7 +82,8 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
         stamps[name], keys[name] = _checked(file, known.get(name))
     by_group = dict(groups(files, key=lambda file: keys[str(file)]))
     done = LakeUpdate()
-    for key in [k for k in manifest["groups"] if k not in by_group]:
+    gone = [k for k in manifest["groups"] if k not in by_group]
+    for key in gone:
         _drop(root, manifest["groups"].pop(key))
         done.dropped += 1
     todo: list[tuple[str, list[Path], dict[str, Any]]] = []
@@ -94,6 +97,8 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
         if entry is not None:
             _drop(root, manifest["groups"].pop(key))
         todo.append((key, members, mine))
+    if todo or gone:  # what the lake holds changes: its consolidated frames are out of date
+        manifest["generation"] = int(manifest.get("generation") or 0) + 1
     _write_manifest(root, manifest)
     for batch in batches(todo, _files_size, BATCH_BYTES):
         manifest["groups"].update(_read_batch(root, batch, read))
@@ -300,6 +305,7 @@ class LakeTranscripts:
             for session in entry.get("sessions", []):
                 self._by_session.setdefault(session, []).append(key)
         self._cache: dict[str, pd.DataFrame] = {}
+        self._generation = str(manifest.get("generation") or 0)
 
     @property
     def calls(self) -> pd.DataFrame:
@@ -381,8 +387,37 @@ class LakeTranscripts:
 
     def _frame(self, name: str) -> pd.DataFrame:
         if name not in self._cache:
-            self._cache[name] = self._read(name, list(self._groups), None)
+            if name in CONSOLIDATED:
+                self._cache[name] = self._consolidated(name)
+            else:
+                self._cache[name] = self._read(name, list(self._groups), None)
         return self._cache[name]
+
+    def _consolidated(self, name: str) -> pd.DataFrame:
+        """A small frame from one file of the whole lake (`_frames/<name>.parquet`), made from
+        the sessions' files when the lake changed since it was written: reading thousands of
+        small files costs seconds, one file milliseconds."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = self.lake / "_frames" / f"{name}.parquet"
+        try:
+            metadata = pq.read_schema(path).metadata or {}
+            if metadata.get(b"evo_magic_generation") == self._generation.encode():
+                return pq.read_table(path).to_pandas()
+        except (OSError, pa.ArrowException):
+            pass  # none yet, or unreadable: made again below
+        frame = self._read(name, list(self._groups), None)
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        mark = {**(table.schema.metadata or {}), b"evo_magic_generation": self._generation}
+        try:
+            path.parent.mkdir(exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            pq.write_table(table.replace_schema_metadata(mark), tmp)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only lake: read from the sessions' files every time
+        return frame
 
     def _read(self, name: str, keys: list[str], session_id: str | None) -> pd.DataFrame:
         import pandas as pd
