@@ -40,7 +40,6 @@ SIZES = (200, 1_000, 5_000, 20_000)
 SMALL, LARGE = 200, 20_000
 WARMUP = 5
 RATIO_TARGET = 2.0
-SPEEDUP_TARGET = 2.0
 REDUCTION_TARGET = 90.0
 ASKS = (
     "Survey the project and list what needs fixing.",
@@ -266,15 +265,8 @@ def main(repeats: int = 60) -> list[dict[str, Any]]:
     old_ratio = medians["old"][LARGE] / medians["old"][SMALL]
     rows.append(_row("  the same in 0.1.0", old_ratio, "ratio", None, None))
     speedup = medians["old"][SMALL] / medians["new"][SMALL]
-    rows.append(
-        _row(
-            f"speed-up over 0.1.0 at {SMALL} messages",
-            speedup,
-            "x",
-            f">= {SPEEDUP_TARGET:g}",
-            speedup >= SPEEDUP_TARGET,
-        )
-    )
+    # Context only: the one-time 2x over 0.1.0 was withdrawn as a target.
+    rows.append(_row(f"speed-up over 0.1.0 at {SMALL} messages", speedup, "x", None, None))
     before, after = full_compaction_reduction()
     reduction = 100 * (1 - after / before)
     rows.append(_row("offline session before full compaction", before, "chars", None, None))
