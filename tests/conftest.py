@@ -69,3 +69,29 @@ def offline_responder() -> object:
         return Reply(content=reply.content, stop_reason=reply.stop_reason or "end_turn")
 
     return respond
+
+
+@pytest.fixture
+def ip(workspace: Path, monkeypatch: pytest.MonkeyPatch):
+    """A real IPython shell with the extension loaded, working in the sample workspace (one
+    shell per process, as IPython keeps it)."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython() or InteractiveShell.instance()
+    monkeypatch.chdir(workspace)
+    shell.run_line_magic("load_ext", "evo_magic")
+    shell.run_line_magic("config", "AgentMagics.display_mode = 'plain'")
+    yield shell
+    shell.run_line_magic("unload_ext", "evo_magic")
+    shell.config.pop("AgentMagics", None)
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
+    """The fake, answering like the offline model, reached through ANTHROPIC_BASE_URL."""
+    with FakeAnthropic(offline_responder()) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-magics-0000")
+        yield server
+        server.assert_no_rejections()

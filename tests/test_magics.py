@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import offline_responder
 from example_strategy import KeepLastTurns
 from fake_api import FakeAnthropic, reply, text, tool_use, validate_messages
 from IPython.core.error import UsageError
@@ -22,28 +21,6 @@ from evo_magic.cost import call_cost
 from evo_magic.notebook.magics import AgentMagics, CompactArgs, parse_compact_line
 
 FOCUS = "keep the {braces} and $dollars"
-
-
-@pytest.fixture
-def ip(tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch):
-    """A real IPython shell with the extension loaded, working in the sample workspace."""
-    shell = start_ipython() or InteractiveShell.instance()
-    monkeypatch.chdir(workspace)
-    shell.run_line_magic("load_ext", "evo_magic")
-    shell.run_line_magic("config", "AgentMagics.display_mode = 'plain'")
-    yield shell
-    shell.run_line_magic("unload_ext", "evo_magic")
-    shell.config.pop("AgentMagics", None)
-
-
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch):
-    """The fake, answering like the offline model, reached through ANTHROPIC_BASE_URL."""
-    with FakeAnthropic(offline_responder()) as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-magics-0000")
-        yield server
-        server.assert_no_rejections()
 
 
 def magics(shell) -> AgentMagics:

@@ -6,42 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import offline_responder
-from fake_api import FakeAnthropic
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
-from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
+from test_magics import magics
 
-from evo_magic.compact.pins import FILE_PIN_PREFIX, PIN_PREFIX
+from evo_magic.compacted import FILE_PIN_PREFIX, PIN_PREFIX
 from evo_magic.models.catalog import context_window
-from evo_magic.notebook.magics import AgentMagics
 
 PIN = "Never use tabs; the public API must not change."
-
-
-@pytest.fixture
-def ip(workspace: Path, monkeypatch: pytest.MonkeyPatch):
-    shell = start_ipython() or InteractiveShell.instance()
-    monkeypatch.chdir(workspace)
-    shell.run_line_magic("load_ext", "evo_magic")
-    shell.run_line_magic("config", "AgentMagics.display_mode = 'plain'")
-    yield shell
-    shell.run_line_magic("unload_ext", "evo_magic")
-    shell.config.pop("AgentMagics", None)
-
-
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch):
-    with FakeAnthropic(offline_responder()) as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-pins-0000")
-        yield server
-        server.assert_no_rejections()
-
-
-def magics(shell: InteractiveShell) -> AgentMagics:
-    return next(m for m in shell.configurables if isinstance(m, AgentMagics))
 
 
 def user_texts(body: dict) -> list[str]:

@@ -13,7 +13,6 @@ import pytest
 from conftest import offline_responder
 from fake_api import FakeAnthropic, unmarked
 from IPython.utils.capture import capture_output
-from test_magics import ip  # noqa: F401 (the fixture: a real shell with the extension)
 
 from evo_magic import load_transcripts, replay
 from evo_magic.compact.policy import CompactPolicy

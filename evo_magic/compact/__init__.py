@@ -1,7 +1,8 @@
 """Context compaction: the strategy protocol, the compactor that runs strategies safely, the
-compacted message's layout, the compaction state, and the default pipeline's settings.
+compaction state, and the default pipeline's settings.
 
-The strategies themselves live in `evo_magic.strategies`.
+The strategies themselves live in `evo_magic.strategies`; the compacted message's layout in
+`evo_magic.compacted` (the offline stand-in reads it too).
 """
 
 from evo_magic.compact.base import Context, Edited, Strategy

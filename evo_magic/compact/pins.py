@@ -16,10 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-PIN_PREFIX = "[pinned by the user: always in the context] "
-"""Starts the text block of a pinned text (never a person's request)."""
-FILE_PIN_PREFIX = "[pinned file {path}: read again after each compaction]\n"
-"""Starts the text block of a pinned workspace file."""
+from evo_magic.compacted import FILE_PIN_PREFIX, PIN_PREFIX
 
 Message = dict[str, Any]
 
@@ -38,23 +35,6 @@ class Pin:
         if self.path is not None:
             return FILE_PIN_PREFIX.format(path=self.path) + self.text
         return PIN_PREFIX + self.text
-
-
-def is_pin_text(text: str) -> bool:
-    """True when a text block is a pin's (the project's, not a person's words)."""
-    return text.startswith(PIN_PREFIX) or (
-        text.startswith("[pinned file ") and "]\n" in text[:1_000]
-    )
-
-
-def parse_pin_text(text: str) -> tuple[str, str | None] | None:
-    """(text, path) of a pin block's text, or None when it is not one."""
-    if text.startswith(PIN_PREFIX):
-        return text[len(PIN_PREFIX) :], None
-    head, sep, body = text.partition(": read again after each compaction]\n")
-    if sep and head.startswith("[pinned file "):
-        return body, head[len("[pinned file ") :]
-    return None
 
 
 def pin_message(pin: Pin) -> Message:

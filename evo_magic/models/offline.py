@@ -30,13 +30,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from evo_magic.compact.format import (
+from evo_magic.compacted import (
     COMPACTED_HEADER,
     FILES_HEADER,
     REMINDER_PREFIX,
     REQUEST_HEADER,
+    is_pin_text,
 )
-from evo_magic.compact.pins import is_pin_text
 from evo_magic.measure import estimate_tokens, to_json
 from evo_magic.models.base import ModelReply, ModelRequest, TextCallback
 from evo_magic.probe import answer_from_context, probe_question

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evo_magic.compact.base import Context, Edited, Message
-from evo_magic.compact.format import REMINDER_PREFIX
+from evo_magic.compacted import REMINDER_PREFIX
 from evo_magic.models.catalog import context_window
 
 

@@ -36,14 +36,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from evo_magic.compact.base import Context, Message
-from evo_magic.compact.format import (
+from evo_magic.compacted import (
     COMPACTED_HEADER,
     REMINDER_PREFIX,
     REQUEST_HEADER,
     REREAD_HEADER,
     compacted_message,
+    is_pin_text,
 )
-from evo_magic.compact.pins import is_pin_text
 from evo_magic.measure import to_json
 
 

@@ -24,9 +24,10 @@ from evo_magic.analysis.replay.summaries import Summaries
 from evo_magic.analysis.replay.timeline import Change
 from evo_magic.compact.base import Strategy, server_edit
 from evo_magic.compact.compactor import Compactor
-from evo_magic.compact.pins import Pin, is_pin_text
+from evo_magic.compact.pins import Pin
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.server import request_params, server_strategies
+from evo_magic.compacted import is_pin_text
 from evo_magic.cost import Price, PriceTable, call_cost
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
 from evo_magic.history import History

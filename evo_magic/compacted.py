@@ -1,4 +1,5 @@
-"""The layout of a compacted history: the one user message that replaces what was summarised.
+"""The layout of what the project writes into a history: the one user message that replaces
+what was summarised, the budget note, and the block of a pinned text.
 
 The seed's layout: a line saying the conversation was compacted, the summary, the focus, the
 recent files to reopen, and the user's unanswered request verbatim.
@@ -21,6 +22,19 @@ REREAD_HEADER = "A recent file, read again after the compaction (its whole text 
 REMINDER_PREFIX = "[context budget] "
 """Starts a note the session adds for the model about its context window (TokenBudget): never
 a person's words."""
+
+
+PIN_PREFIX = "[pinned by the user: always in the context] "
+"""Starts the text block of a pinned text (never a person's request)."""
+FILE_PIN_PREFIX = "[pinned file {path}: read again after each compaction]\n"
+"""Starts the text block of a pinned workspace file."""
+
+
+def is_pin_text(text: str) -> bool:
+    """True when a text block is a pin's (the project's, not a person's words)."""
+    return text.startswith(PIN_PREFIX) or (
+        text.startswith("[pinned file ") and "]\n" in text[:1_000]
+    )
 
 
 def compacted_message(
