@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evo_magic.analysis.atomic import id_name, write_atomically, write_parquet_atomically
 from evo_magic.analysis.errors import TranscriptError
 from evo_magic.analysis.frames import FRAMES
 from evo_magic.analysis.groups import BATCH_BYTES, batches, group_key, groups
@@ -163,7 +164,7 @@ def _read_batch(
     entries = {}
     group_of: dict[str, str] = {}
     for key, members, stamps in batch:
-        name = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        name = id_name(key)
         entries[key] = {"files": stamps, "name": name, "sessions": [], "written": []}
         group_of.update({str(file): key for file in members})
     try:
@@ -228,7 +229,6 @@ def _widened(table: pa.Table) -> pa.Table:
 def _write_part(root: Path, frame_name: str, entry: dict[str, Any], part: pa.Table) -> None:
     """One group's rows of one frame as `<frame>/source=<source>/<group>.parquet`."""
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     sources = [None]
     if part.num_rows and "source" in part.column_names:
@@ -241,9 +241,7 @@ def _write_part(root: Path, frame_name: str, entry: dict[str, Any], part: pa.Tab
         folder = root / frame_name / f"source={source or 'none'}"
         folder.mkdir(parents=True, exist_ok=True)
         name = entry["name"]
-        tmp = folder / f".{name}.parquet.tmp"
-        pq.write_table(rows, tmp)
-        os.replace(tmp, folder / f"{name}.parquet")
+        write_parquet_atomically(rows, folder / f"{name}.parquet")
         entry["written"].append(f"{frame_name}/source={source or 'none'}/{name}.parquet")
 
 
@@ -277,13 +275,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
 
 
 def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
-    path = root / MANIFEST
-    tmp = root / f".{MANIFEST}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    write_atomically(root / MANIFEST, json.dumps(manifest).encode())
 
 
 class LakeTranscripts:
@@ -412,9 +404,7 @@ class LakeTranscripts:
         mark = {**(table.schema.metadata or {}), b"evo_magic_generation": self._generation}
         try:
             path.parent.mkdir(exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            pq.write_table(table.replace_schema_metadata(mark), tmp)
-            os.replace(tmp, path)
+            write_parquet_atomically(table.replace_schema_metadata(mark), path)
         except OSError:
             pass  # a read-only lake: read from the sessions' files every time
         return frame

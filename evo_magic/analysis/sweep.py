@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from evo_magic.analysis.atomic import id_name, write_atomically, write_parquet_atomically
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -251,7 +253,7 @@ class _Store:
                     "another out= folder, or delete this one to start afresh"
                 )
         else:
-            _write_atomically(
+            write_atomically(
                 manifest,
                 json.dumps({"version": FORMAT_VERSION, "settings": fingerprint}).encode(),
             )
@@ -261,13 +263,13 @@ class _Store:
         self.failed.mkdir(exist_ok=True)
 
     def is_done(self, key: str) -> bool:
-        return (self.done / f"{_name(key)}.json").is_file()
+        return (self.done / f"{id_name(key)}.json").is_file()
 
     def save(self, outcome: Outcome) -> None:
-        name = _name(outcome.key)
+        name = id_name(outcome.key)
         if outcome.error is not None:
             record = {"session_id": outcome.key, "error": outcome.error}
-            _write_atomically(self.failed / f"{name}.json", json.dumps(record).encode())
+            write_atomically(self.failed / f"{name}.json", json.dumps(record).encode())
             return
         written = []
         for frame_name, frame in (outcome.frames or {}).items():
@@ -275,37 +277,25 @@ class _Store:
                 raise SweepError(f"a frame's name must be an identifier, got {frame_name!r}")
             folder = self.root / frame_name
             folder.mkdir(exist_ok=True)
-            tmp = folder / f".{name}.parquet.tmp"
-            frame.to_parquet(tmp, index=False)
-            os.replace(tmp, folder / f"{name}.parquet")
+            import pyarrow as pa
+
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            write_parquet_atomically(table, folder / f"{name}.parquet")
             written.append(frame_name)
         record = {"session_id": outcome.key, "frames": written}
-        _write_atomically(self.done / f"{name}.json", json.dumps(record).encode())
+        write_atomically(self.done / f"{name}.json", json.dumps(record).encode())
         (self.failed / f"{name}.json").unlink(missing_ok=True)
 
     def load(self, key: str) -> Frames:
         import pandas as pd
 
-        name = _name(key)
+        name = id_name(key)
         record = json.loads((self.done / f"{name}.json").read_text(encoding="utf-8"))
         return {
             frame: pd.read_parquet(self.root / frame / f"{name}.parquet")
             for frame in record["frames"]
             if str(frame).isidentifier()
         }
-
-
-def _name(key: str) -> str:
-    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 class _Progress:
