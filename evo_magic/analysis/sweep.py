@@ -271,14 +271,14 @@ class _Store:
             record = {"session_id": outcome.key, "error": outcome.error}
             write_atomically(self.failed / f"{name}.json", json.dumps(record).encode())
             return
+        import pyarrow as pa
+
         written = []
         for frame_name, frame in (outcome.frames or {}).items():
             if not frame_name.isidentifier():
                 raise SweepError(f"a frame's name must be an identifier, got {frame_name!r}")
             folder = self.root / frame_name
             folder.mkdir(exist_ok=True)
-            import pyarrow as pa
-
             table = pa.Table.from_pandas(frame, preserve_index=False)
             write_parquet_atomically(table, folder / f"{name}.parquet")
             written.append(frame_name)

@@ -144,7 +144,7 @@ def replay(
             "policy": policy,
             "prices": prices,
             "cache": cache,
-            "summary_tokens": summary_tokens or _median_summary_tokens(t),
+            "summary_tokens": summary_tokens or stand_in_summary_tokens(t),
             "summariser": summariser,
             "cache_dir": cache_dir,
             "trust": trust,
@@ -157,7 +157,7 @@ def replay(
         policy=policy,
         prices=None if prices is None else price_table(prices),
         cache=cache,
-        stand_in_tokens=summary_tokens or _median_summary_tokens(t),
+        stand_in_tokens=summary_tokens or stand_in_summary_tokens(t),
         summariser=summariser,
         cache_dir=Path(cache_dir).expanduser() if cache_dir else None,
         trust=trust,
@@ -219,7 +219,7 @@ def _replay_sweep(
         workers=workers,
         client=client,
         out=out,
-        settings=_sweep_settings(strategies, options),
+        settings=sweep_settings(strategies, options),
         progress=progress,
     )
     calls = swept.frames.get("calls", pd.DataFrame(columns=CALL_COLUMNS))
@@ -249,7 +249,7 @@ def _replay_session(
     return {"calls": done.calls, "summaries": done.summaries}
 
 
-def _sweep_settings(strategies: Mapping[str, StrategySpec], options: dict[str, Any]) -> str:
+def sweep_settings(strategies: Mapping[str, StrategySpec], options: dict[str, Any]) -> str:
     """What a sweep's results depend on, as text: results under `out` made with other
     settings are not mixed with these."""
 
@@ -273,6 +273,8 @@ def _strategies(spec: StrategySpec) -> list[Strategy] | str | None:
     return [make_strategy(item) for item in spec]
 
 
-def _median_summary_tokens(t: Transcripts) -> int:
+def stand_in_summary_tokens(t: Transcripts | LakeTranscripts) -> int:
+    """The size of a stand-in summary for `t`: its recorded summaries' median (the whole
+    source's, so a sweep session by session gives what one replay gives)."""
     chars = t.compactions["summary_chars"].dropna() if len(t.compactions) else []
     return median_summary_tokens(chars)

@@ -243,14 +243,14 @@ def _measure_sweep(
 
     from evo_magic.analysis.lake_transcripts import LakeTranscripts
     from evo_magic.analysis.replay import CALL_COLUMNS as REPLAY_COLUMNS
-    from evo_magic.analysis.replay import _median_summary_tokens, _sweep_settings
+    from evo_magic.analysis.replay import stand_in_summary_tokens, sweep_settings
     from evo_magic.analysis.sweep import Unit, run_sweep
 
     if engine == "dask" or workers != 1:
         for role, model in (("reader", spec.reader), ("judge", spec.judge)):
             _check_picklable(role, model)
     # The stand-in summary size is the median over the whole source, as without an engine.
-    tokens = spec.options.get("summary_tokens") or _median_summary_tokens(t)
+    tokens = spec.options.get("summary_tokens") or stand_in_summary_tokens(t)
     spec = replace(spec, options={**spec.options, "summary_tokens": tokens})
     if isinstance(t, LakeTranscripts):  # the worker reads its session from the lake
         units = [Unit(sid, (str(t.lake), sid)) for sid in t.session_ids()]
@@ -272,7 +272,7 @@ def _measure_sweep(
         workers=workers,
         client=client,
         out=out,
-        settings=_sweep_settings(spec.strategies, described),
+        settings=sweep_settings(spec.strategies, described),
         progress=progress,
     )
     frames = {
