@@ -111,6 +111,9 @@ class Compactor:
         self._read_file = read_file
         self._model = model
         self._pins = pins
+        self._pins_due = False
+        """The history was replaced (the API's compaction keeps none of the pins): the next
+        call looks for them once, not every call."""
         self._strategies: tuple[Strategy, ...] = ()
         self._memos: dict[int, dict[str, Any]] = {}
         self._memo_generation = -1
@@ -199,14 +202,17 @@ class Compactor:
             self.state.retry_after_chars = max(self.state.retry_after_chars, self._retry_at(size))
 
     def _keep_pins(self) -> None:
-        """Pins that a replacement outside the strategies left out (the API's own compaction
-        keeps only its block and what follows) join the newest user message: the model has
+        """After the API's own compaction (which keeps only its block and what follows), the pins
+        it left out join the newest user message: the model has
         not seen it, so nothing sent before is rewritten, and text after tool results keeps
         the API's rules."""
+        if not self._pins_due:
+            return
         texts = self._pins(False)
         view = self.history.view()
         if not texts or not len(view) or view[-1].get("role") != "user":
             return
+        self._pins_due = False
         missing = missing_pins(view, texts)
         if not missing:
             return
@@ -351,6 +357,7 @@ class Compactor:
             ctx = Context.for_messages(new, pending_request=pending)
             new += ctx.pending_request_message()
         self.history.replace(new)
+        self._pins_due = True
         if self.cache is not None:
             self.cache.replaced()
         self.state.has_compacted = True
@@ -770,6 +777,7 @@ class Compactor:
         """Replace the history with `new`, the result of a successful compaction (here, or one
         recorded that replay applies): the cache holds none of it, the state counts it."""
         self.history.replace(new)
+        self._pins_due = True  # a replayed server compaction holds none: looked at once
         if self.cache is not None:
             self.cache.replaced()
         state = self.state
