@@ -109,6 +109,33 @@ def test_a_load_in_batches_gives_exactly_the_frames_of_one_read(
     assert batched.skipped == whole.skipped and batched.files == whole.files
 
 
+def test_what_a_load_keeps_of_a_batch_holds_no_memory_of_the_batch():
+    # A batch's rows are slices of what its reading made; kept as they are, they would keep
+    # all of it. Settled, they are copies of their own, equal, with categories encoded.
+    import pyarrow as pa
+
+    from evo_magic.analysis.frames import BLOCK_COLUMNS, to_pandas
+    from evo_magic.analysis.memory import settle
+
+    before = pa.total_allocated_bytes()
+    made = pa.table(
+        {
+            "text": pa.array([f"{n:08d}" * 10_000 for n in range(300)], pa.large_string()),
+            "role": pa.array(["user", "assistant", None] * 100, pa.large_string()),
+            "line": pa.array(range(300), pa.int64()),
+        }
+    )
+    rows = made.slice(10, 5)
+    kept = settle(rows, categories=["role"])
+    assert pa.types.is_dictionary(kept.schema.field("role").type)
+    assert kept.column("role").to_pylist() == rows.column("role").to_pylist()
+    assert kept.column("text").to_pylist() == rows.column("text").to_pylist()
+    spec = {name: BLOCK_COLUMNS[name] for name in ("text", "role", "line")}
+    pd.testing.assert_frame_equal(to_pandas(kept, spec), to_pandas(rows, spec))
+    del made, rows
+    assert pa.total_allocated_bytes() - before < 1 << 20  # the 24 MB made are gone
+
+
 def test_a_lake_reads_only_new_and_changed_sessions(corpus: Path, tmp_path: Path):
     lake = tmp_path / "lake"
     first = load_transcripts(corpus, lake=lake)

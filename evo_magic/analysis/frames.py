@@ -235,13 +235,17 @@ def to_pandas(table: pa.Table | None, spec: dict[str, str]) -> pd.DataFrame:
         table = schema.empty_table()
     table = table.select([*spec, *(n for n in table.column_names if n not in spec)])
     for name, dtype in spec.items():  # categories encoded in Arrow convert without a copy
-        column = table.column(name)
-        if column.type != schema.field(name).type:
-            column = column.cast(schema.field(name).type)
-        if dtype == "category":
-            column = pc.dictionary_encode(column)
+        column, kind = table.column(name), schema.field(name).type
+        if dtype == "category" and pa.types.is_dictionary(column.type):
+            if column.type.value_type != kind:
+                column = column.cast(pa.dictionary(column.type.index_type, kind))
+        else:
+            column = column.cast(kind) if column.type != kind else column
+            column = pc.dictionary_encode(column) if dtype == "category" else column
         table = table.set_column(table.column_names.index(name), name, column)
-    frame = table.to_pandas(types_mapper=_PANDAS_TYPES.get, self_destruct=True)
+    # Column by column, each freed once converted (the caller holds no other reference).
+    frame = table.to_pandas(types_mapper=_PANDAS_TYPES.get, split_blocks=True, self_destruct=True)
+    del table
     for name, dtype in spec.items():
         if dtype == "category":
             frame[name] = _string_categories(frame[name])

@@ -15,7 +15,7 @@ from typing import TypeVar
 from evo_magic.analysis.formats import detect
 from evo_magic.analysis.loader import SourceFile
 
-BATCH_BYTES = 8 << 20
+BATCH_BYTES = 4 << 20
 """Sessions are read together up to this many bytes of files (one larger is read alone): a
 read has a fixed cost, and memory stays bounded by this or by the largest session."""
 

@@ -30,6 +30,7 @@ from evo_magic.analysis.loader import (
     warn_bad_lines,
     warn_bad_usage,
 )
+from evo_magic.analysis.memory import give_back
 
 if TYPE_CHECKING:
     from evo_magic.analysis.lake_transcripts import LakeTranscripts
@@ -240,10 +241,12 @@ def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
         try:
             engine.con.register("files", _files_table(read))
             for kind, group in by_format.items():
-                by_kind.setdefault(kind, []).append(_read(engine, kind, group))
+                by_kind.setdefault(kind, []).append(_read(engine, kind, group).settled())
         finally:
             engine.close()
         sources += [source.release() for source in read]
+        del read, by_format
+        give_back()
     # The rows of each format together, formats in the order first met, as one read gives.
     parts = [part for found in by_kind.values() for part in found]
     for source in sources:
@@ -264,8 +267,10 @@ def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
     for part in parts:
         for reason, count in part.skipped.items():
             skipped[reason] = skipped.get(reason, 0) + count
-    frames = {name: _concat(parts, name, spec) for name, spec in FRAMES.items()}
-    events = [part.events for part in parts]
+    tables = {name: [getattr(part, name) for part in parts] for name in (*FRAMES, "events")}
+    events = tables.pop("events")
+    del parts, by_kind  # each frame's tables are then held once: converting one frees them
+    frames = {name: _concat(tables.pop(name), spec) for name, spec in FRAMES.items()}
     return Transcripts(
         **frames,
         files=files,
@@ -359,9 +364,17 @@ def _files_table(sources: list[SourceFile]) -> pa.Table:
     )
 
 
-def _concat(parts: list[Part], name: str, spec: dict[str, str]) -> pd.DataFrame:
-    tables = [getattr(part, name) for part in parts]
-    return to_pandas(pa.concat_tables(tables) if tables else None, spec)
+def _concat(tables: list[pa.Table], spec: dict[str, str]) -> pd.DataFrame:
+    """One frame of the batches' `tables` (emptied: the frame owns what it keeps of them)."""
+    frame = to_pandas(_drained(tables), spec)  # no name here holds the table while it converts
+    give_back()
+    return frame
+
+
+def _drained(tables: list[pa.Table]) -> pa.Table | None:
+    table = pa.concat_tables(tables) if tables else None
+    tables.clear()
+    return table
 
 
 def sql(sql_text: str, where: Transcripts | str | Path) -> pd.DataFrame:

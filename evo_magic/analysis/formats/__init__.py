@@ -6,10 +6,13 @@ Each format module has `SOURCE` (the `source` column's value) and `read(engine, 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
+
+from evo_magic.analysis.frames import EVENT_COLUMNS, FRAMES
+from evo_magic.analysis.memory import settle
 
 USAGE = {
     "input_tokens": "BIGINT",
@@ -63,6 +66,18 @@ class Part:
     without_messages: list[str] = field(default_factory=list)
     """Files that hold records but no message (a title, snapshots or session metadata only):
     each also counted in `skipped` with the reason."""
+
+    def settled(self) -> Part:
+        """This part with its tables in buffers of their own (`memory.settle`): what a load
+        keeps of a batch, apart from what the batch used."""
+        specs = {**FRAMES, "events": EVENT_COLUMNS}
+        return replace(
+            self,
+            **{
+                name: settle(getattr(self, name), [c for c, d in spec.items() if d == "category"])
+                for name, spec in specs.items()
+            },
+        )
 
 
 def usage_count(value: Any) -> tuple[int | None, bool]:

@@ -1,0 +1,56 @@
+"""What a load keeps apart from what it uses: the memory a batch of files needs is given back
+before the next batch, so a load's peak is its frames plus one batch, not the sum of every
+batch's leftovers.
+
+A batch's rows are made among many short-lived buffers (DuckDB's results, Arrow's copies,
+Python's records). Kept where they were made, every batch's rows pin pages of freed memory
+around them, and the allocators cannot give those pages back. `settle` copies what is kept
+into buffers of its own, in one allocator that holds nothing short-lived; `give_back` then
+hands the freed memory of the batch back to the system.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from collections.abc import Collection
+from functools import cache
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def settle(table: pa.Table, categories: Collection[str] = ()) -> pa.Table:
+    """`table` copied column by column into buffers of its own (the system allocator's), so
+    that each column can be freed on its own later (a frame converted to pandas frees the
+    columns it copies). The string columns named in `categories` (few values, many rows: a
+    file's name, a role) are kept dictionary-encoded, as pandas will hold them."""
+    pool = pa.system_memory_pool()
+    columns = []
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if name in categories and pa.types.is_large_string(column.type):
+            column = pc.dictionary_encode(column, memory_pool=pool)
+        if column.num_chunks:
+            column = pa.chunked_array(
+                [pa.concat_arrays(column.chunks, memory_pool=pool)], column.type
+            )
+        columns.append(column)
+    return pa.table(columns, names=table.column_names)
+
+
+def give_back() -> None:
+    """Return the memory freed since the last call to the system: Arrow's pool, and the C
+    allocator's free pages (glibc's `malloc_trim`, as Dask's workers do; elsewhere a no-op)."""
+    pa.default_memory_pool().release_unused()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@cache
+def _malloc_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        return None
