@@ -165,6 +165,31 @@ def test_a_lake_reads_only_new_and_changed_sessions(corpus: Path, tmp_path: Path
     _same(dropped.blocks, load_transcripts(corpus).blocks)
 
 
+def test_the_small_frames_of_the_whole_lake_follow_every_change(corpus: Path, tmp_path: Path):
+    # calls and compactions are kept as one file of the whole lake; after a change only the
+    # changed sessions' rows are replaced in it, and it stays what a load without a lake gives.
+    lake = tmp_path / "lake"
+    assert len(load_transcripts(corpus, lake=lake).calls)
+    assert (lake / "_frames" / "calls.parquet").is_file()
+    projects = corpus / "projects"
+    grown = next(projects.glob("*0001.jsonl"))
+    grown.write_text(grown.read_text() + grown.read_text().splitlines(keepends=True)[-1])
+    gone = next(projects.glob("*0002.jsonl"))
+    gone.unlink()
+    shutil.rmtree(gone.with_suffix(""))
+    _sessions(tmp_path / "more", tmp_path / "made-more", 5)
+    new = next((tmp_path / "more" / "projects").glob("*0004.jsonl"))
+    shutil.copy(new, projects / new.name)
+    shutil.copytree(new.with_suffix(""), projects / new.stem)
+    updated = load_transcripts(corpus, lake=lake)
+    whole = load_transcripts(corpus)
+    again = load_transcripts(corpus, lake=lake)  # read back from the file of the whole lake
+    for name in ("calls", "compactions"):
+        _same(getattr(updated, name), getattr(whole, name))
+        pd.testing.assert_frame_equal(getattr(again, name), getattr(updated, name))
+    assert set(updated.calls["session_id"].astype(str)) == set(whole.session_ids())
+
+
 def test_replay_over_a_lake_gives_the_numbers_of_one_replay(corpus: Path, tmp_path: Path):
     strategies = {"none": [], "seed": None, "masking-3": [ObservationMasking(3)]}
     whole = replay(corpus, strategies, model="claude-sonnet-4-5")

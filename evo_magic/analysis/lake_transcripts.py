@@ -46,9 +46,11 @@ Reader = Callable[[list[Path]], Any]
 MANIFEST = "manifest.json"
 LAKE_VERSION = 1
 STORED = (*FRAMES, "events")
-CONSOLIDATED = ("calls", "compactions")
-"""The small frames, also kept as one file of the whole lake (read when nothing changed)."""
 """The frames a lake holds for every group."""
+CONSOLIDATED = ("calls", "compactions")
+"""The small frames, also kept as one file of the whole lake (see `_consolidated`)."""
+_GROUP = "_group"
+"""The column of a consolidated file naming each row's group (dropped when read)."""
 _EDGE = 1 << 16
 """Bytes of a file's head and of its tail that its fingerprint hashes."""
 _SOURCES = ("evo_magic", "claude_code", "codex")
@@ -102,7 +104,10 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
         manifest["generation"] = int(manifest.get("generation") or 0) + 1
     _write_manifest(root, manifest)
     for batch in batches(todo, _files_size, BATCH_BYTES):
-        manifest["groups"].update(_read_batch(root, batch, read))
+        written = _read_batch(root, batch, read)
+        for entry in written.values():  # what a consolidated file of a later one lacks
+            entry["generation"] = manifest["generation"]
+        manifest["groups"].update(written)
         _write_manifest(root, manifest)
         done.read += len(batch)
         done.files_read += [name for _, _, stamps in batch for name in stamps]
@@ -274,6 +279,32 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     return manifest
 
 
+def _categories_as_met(table: pa.Table) -> pa.Table:
+    """The table with each category column's values in the order its rows first show them:
+    the same rows give the same categories however many files they were gathered from."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for n, column in enumerate(table.schema):
+        if pa.types.is_dictionary(column.type):
+            values = table.column(n).cast(column.type.value_type).combine_chunks()
+            table = table.set_column(n, column, pc.dictionary_encode(values).cast(column.type))
+    return table
+
+
+def _generation(entry: dict[str, Any]) -> int:
+    """The lake's generation when the group was written (0: before lakes said it)."""
+    value = entry.get("generation")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def to_frame(name: str, table: pa.Table | None) -> pd.DataFrame:
+    """Frame `name` (a stored one) of `table`, typed; None: no rows."""
+    from evo_magic.analysis.frames import EVENT_COLUMNS, to_pandas
+
+    return to_pandas(table, FRAMES.get(name, EVENT_COLUMNS))
+
+
 def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
     write_atomically(root / MANIFEST, json.dumps(manifest).encode())
 
@@ -386,49 +417,73 @@ class LakeTranscripts:
         return self._cache[name]
 
     def _consolidated(self, name: str) -> pd.DataFrame:
-        """A small frame from one file of the whole lake (`_frames/<name>.parquet`), made from
-        the sessions' files when the lake changed since it was written: reading thousands of
-        small files costs seconds, one file milliseconds."""
+        """A small frame from one file of the whole lake (`_frames/<name>.parquet`): reading
+        thousands of small files costs seconds, one file milliseconds. When the lake changed
+        since the file was written, its rows of the groups still unchanged are kept and only
+        the other groups' files are read; the file is then written again."""
+        import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
         path = self.lake / "_frames" / f"{name}.parquet"
+        kept, since = None, None
         try:
-            metadata = pq.read_schema(path).metadata or {}
-            if metadata.get(b"evo_magic_generation") == self._generation.encode():
-                return pq.read_table(path).to_pandas()
+            table = pq.read_table(path)
+            written = (table.schema.metadata or {}).get(b"evo_magic_generation", b"")
+            if _GROUP in table.column_names and written.isdigit():
+                kept, since = table, int(written)
         except (OSError, pa.ArrowException):
             pass  # none yet, or unreadable: made again below
-        frame = self._read(name, list(self._groups), None)
-        table = pa.Table.from_pandas(frame, preserve_index=False)
-        mark = {**(table.schema.metadata or {}), b"evo_magic_generation": self._generation}
+        if kept is not None and str(since) == self._generation:
+            return kept.drop_columns([_GROUP]).to_pandas()
+        rank = {entry["name"]: n for n, entry in enumerate(self._groups.values())}
+        unchanged = {
+            entry["name"]
+            for entry in self._groups.values()
+            if since is not None and _generation(entry) <= since
+        }
+        tables = []
+        if kept is not None and unchanged:
+            tables.append(kept.filter(pc.is_in(kept.column(_GROUP), pa.array(sorted(unchanged)))))
+        todo = [key for key, entry in self._groups.items() if entry["name"] not in unchanged]
+        for key, table in self._tables(name, todo):
+            group = pa.array([self._groups[key]["name"]] * table.num_rows, pa.string())
+            tables.append(table.append_column(_GROUP, group))
+        if not tables:
+            return to_frame(name, None)
+        whole = pa.concat_tables(tables, promote_options="default")
+        ranks = np.array([rank[group] for group in whole.column(_GROUP).to_pylist()])
+        whole = _categories_as_met(whole.take(pa.array(np.argsort(ranks, kind="stable"))))
+        mark = {**(whole.schema.metadata or {}), b"evo_magic_generation": self._generation}
         try:
             path.parent.mkdir(exist_ok=True)
-            write_parquet_atomically(table.replace_schema_metadata(mark), path)
+            write_parquet_atomically(whole.replace_schema_metadata(mark), path)
         except OSError:
             pass  # a read-only lake: read from the sessions' files every time
-        return frame
+        return whole.drop_columns([_GROUP]).to_pandas()
 
     def _read(self, name: str, keys: list[str], session_id: str | None) -> pd.DataFrame:
         import pandas as pd
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
-        from evo_magic.analysis.frames import EVENT_COLUMNS, to_pandas
-
-        tables = []
-        for key in keys:
-            for relative in self._groups[key].get("written", []):
-                path = self.lake / relative
-                if Path(relative).parts[0] == name and path.is_file():
-                    tables.append(pq.read_table(path))
+        tables = [table for _, table in self._tables(name, keys)]
         if not tables:
-            spec = FRAMES.get(name, EVENT_COLUMNS)
-            return to_pandas(None, spec)
+            return to_frame(name, None)
         frame = pa.concat_tables(tables, promote_options="default").to_pandas()
         if session_id is not None and "session_id" in frame.columns:
             frame = frame[frame["session_id"].astype(object) == session_id]
         return pd.DataFrame(frame).reset_index(drop=True)
+
+    def _tables(self, name: str, keys: list[str]) -> Iterator[tuple[str, pa.Table]]:
+        """The groups' files of frame `name`, in the order of `keys`."""
+        import pyarrow.parquet as pq
+
+        for key in keys:
+            for relative in self._groups[key].get("written", []):
+                path = self.lake / relative
+                if Path(relative).parts[0] == name and path.is_file():
+                    yield key, pq.read_table(path)
 
     def __repr__(self) -> str:
         u = self.update
