@@ -33,6 +33,7 @@ from evo_magic.analysis.errors import TranscriptError
 from evo_magic.analysis.frames import FRAMES
 from evo_magic.analysis.groups import BATCH_BYTES, batches, group_key, groups
 from evo_magic.analysis.loader import resolve
+from evo_magic.analysis.memory import gather
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -279,17 +280,10 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     return manifest
 
 
-def _categories_as_met(table: pa.Table) -> pa.Table:
-    """The table with each category column's values in the order its rows first show them:
-    the same rows give the same categories however many files they were gathered from."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    for n, column in enumerate(table.schema):
-        if pa.types.is_dictionary(column.type):
-            values = table.column(n).cast(column.type.value_type).combine_chunks()
-            table = table.set_column(n, column, pc.dictionary_encode(values).cast(column.type))
-    return table
+def _owned_frame(table: pa.Table) -> pd.DataFrame:
+    """The frame of `table` as its pandas metadata says, its columns freed as they convert
+    (the caller keeps no other table of the same columns)."""
+    return table.to_pandas(split_blocks=True, self_destruct=True)
 
 
 def _generation(entry: dict[str, Any]) -> int:
@@ -429,48 +423,66 @@ class LakeTranscripts:
         path = self.lake / "_frames" / f"{name}.parquet"
         kept, since = None, None
         try:
-            table = pq.read_table(path)
-            written = (table.schema.metadata or {}).get(b"evo_magic_generation", b"")
-            if _GROUP in table.column_names and written.isdigit():
-                kept, since = table, int(written)
+            kept = pq.read_table(path)
+            written = (kept.schema.metadata or {}).get(b"evo_magic_generation", b"")
+            if _GROUP in kept.column_names and written.isdigit():
+                since = int(written)
         except (OSError, pa.ArrowException):
             pass  # none yet, or unreadable: made again below
-        if kept is not None and str(since) == self._generation:
-            return kept.drop_columns([_GROUP]).to_pandas()
-        rank = {entry["name"]: n for n, entry in enumerate(self._groups.values())}
+        if since is None:
+            kept = None
+        elif str(since) == self._generation:
+            rows = kept.drop_columns([_GROUP])
+            del kept  # the frame's columns then have one owner: each is freed as it converts
+            return _owned_frame(rows)
+        names = [entry["name"] for entry in self._groups.values()]  # the lake's order
+        rank = {group: n for n, group in enumerate(names)}
         unchanged = {
             entry["name"]
             for entry in self._groups.values()
             if since is not None and _generation(entry) <= since
         }
-        tables = []
+        tables, ranks = [], []
         if kept is not None and unchanged:
             tables.append(kept.filter(pc.is_in(kept.column(_GROUP), pa.array(sorted(unchanged)))))
-        todo = [key for key, entry in self._groups.items() if entry["name"] not in unchanged]
-        for key, table in self._tables(name, todo):
-            group = pa.array([self._groups[key]["name"]] * table.num_rows, pa.string())
-            tables.append(table.append_column(_GROUP, group))
+            ranks.append(pc.index_in(tables[-1].column(_GROUP), pa.array(names)).to_numpy())
+        del kept
+
+        def tagged() -> Iterator[pa.Table]:
+            todo = [key for key, entry in self._groups.items() if entry["name"] not in unchanged]
+            for key, table in self._tables(name, todo):
+                group = self._groups[key]["name"]
+                ranks.append(np.full(table.num_rows, rank[group]))
+                yield table.append_column(_GROUP, pa.array([group] * table.num_rows))
+
+        tables += gather(tagged())
         if not tables:
             return to_frame(name, None)
         whole = pa.concat_tables(tables, promote_options="default")
-        ranks = np.array([rank[group] for group in whole.column(_GROUP).to_pylist()])
-        whole = _categories_as_met(whole.take(pa.array(np.argsort(ranks, kind="stable"))))
+        tables.clear()
+        order = np.concatenate(ranks)
+        if np.any(np.diff(order) < 0):  # rows in the order of the lake
+            whole = whole.take(pa.array(np.argsort(order, kind="stable")))
         mark = {**(whole.schema.metadata or {}), b"evo_magic_generation": self._generation}
+        whole = whole.replace_schema_metadata(mark)
         try:
             path.parent.mkdir(exist_ok=True)
-            write_parquet_atomically(whole.replace_schema_metadata(mark), path)
+            write_parquet_atomically(whole, path)
         except OSError:
             pass  # a read-only lake: read from the sessions' files every time
-        return whole.drop_columns([_GROUP]).to_pandas()
+        whole = whole.drop_columns([_GROUP])
+        return _owned_frame(whole)
 
     def _read(self, name: str, keys: list[str], session_id: str | None) -> pd.DataFrame:
         import pandas as pd
         import pyarrow as pa
 
-        tables = [table for _, table in self._tables(name, keys)]
+        tables = gather(table for _, table in self._tables(name, keys))
         if not tables:
             return to_frame(name, None)
-        frame = pa.concat_tables(tables, promote_options="default").to_pandas()
+        whole = pa.concat_tables(tables, promote_options="default")
+        tables.clear()
+        frame = _owned_frame(whole)
         if session_id is not None and "session_id" in frame.columns:
             frame = frame[frame["session_id"].astype(object) == session_id]
         return pd.DataFrame(frame).reset_index(drop=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from functools import cache
 
 import pyarrow as pa
@@ -35,7 +35,26 @@ def settle(table: pa.Table, categories: Collection[str] = ()) -> pa.Table:
                 [pa.concat_arrays(column.chunks, memory_pool=pool)], column.type
             )
         columns.append(column)
-    return pa.table(columns, names=table.column_names)
+    return pa.table(columns, names=table.column_names).replace_schema_metadata(
+        table.schema.metadata
+    )
+
+
+def gather(tables: Iterable[pa.Table], every: int = 256) -> list[pa.Table]:
+    """Many small `tables` (read from as many files) as a few settled ones, `every` at a time:
+    each read leaves buffers and overhead of its own (2,000 files of 74 MB of rows held 200 MB),
+    and what a few hundred of them held is given back before the next ones are read."""
+    gathered: list[pa.Table] = []
+    batch: list[pa.Table] = []
+    for table in tables:
+        batch.append(table)
+        if len(batch) == every:
+            gathered.append(settle(pa.concat_tables(batch, promote_options="default")))
+            batch.clear()
+            give_back()
+    if batch:
+        gathered.append(settle(pa.concat_tables(batch, promote_options="default")))
+    return gathered
 
 
 def give_back() -> None:
