@@ -13,7 +13,9 @@ frame under `<lake>/<frame>/source=<source>/<group>.parquet`. A manifest records
 each file's path, size, modification time and a hash of its head and tail. A later load reads
 only the groups with a new or changed file (an appended session is read again, an unchanged one
 is not) and drops the groups whose files disappeared. The manifest is written after each group,
-so a build that was interrupted goes on where it stopped.
+so a build that was interrupted goes on where it stopped. The small frames (`calls`,
+`compactions`) are also kept as one file of the whole lake, brought up to date group by group:
+a load reads one file, not thousands.
 
 File and session names are data: the lake's own files are named by hashes.
 """

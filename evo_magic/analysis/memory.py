@@ -12,7 +12,7 @@ hands the freed memory of the batch back to the system.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import sys
 from collections.abc import Collection, Iterable
 from functools import cache
 
@@ -68,8 +68,9 @@ def give_back() -> None:
 
 @cache
 def _malloc_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
-    name = ctypes.util.find_library("c")
+    if not sys.platform.startswith("linux"):
+        return None
     try:
-        return ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl): nothing to trim
         return None
