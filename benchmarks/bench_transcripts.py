@@ -571,7 +571,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         print(
             f"{row['figure']:<{width}}  {row['median']:>10.3f}  {row['unit']:<5} "
-            f"{row['target']:<9} {'yes' if row['met'] else 'NO'}"
+            f"{row['target'] or '-':<9} {'yes' if row['met'] else 'NO'}"
         )
 
 
