@@ -16,6 +16,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
+from kernels import kernel_env
 
 from evo_magic.cost import call_cost
 from evo_magic.notebook.magics import AgentMagics, CompactArgs, parse_compact_line
@@ -692,15 +693,12 @@ def test_compact_takes_a_quoted_strategy_spec(ip, api):
 def test_a_running_tool_ticks_in_a_real_kernel(workspace):
     """The seconds of a running tool reach the cell's output through ipykernel (the updates
     come from a thread while the cell's thread runs the tool)."""
-    import os
 
     from jupyter_client.manager import KernelManager
 
     with FakeAnthropic() as api:
         api.queue(reply(tool_use("bash", {"command": "sleep 3.3"})), reply(text("done")))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
-        env.update(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-ant-test-kernel-00")
+        env = kernel_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-ant-test-kernel-00")
         km = KernelManager(kernel_name="python3")
         km.start_kernel(cwd=str(workspace), env=env)
         kc = km.client()

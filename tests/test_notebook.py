@@ -11,19 +11,12 @@ import nbformat
 import pytest
 from fake_api import FakeAnthropic, reply, text, tool_use
 from jupyter_client.manager import KernelManager
+from kernels import TESTS, kernel_env
 from nbclient import NotebookClient
 
-TESTS = Path(__file__).parent
 NOTEBOOKS = sorted((TESTS.parent / "notebooks").glob("*.ipynb"))
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-
-
-def kernel_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
-    env.update(extra)
-    return env
 
 
 def run_notebook(cells: list[str], workspace: Path) -> nbformat.NotebookNode:

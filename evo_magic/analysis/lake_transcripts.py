@@ -35,7 +35,7 @@ from evo_magic.analysis.errors import TranscriptError
 from evo_magic.analysis.frames import FRAMES
 from evo_magic.analysis.groups import BATCH_BYTES, batches, group_key, groups
 from evo_magic.analysis.loader import resolve
-from evo_magic.analysis.memory import gather
+from evo_magic.analysis.memory import drained, gather
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -458,10 +458,9 @@ class LakeTranscripts:
                 yield table.append_column(_GROUP, pa.array([group] * table.num_rows))
 
         tables += gather(tagged())
-        if not tables:
+        whole = drained(tables)
+        if whole is None:
             return to_frame(name, None)
-        whole = pa.concat_tables(tables, promote_options="default")
-        tables.clear()
         order = np.concatenate(ranks)
         if np.any(np.diff(order) < 0):  # rows in the order of the lake
             whole = whole.take(pa.array(np.argsort(order, kind="stable")))
@@ -477,13 +476,11 @@ class LakeTranscripts:
 
     def _read(self, name: str, keys: list[str], session_id: str | None) -> pd.DataFrame:
         import pandas as pd
-        import pyarrow as pa
 
         tables = gather(table for _, table in self._tables(name, keys))
-        if not tables:
+        whole = drained(tables)
+        if whole is None:
             return to_frame(name, None)
-        whole = pa.concat_tables(tables, promote_options="default")
-        tables.clear()
         frame = _owned_frame(whole)
         if session_id is not None and "session_id" in frame.columns:
             frame = frame[frame["session_id"].astype(object) == session_id]

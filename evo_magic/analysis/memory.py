@@ -57,6 +57,14 @@ def gather(tables: Iterable[pa.Table], every: int = 256) -> list[pa.Table]:
     return gathered
 
 
+def drained(tables: list[pa.Table]) -> pa.Table | None:
+    """`tables` as one table (None: none), the list emptied: the caller then holds no other
+    table of its columns, so a conversion with `self_destruct` frees each as it goes."""
+    table = pa.concat_tables(tables, promote_options="default") if tables else None
+    tables.clear()
+    return table
+
+
 def give_back() -> None:
     """Return the memory freed since the last call to the system: Arrow's pool, and the C
     allocator's free pages (glibc's `malloc_trim`, as Dask's workers do; elsewhere a no-op)."""

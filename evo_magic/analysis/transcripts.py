@@ -30,7 +30,7 @@ from evo_magic.analysis.loader import (
     warn_bad_lines,
     warn_bad_usage,
 )
-from evo_magic.analysis.memory import give_back
+from evo_magic.analysis.memory import drained, give_back
 
 if TYPE_CHECKING:
     from evo_magic.analysis.lake_transcripts import LakeTranscripts
@@ -366,15 +366,9 @@ def _files_table(sources: list[SourceFile]) -> pa.Table:
 
 def _concat(tables: list[pa.Table], spec: dict[str, str]) -> pd.DataFrame:
     """One frame of the batches' `tables` (emptied: the frame owns what it keeps of them)."""
-    frame = to_pandas(_drained(tables), spec)  # no name here holds the table while it converts
+    frame = to_pandas(drained(tables), spec)  # no name here holds the table while it converts
     give_back()
     return frame
-
-
-def _drained(tables: list[pa.Table]) -> pa.Table | None:
-    table = pa.concat_tables(tables) if tables else None
-    tables.clear()
-    return table
 
 
 def sql(sql_text: str, where: Transcripts | str | Path) -> pd.DataFrame:
