@@ -154,12 +154,9 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
                     raise ModelError(CONTEXT_EXCEEDED.format(model=reply.model))
                 continue
             if not tool_uses:
-                # Paused after a server compaction: the ask goes on from the compacted context.
-                if stop_reason not in ("max_tokens", "compaction"):
-                    # Answered: nothing is pending any more (a later compaction carries nothing).
-                    history.finish_request()
+                if history.answered(stop_reason):
                     break
-                continue
+                continue  # cut off, or paused after a server compaction: the ask goes on
             requested = _run_tools(parts, tool_uses, bad_inputs)
             if requested is not None:
                 _compact_for_model(parts, requested or None)
@@ -326,7 +323,7 @@ def _with_server_params(parts: LoopParts, request: ModelRequest) -> ModelRequest
     given way to their fallbacks)."""
     try:
         offline = bool(getattr(parts.model, "offline", False))
-        params = parts.compactor.server_params(parts.model.name, offline=offline)
+        params = parts.compactor.server.params(parts.model.name, offline=offline)
     except ValueError as exc:
         raise ModelError(str(exc)) from exc
     return replace(request, context_management=params.context_management, betas=params.betas)
@@ -342,7 +339,7 @@ def _respond(parts: LoopParts, request: ModelRequest, on_text: Callable[[str], N
         if not named:
             raise
         names = ", ".join(s.name for s in named)
-        if not parts.compactor.fall_back(named, f"the API rejected {names}: {exc}"):
+        if not parts.compactor.server.fall_back(named, f"the API rejected {names}: {exc}"):
             raise ModelError(
                 f"{exc} ({names} is not offered here and has no fallback: configure "
                 "fallback=... or another strategy; the history is unchanged)",
@@ -356,7 +353,7 @@ def _server_results(parts: LoopParts, reply: ModelReply, sent: ContextSize) -> N
     """What the server's strategies did on this call: clearing edits as events, a compaction
     block as a compaction (its own tokens priced as a summary)."""
     if reply.applied_edits:
-        parts.compactor.server_cleared(reply.applied_edits, sent)
+        parts.compactor.server.cleared(reply.applied_edits, sent)
     index = compaction_index(reply.content)
     last = parts.history.view()[-1] if len(parts.history) else None
     if index is None or last is None or compaction_index(last.get("content") or []) is None:
@@ -366,7 +363,7 @@ def _server_results(parts: LoopParts, reply: ModelReply, sent: ContextSize) -> N
     cost = parts.ledger.charge(usage, reply.model, summary=True) if compactions else None
     messages = [i for i in reply.iterations if i.get("type") == "message"]
     after = Usage.from_api(messages[-1]).context_tokens if messages else None
-    parts.compactor.server_compacted(sent, reply.content[index].get("content"), usage, cost, after)
+    parts.compactor.server.compacted(sent, reply.content[index].get("content"), usage, cost, after)
 
 
 def _account(parts: LoopParts, reply: ModelReply, request: ModelRequest) -> float | None:

@@ -1,27 +1,30 @@
 """Session: one conversation with an agent, as long as a kernel (or a script) keeps it.
 
 The composition root: it owns the `History` (messages, sizes, the pending request), the
-`Compactor` (the strategies and the guarantees around them), the model, the tools, the
-transcript and the observers, and wires them together. `ask(text)` runs the agent loop;
-`compact(focus)` compacts on demand. Front ends observe the session's events; nothing here
-prints, and nothing imports this module but the front ends.
+`Compactor` (the strategies and the guarantees around them), the model, the tools, the pins,
+the transcript and the observers, and wires them together. `ask(text)` runs the agent loop;
+`compact(focus)` compacts on demand; `configure(**changes)` is the one way to change a setting.
+Front ends observe the session's events; nothing here prints, and nothing imports this module
+but the front ends.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evo_magic.compact import server
 from evo_magic.compact.base import Strategy, check_strategy, server_edit
-from evo_magic.compact.compactor import Compactor, GivenSummary, Preview
-from evo_magic.compact.pins import Pin, pin_message
+from evo_magic.compact.compactor import CompactionServices, Compactor
+from evo_magic.compact.pins import Pins, pin_message
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.compact.preview import GivenSummary, Preview
 from evo_magic.compact.state import CompactState
-from evo_magic.context_log import MeterData, MeterLog, follow
-from evo_magic.cost import RATE_FIELDS, Ledger, Overrides, PriceTable, Spending, price_table
+from evo_magic.context_log import MeterData, follow
+from evo_magic.cost import Ledger, PriceTable, Spending, price_table
 from evo_magic.events import (
     AskFinished,
     CompactionFinished,
@@ -35,15 +38,16 @@ from evo_magic.history import History
 from evo_magic.loop import LoopParts, Totals, answer_left_over, run_ask
 from evo_magic.measure import to_json
 from evo_magic.models import Model, ModelRequest, resolve_model
-from evo_magic.prompt_cache import CacheSettings, PrefixTracker
+from evo_magic.prompt_cache import PrefixTracker
+from evo_magic.records import Record, change_records, pin_record, start_records, strategies_record
 from evo_magic.secrets import add_secret, known_secrets, redact
 from evo_magic.settings import SessionSettings
 from evo_magic.strategies import default_pipeline
 from evo_magic.strategies.registry import describe
 from evo_magic.summariser import AgentPrompt, Summariser, Summary
-from evo_magic.tools import BashSettings, Tool, ToolContext, default_tools
+from evo_magic.tools import Tool, ToolContext, default_tools
 from evo_magic.tools.files import read_text
-from evo_magic.transcript import Transcript
+from evo_magic.transcript import DEFAULT_ROOT, Transcript, output_shown, outputs_shown
 from evo_magic.usage import Usage
 
 if TYPE_CHECKING:
@@ -53,6 +57,26 @@ Observer = Callable[[Event], None]
 
 PIN_FILE_MAX_CHARS = 100_000
 """A pinned file holds at most this many characters (about 25,000 tokens in every request)."""
+
+PARTS = ("model", "strategies", "summariser")
+"""What `configure` changes besides the settings: the session's parts."""
+
+RENAMED: dict[str, str] = {
+    "system": "system_prompt",
+    "max_turns": "max_turns",
+    "max_tokens": "max_tokens",
+    "bash_timeout": "bash_timeout",
+    "sandbox": "sandbox",
+    "bash_settings": "bash",
+    "policy": "policy",
+    "cache": "cache",
+    "prices": "prices",
+    "settings": "settings",
+    "model": "model",
+    "strategies": "strategies",
+    "summariser": "summariser",
+}
+"""Attributes 0.1 let you assign (deprecated: `configure` takes the name on the right)."""
 
 
 @dataclass(frozen=True)
@@ -76,22 +100,45 @@ class ObserverError(RuntimeError):
     message names the observer and its error."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class AskResult:
-    """What one `ask` did: the final text, why it stopped, and every event it emitted."""
+    """What one `ask` did: its `AskFinished` event and every event it emitted."""
 
-    text: str
-    stop_reason: str
-    """"end_turn", "max_turns", "max_tokens", "stop_sequence", "refusal", ... as the loop saw it."""
-    turns: int
-    usage: Usage
-    duration: float
-    context: ContextSize
+    finished: AskFinished
     events: list[Event] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The model's final text."""
+        return self.finished.text
+
+    @property
+    def stop_reason(self) -> str:
+        """ "end_turn", "max_turns", "max_tokens", "refusal", ... as the loop saw it."""
+        return self.finished.stop_reason
+
+    @property
+    def turns(self) -> int:
+        return self.finished.turns
+
+    @property
+    def usage(self) -> Usage:
+        return self.finished.usage
+
+    @property
+    def duration(self) -> float:
+        return self.finished.duration
+
+    @property
+    def context(self) -> ContextSize:
+        return self.finished.context
 
     @property
     def compactions(self) -> list[CompactionFinished]:
         return [e for e in self.events if isinstance(e, CompactionFinished)]
+
+
+_UNSET: Any = object()
 
 
 class Session:
@@ -102,9 +149,9 @@ class Session:
         model: a `Model` (e.g. `FunctionModel(fn)`), a Claude model name, "offline", or None
             (Claude when ANTHROPIC_API_KEY is set, else the offline stand-in).
         strategies: the compaction strategies, cheapest first (None: the seed's pipeline,
-            `default_pipeline(policy)`); changeable between asks.
+            `default_pipeline()`).
         summariser: how summaries are made (None: the session's model with the seed's prompt
-            and the policy's `summary_input_limit` / `summary_max_tokens`).
+            and the policy's `summary_*` numbers).
         transcripts_root: where transcripts go (None: `<workspace>/.evo_magic`).
         session_id: the transcript directory's name (None: a new sortable id).
         tools: the tools offered (None: bash, read_file, write_file, edit_file, compact).
@@ -114,6 +161,8 @@ class Session:
             environment and bounds such as `sandbox_network`, `caching`, `cache_ttl`,
             `prices`, `policy`), a `CompactPolicy` field (`context_limit=...`), or
             `cache=CacheSettings(...)`. Each is checked by its one rule (ValueError).
+
+    Change any of them later with `configure(...)`; read them in `settings`.
     """
 
     def __init__(
@@ -129,46 +178,44 @@ class Session:
         settings: SessionSettings | None = None,
         **changes: Any,
     ):
-        self.workspace = Path(workspace).expanduser().resolve()
-        if not self.workspace.is_dir():
-            raise FileNotFoundError(f"workspace {self.workspace} is not a directory")
-        settings = (settings or SessionSettings()).with_changes(**changes)
+        workspace = Path(workspace).expanduser().resolve()
+        if not workspace.is_dir():
+            raise FileNotFoundError(f"workspace {workspace} is not a directory")
+        settings = _settings_value(settings).with_changes(**changes)
+        chosen = _strategies(strategies)
+        self.workspace = workspace
         self._settings = settings
-        self.model = resolve_model(model)
-        self.tools = list(tools) if tools is not None else default_tools()
-        self._notices: set[str] = set()  # what tools have said once already (sandbox warnings)
+        self._model = resolve_model(model)
+        self._summariser = summariser
+        self._tools = list(tools) if tools is not None else default_tools()
+        self._notices: set[str] = set()  # what tools have said once (sandbox warnings)
         self._proposal: SummaryProposal | None = None
         self._proposed_at: tuple[int, int, int] | None = None
-        self._pins: dict[int, Pin] = {}
         self._asking = False  # pins join the history between asks, never inside one
-        self._next_pin = 1
-        self._summariser = summariser
-        self._custom_strategies = strategies is not None
         self._observers: list[Observer] = []
-        self.totals = Totals()
-        self.ledger = Ledger(price_table(settings.prices or None))
-        """Prices every call and keeps what the session spent (`spending`)."""
-        self.cached_prefix = PrefixTracker()
-        """Where the prompt cache of the history ends (what cache-aware strategies weigh)."""
-        root = Path(transcripts_root) if transcripts_root else self.workspace / ".evo_magic"
-        self.transcript = Transcript(root.expanduser(), session_id, secrets=self.secrets)
-        self.history = History(self.emit, overhead_chars=self._prompt_overhead())
-        chosen = list(strategies) if strategies is not None else default_pipeline(settings.policy)
-        self.compactor = Compactor(
-            self.history,
+        self._totals = Totals()
+        self._ledger = Ledger(price_table(settings.prices or None))
+        self._prefix = PrefixTracker()
+        root = Path(transcripts_root) if transcripts_root else workspace / DEFAULT_ROOT
+        self._transcript = Transcript(root.expanduser(), session_id, secrets=self.secrets)
+        self._outputs = outputs_shown(self._transcript.directory, workspace)
+        self._history = History(self.emit, overhead_chars=self._prompt_overhead())
+        services = CompactionServices(
             emit=self.emit,
             summarise=self._summarise,
-            snapshot=lambda messages: str(self.transcript.snapshot(messages)),
             save_output=self._save_output,
-            policy=settings.policy,
-            strategies=[check_strategy(s) for s in chosen],
-            cache=self.cached_prefix,
+            snapshot=lambda messages: str(self._transcript.snapshot(messages)),
             read_file=self._read_for_compaction,
-            model=lambda: self.model.name,
-            pins=self._pin_texts,
+            model=lambda: self._model.name,
             server_summarise=self._server_summarise,
+            pins=lambda reread: self._pins.texts(reread),
         )
-        self.context_log: MeterLog = follow(self)
+        self._compactor = Compactor(
+            self._history, services, policy=settings.policy, strategies=chosen
+        )
+        self._pins = Pins(self._read_pinned_file, self.redact, self._record_pin, self.emit)
+        self.secrets()  # the model's credentials are known (and redacted) from now on
+        self.context_log = follow(self)
         """Every model call and compaction of the session, as the context meter and
         `context_figure` draw them."""
         self._record_start()
@@ -176,235 +223,181 @@ class Session:
     # -- settings ------------------------------------------------------------------------
 
     @property
-    def model(self) -> Model:
-        """The model the loop calls; assign another (a `Model`) to switch from the next call."""
-        return self._model
-
-    @model.setter
-    def model(self, model: Model) -> None:
-        self._model = model
-        self.secrets()  # its credentials are known (and redacted) from now on
-
-    @property
     def settings(self) -> SessionSettings:
-        """Every setting the session runs with (the policy is the compactor's)."""
-        if self._settings.policy is not self.compactor.policy:
-            self._settings = replace(self._settings, policy=self.compactor.policy)
+        """Every setting the session runs with (change them with `configure`)."""
         return self._settings
 
-    @settings.setter
-    def settings(self, settings: SessionSettings) -> None:
-        """Apply new settings from the next model call on; each change is recorded once."""
-        if not isinstance(settings, SessionSettings):
-            raise TypeError(f"settings must be a SessionSettings, got {type(settings).__name__}")
-        old = self.settings
-        self._settings = settings
-        if settings.policy != old.policy:
-            self.compactor.policy = settings.policy
-            self.transcript.write("policy", {"policy": _policy_record(settings.policy)})
-            if not self._custom_strategies:
-                self._set_strategies(default_pipeline(settings.policy))
-        if settings.cache != old.cache:
-            self.transcript.write("cache", {"cache": asdict(settings.cache)})
-        if settings.prices != old.prices:
-            table = price_table(settings.prices or None)
-            if _price_record(table) != _price_record(self.ledger.prices):
-                self.transcript.write("prices", {"prices": _price_record(table)})
-            self.ledger.prices = table
-        changed = _changed(old, settings)
-        if changed:
-            self.transcript.write("settings", {"settings": changed})
+    def configure(self, settings: SessionSettings | None = None, /, **changes: Any) -> None:
+        """Change settings and parts from the next model call on; each change is recorded
+        once. `settings` replaces them all; `changes` are settings by name (as `Session(...)`
+        takes them), and `model`, `strategies` (None: the seed's pipeline) or `summariser`
+        (None: the policy's). Everything is checked first: a bad value refuses the whole call
+        (TypeError or ValueError naming it) and nothing changes."""
+        parts = {name: changes.pop(name) for name in PARTS if name in changes}
+        new = _settings_value(settings) if settings is not None else self._settings
+        new = new.with_changes(**changes)
+        strategies = _strategies(parts["strategies"]) if "strategies" in parts else None
+        model = resolve_model(parts["model"]) if "model" in parts else None
+        summariser = parts.get("summariser", self._summariser)
+        if summariser is not None and not isinstance(summariser, Summariser):
+            raise TypeError(f"summariser must be a Summariser, got {type(summariser).__name__}")
+        # Checked: from here on nothing can be refused.
+        old, old_prices = self._settings, self._ledger.prices
+        self._settings = new
+        self._summariser = summariser
+        if new.policy != old.policy:
+            self._compactor.policy = new.policy
+        if new.prices != old.prices:
+            self._ledger.prices = price_table(new.prices or None)
+        self._write(change_records(old, new, old_prices, self._ledger.prices))
+        if strategies is not None and self._compactor.configure(strategies):
+            self._write([strategies_record([describe(s) for s in strategies])])
+        if model is not None:
+            self._model = model
+            self.secrets()  # its credentials are known (and redacted) from now on
 
-    def _change(self, **changes: Any) -> None:
-        self.settings = self.settings.with_changes(**changes)
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in RENAMED:  # 0.1's setters: one more version, through `configure`
+            key = RENAMED[name]
+            warnings.warn(
+                f"assigning Session.{name} is deprecated; use session.configure({key}=...)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if key == "settings":
+                self.configure(value)
+            else:
+                self.configure(**{key: value})
+            return
+        object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails: 0.1's reads of settings moved to `settings`.
+        if name in RENAMED and name not in PARTS and hasattr(SessionSettings, RENAMED[name]):
+            warnings.warn(
+                f"Session.{name} is deprecated; read session.settings.{RENAMED[name]}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(self._settings, RENAMED[name])
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def model(self) -> Model:
+        """The model the loop calls (`configure(model=...)` switches from the next call)."""
+        return self._model
 
     @property
     def system(self) -> str:
-        """The system prompt sent (`settings.system_prompt`, or evo_magic's default when it
-        is empty); assign a text to change it, "" for the default."""
+        """The system prompt sent (`settings.system_prompt`, or evo_magic's default)."""
         return self._settings.system
-
-    @system.setter
-    def system(self, text: str) -> None:
-        self._change(system_prompt=text)
-
-    @property
-    def max_turns(self) -> int:
-        return self._settings.max_turns
-
-    @max_turns.setter
-    def max_turns(self, value: int) -> None:
-        self._change(max_turns=value)
-
-    @property
-    def max_tokens(self) -> int:
-        return self._settings.max_tokens
-
-    @max_tokens.setter
-    def max_tokens(self, value: int) -> None:
-        self._change(max_tokens=value)
-
-    @property
-    def bash_timeout(self) -> float:
-        return self._settings.bash_timeout
-
-    @bash_timeout.setter
-    def bash_timeout(self, value: float) -> None:
-        self._change(bash_timeout=value)
-
-    @property
-    def sandbox(self) -> str:
-        return self._settings.sandbox
-
-    @sandbox.setter
-    def sandbox(self, mode: str) -> None:
-        self._change(sandbox=mode)
-
-    @property
-    def bash_settings(self) -> BashSettings:
-        """What a bash command gets and how far it may go; assign a new `BashSettings` to
-        change it from the next command."""
-        return self._settings.bash
-
-    @bash_settings.setter
-    def bash_settings(self, bash: BashSettings) -> None:
-        self._change(bash=bash)
 
     @property
     def policy(self) -> CompactPolicy:
-        """The limits and the default pipeline's numbers (the compactor's); a new policy
-        applies from the next model call (and rebuilds the default pipeline unless strategies
-        were set)."""
-        return self.compactor.policy
-
-    @policy.setter
-    def policy(self, policy: CompactPolicy) -> None:
-        if not isinstance(policy, CompactPolicy):
-            raise TypeError(f"policy must be a CompactPolicy, got {type(policy).__name__}")
-        self._change(policy=policy)
+        """The compaction limits (`settings.policy`)."""
+        return self._settings.policy
 
     @property
     def token_limit(self) -> int | None:
         """The policy's token limit in tokens (a share resolved against the model's context
         window, or `policy.window_tokens`), or None when off or when the window is unknown."""
-        return self.compactor.token_limit
+        return self._compactor.token_limit
 
     @property
     def strategies(self) -> tuple[Strategy, ...]:
-        """The compaction strategies, cheapest first. Assign a list to change them (from the
-        next model call); assign None for the seed's pipeline."""
-        return self.compactor.strategies
-
-    @strategies.setter
-    def strategies(self, strategies: Sequence[Strategy] | None) -> None:
-        self._custom_strategies = strategies is not None
-        chosen = list(strategies) if strategies is not None else default_pipeline(self.policy)
-        self._set_strategies(chosen)
-
-    def _set_strategies(self, strategies: list[Strategy]) -> None:
-        checked = [check_strategy(s) for s in strategies]
-        if [describe(s) for s in checked] == [describe(s) for s in self.compactor.strategies]:
-            return  # the same settings: keep the running ones (and what they know)
-        self.compactor.strategies = checked
-        self.transcript.write("strategies", {"strategies": [describe(s) for s in checked]})
-
-    @property
-    def cache(self) -> CacheSettings:
-        """How requests are marked for prompt caching; a new value applies from the next call
-        (and is recorded in the transcript)."""
-        return self._settings.cache
-
-    @cache.setter
-    def cache(self, cache: CacheSettings | None) -> None:
-        self._change(cache=cache)
+        """The compaction strategies running, cheapest first."""
+        return self._compactor.strategies
 
     @property
     def prices(self) -> PriceTable:
-        """The price table calls are costed with. Assign a `PriceTable`, overrides of the
-        shipped table (model id -> rates in USD per million tokens), or None for the shipped
-        one; it applies from the next call."""
-        return self.ledger.prices
+        """The price table calls are costed with (`settings.prices` over the shipped one)."""
+        return self._ledger.prices
 
-    @prices.setter
-    def prices(self, prices: PriceTable | Overrides | None) -> None:
-        self._change(prices=prices or {})
+    @property
+    def summariser(self) -> Summariser:
+        """How summaries are made (see `Summariser`)."""
+        return self.policy.summariser(self._summariser)
 
     @property
     def spending(self) -> Spending:
         """USD spent so far: the agent's calls and the summaries, and how many had no price."""
-        return self.ledger.spent
+        return self._ledger.spent
 
     @property
     def cost_usd(self) -> float | None:
         """USD spent so far by every model and summarisation call (None when one had no
         price: see `spending` for the part that had one)."""
-        return self.ledger.spent.total_usd
-
-    @property
-    def summariser(self) -> Summariser:
-        """How summaries are made (see `Summariser`)."""
-        if self._summariser is not None:
-            return self._summariser
-        return Summariser(
-            input_limit=self.policy.summary_input_limit,
-            max_tokens=self.policy.summary_max_tokens,
-            in_context=self.policy.summary_in_context,
-        )
-
-    @summariser.setter
-    def summariser(self, summariser: Summariser | None) -> None:
-        self._summariser = summariser
+        return self._ledger.spent.total_usd
 
     # -- reading -------------------------------------------------------------------------
 
     @property
+    def history(self) -> History:
+        """The history (read it; the session changes it)."""
+        return self._history
+
+    @property
     def messages(self) -> list[dict[str, Any]]:
         """The history, as Messages API dicts (a new list; treat the dicts as read-only)."""
-        return self.history.messages
+        return self._history.messages
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The tools offered to the model."""
+        return tuple(self._tools)
 
     @property
     def state(self) -> CompactState:
         """has_compacted, last_summary, recent_files, compact_count, and the back-off."""
-        return self.compactor.state
+        return self._compactor.state
+
+    @property
+    def paused(self) -> bool:
+        """True when automatic compaction is paused (failures in a row, or thrashing)."""
+        return self._compactor.paused
 
     @property
     def usage(self) -> Usage:
         """Tokens of every model call of the session (summaries not included)."""
-        return self.totals.usage
+        return self._totals.usage
 
     @property
     def calls(self) -> int:
-        return self.totals.calls
+        return self._totals.calls
 
     @property
     def asks(self) -> int:
-        return self.history.turn
+        return self._history.turn
 
     @property
     def pending_request(self) -> str | None:
         """The request the model has not finished answering (carried over by a compaction)."""
-        return self.history.pending_request
+        return self._history.pending_request
 
     @property
     def session_id(self) -> str:
-        return self.transcript.session_id
+        return self._transcript.session_id
 
     @property
     def directory(self) -> Path:
         """The session's own directory under the transcripts root."""
-        return self.transcript.directory
+        return self._transcript.directory
+
+    @property
+    def transcript_path(self) -> Path:
+        """The session's transcript file (`session.jsonl` in its directory)."""
+        return self._transcript.path
 
     def context(self) -> ContextSize:
         """The size of the history now: messages, characters (the seed's measure) and tokens
         of the whole prompt (system, tools and messages; exact right after a model call)."""
-        return self.history.size()
+        return self._history.size()
 
     def context_figure(self, width: float = 3.4) -> Figure:
         """The context chart of the whole session as a matplotlib Figure `width` inches wide
         (3.4: a paper's column): the prompt sent at each model call in tokens, what was removed
-        just before it, the limit, and every compaction. Save it with `figure.savefig(path)`
-        (in a notebook it also shows as an image once matplotlib's inline backend is on, e.g.
-        after `%matplotlib inline`). Needs matplotlib (imported here, not before)."""
+        just before it, the limit, and every compaction. Save it with `figure.savefig(path)`.
+        Needs matplotlib (imported here, not before)."""
         from evo_magic.context_figure import context_figure
 
         return context_figure(MeterData.of_session(self, self.context_log), width)
@@ -412,7 +405,7 @@ class Session:
     def secrets(self) -> list[str]:
         """Every credential the session knows: the environment's, and those its model holds
         (a key passed in code or held by a client object)."""
-        credentials = getattr(self.model, "credentials", None)
+        credentials = getattr(self._model, "credentials", None)
         if callable(credentials):
             for value in credentials():
                 add_secret(value)
@@ -425,7 +418,7 @@ class Session:
     def __repr__(self) -> str:
         size = self.context()
         return (
-            f"<Session {self.session_id} model={self.model.name!r} messages={size.messages} "
+            f"<Session {self.session_id} model={self._model.name!r} messages={size.messages} "
             f"chars={size.chars} compactions={self.state.compact_count}>"
         )
 
@@ -444,7 +437,7 @@ class Session:
         """
         if event.recorded:
             record, raw = event.record_parts()
-            self.transcript.write(record.pop("kind"), record, raw)
+            self._transcript.write(record.pop("kind"), record, raw)
         failure: tuple[Observer, Exception] | None = None
         for observer in list(self._observers):
             try:
@@ -479,7 +472,7 @@ class Session:
         finally:
             self._asking = False
             unsubscribe()
-        return _result(finished, events)
+        return AskResult(finished, events)
 
     def compact(
         self,
@@ -492,14 +485,15 @@ class Session:
 
         Runs `strategy`, or the strategies that answer requests (those with `when` "on_request",
         else the "over_limit" ones). Returns the compaction event; on failure (`success`
-        False, `error` says why) the history is exactly as it was.
+        False, `error` says why) the history is exactly as it was; `CompactionSkipped` when
+        there is nothing to compact (nothing new since the last compaction).
 
         `summary` is applied instead of asking the summariser (no model call): the first of
         those strategies runs with it as its one summary, checked like any result (the focus,
-        recent files and pending request kept as usual). It is recorded as edited, with the
-        proposal it came from when `propose_summary` made one for this history.
+        recent files and pending request kept as usual). It is recorded as edited unless it
+        is the proposal `propose_summary` made for this history, unchanged.
         """
-        answer_left_over(self.history, "it was interrupted")
+        answer_left_over(self._history, "it was interrupted")
         focus = self.redact(focus) if focus else None  # it reaches the summariser's request
         given = None
         if summary is not None:
@@ -508,9 +502,9 @@ class Session:
             proposal = self.proposal
             given = GivenSummary(self.redact(summary), proposal.text if proposal else None)
         try:
-            event = self.compactor.request("user", focus, strategy, given)
+            event = self._compactor.request("user", focus, strategy, given)
         finally:
-            self.transcript.sync()
+            self._transcript.sync()
         if event.success:
             self._proposal = None
         return event
@@ -525,21 +519,22 @@ class Session:
 
         Raises ValueError when the strategy would fail or makes no single summary.
         """
-        answer_left_over(self.history, "it was interrupted")  # as compact() would, first
+        answer_left_over(self._history, "it was interrupted")  # as compact() would, first
         focus = self.redact(focus) if focus else None
-        preview = self.compactor.preview(strategy, focus, summarise=True)
+        preview = self._compactor.preview(strategy, focus, summarise=True)
         if preview.error:
             raise ValueError(f"no summary to propose: {preview.error}")
         if len(preview.summaries) != 1:
             made = "makes several summaries" if preview.summaries else "makes no summary"
             if not preview.acts and not preview.summaries:
-                made = "has nothing to compact now"
+                made = f"has nothing to compact now ({preview.reason or 'no change'})"
             raise ValueError(f"no summary to propose: the strategy {preview.strategy!r} {made}")
-        self._proposal = SummaryProposal(
+        proposal = SummaryProposal(
             preview.summaries[0], focus, preview.strategy, preview.before, preview.after, strategy
         )
+        self._proposal = proposal
         self._proposed_at = self._history_mark()
-        return self._proposal
+        return proposal
 
     @property
     def proposal(self) -> SummaryProposal | None:
@@ -551,7 +546,8 @@ class Session:
 
     def _history_mark(self) -> tuple[int, int, int]:
         """Changes whenever the history does (a message, a result, an edit, a replacement)."""
-        return (self.history.generation, len(self.history), self.history.size().chars)
+        history = self._history
+        return (history.generation, len(history), history.size().chars)
 
     def preview(
         self,
@@ -565,16 +561,16 @@ class Session:
         `summarise` (a summary is otherwise a stand-in of the right kind)."""
         if strategy is not None and server_edit(strategy) is not None:
             return self._server_preview(strategy)
-        return self.compactor.preview(strategy, focus or None, summarise=summarise)
+        return self._compactor.preview(strategy, focus or None, summarise=summarise)
 
     def reset(self) -> None:
         """Start afresh: empty history and compaction state, same transcript, settings and
         pins (the pinned texts open the new history)."""
-        self.history.reset()
-        self.compactor.reset()
+        self._history.reset()
+        self._compactor.reset()
         self.emit(SessionReset())
-        for pin in self._pins.values():
-            self.history.append(pin_message(pin))
+        for pin in self._pins:
+            self._history.append(pin_message(pin))
 
     def _check_window(self) -> None:
         """Say once when a token limit given as a share has no window to apply to."""
@@ -585,7 +581,7 @@ class Session:
             self._notices.add("unknown_window")
             note = (
                 f"token_limit {share} is a share of the context window, but the window of "
-                f"{self.model.name!r} is not known: the token limit is off. Set "
+                f"{self._model.name!r} is not known: the token limit is off. Set "
                 "window_tokens (CompactPolicy, %config AgentMagics.window_tokens)."
             )
             self.emit(Notice("unknown_window", note))
@@ -600,32 +596,20 @@ class Session:
         everywhere). Returns the pin's id. Call it between asks (not from an observer)."""
         if self._asking:
             raise RuntimeError("pin() cannot be called while an ask is running; pin between asks")
-        if (text is None) == (path is None):
-            raise ValueError("pin() takes a text or path=..., not both or neither")
-        if path is not None:
-            text = self._read_pinned_file(path)
-        elif not isinstance(text, str) or not text.strip():
-            raise ValueError("pin() needs a non-empty text")
-        pin = Pin(self._next_pin, self.redact(text), path)
-        answer_left_over(self.history, "it was interrupted")
-        self._next_pin += 1
-        self._pins[pin.id] = pin
-        self._record_pin("pin", pin)
-        self.history.append(pin_message(pin))
+        answer_left_over(self._history, "it was interrupted")
+        pin = self._pins.add(text, path)
+        self._history.append(pin_message(pin))
         return pin.id
 
     def unpin(self, pin_id: int) -> None:
         """Stop carrying pin `pin_id`: no compaction keeps it any more (it stays in the history
         as it is until the next full compaction, so that the prompt cache is not rewritten)."""
-        if pin_id not in self._pins:
-            known = ", ".join(map(str, self._pins)) or "none"
-            raise KeyError(f"no pin {pin_id!r} (pins: {known})")
-        self._record_pin("unpin", self._pins.pop(pin_id))
+        self._pins.remove(pin_id)
 
     @property
     def pins(self) -> list[tuple[int, str]]:
         """The pinned texts as (id, text), oldest first (a file's text as last read)."""
-        return [(pin.id, pin.text) for pin in self._pins.values()]
+        return [(pin.id, pin.text) for pin in self._pins]
 
     def _read_pinned_file(self, path: str) -> str:
         if not isinstance(path, str) or not path.strip():
@@ -637,38 +621,17 @@ class Session:
             raise ValueError(f"{path} is empty: nothing to pin")
         return text
 
-    def _pin_texts(self, reread: bool) -> tuple[str, ...]:
-        """The pins' blocks, for the compactor; `reread`: a full compaction, so pinned files
-        are read again first (a file that cannot be read keeps its last text, said)."""
-        if reread:
-            for pin in list(self._pins.values()):
-                if pin.path is not None:
-                    self._reread_pin(pin)
-        return tuple(pin.block_text for pin in self._pins.values())
+    def _record_pin(self, kind: str, fields_: dict[str, Any]) -> None:
+        history = self._history
+        self._write([pin_record(kind, fields_, history.epoch, len(history))])
 
-    def _reread_pin(self, pin: Pin) -> None:
-        try:
-            text = self.redact(self._read_pinned_file(pin.path or ""))
-        except Exception as exc:
-            note = f"The pinned file {pin.path} could not be read again ({exc}); its text stays."
-            self.emit(Notice("pin_unreadable", note))
-            return
-        if text != pin.text:
-            self._pins[pin.id] = replace(pin, text=text)
-            self._record_pin("pin", self._pins[pin.id])
-
-    def _record_pin(self, kind: str, pin: Pin) -> None:
-        """A pin or unpin record, with where in the history it happened (replay applies it
-        there: before the message `index` of `epoch`)."""
-        record: dict[str, Any] = {"id": pin.id}
-        if kind == "pin":
-            record.update(text=pin.text, path=pin.path)
-        where = {"epoch": self.history.epoch, "index": len(self.history)}
-        self.transcript.write(kind, {**record, **where})
+    def sync(self) -> None:
+        """Make the transcript durable now (written and fsynced; asks and compactions do)."""
+        self._transcript.sync()
 
     def close(self) -> None:
         """Flush and close the transcript (also done at interpreter exit)."""
-        self.transcript.close()
+        self._transcript.close()
 
     def __enter__(self) -> Session:
         return self
@@ -679,48 +642,49 @@ class Session:
     # -- wiring --------------------------------------------------------------------------
 
     def _loop_parts(self) -> LoopParts:
-        self.history.overhead_chars = self._prompt_overhead()
+        self._history.overhead_chars = self._prompt_overhead()
+        settings = self._settings
         return LoopParts(
-            history=self.history,
-            compactor=self.compactor,
-            model=self.model,
-            tools=self.tools,
+            history=self._history,
+            compactor=self._compactor,
+            model=self._model,
+            tools=self._tools,
             tool_context=self._tool_context,
             emit=self.emit,
             system=self.system,
-            max_turns=self.max_turns,
-            max_tokens=self.max_tokens,
-            totals=self.totals,
+            max_turns=settings.max_turns,
+            max_tokens=settings.max_tokens,
+            totals=self._totals,
             redact=self.redact,
-            sync=self.transcript.sync,
-            cache=self.cache,
-            ledger=self.ledger,
-            prefix=self.cached_prefix,
+            sync=self._transcript.sync,
+            cache=settings.cache,
+            ledger=self._ledger,
+            prefix=self._prefix,
         )
 
     def _tool_context(self, request_compaction: Callable[[str | None], None]) -> ToolContext:
-        state, policy = self.compactor.state, self.policy
+        state, settings = self._compactor.state, self._settings
         return ToolContext(
             workspace=self.workspace,
-            on_file=lambda path: state.note_file(path, policy.max_recent_files),
+            on_file=lambda path: state.note_file(path, settings.policy.max_recent_files),
             request_compaction=request_compaction,
-            bash_timeout=self.bash_timeout,
-            sandbox=self.sandbox,
-            read_only=(self.transcript.root,),
-            bash=self._settings.bash,
+            bash_timeout=settings.bash_timeout,
+            sandbox=settings.sandbox,
+            read_only=(self._transcript.root,),
+            bash=settings.bash,
             notices=self._notices,
         )
 
     def _summarise(self, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
         prompt = None
-        if self.history.is_whole(messages):
+        if self._history.is_whole(messages):
             # The whole history: the prompt the agent's last call cached. (Part of it, as
             # SummariseOlder asks, ends where no cache entry is: asked as text.)
-            tools = [tool.definition() for tool in self.tools]
-            prompt = AgentPrompt(self.system, tools, self.cache)
-        summary = self.summariser.summarise(messages, focus, self.model, prompt)
-        cost = self.ledger.charge(summary.usage, summary.model, summary=True)
-        if cost is None and (note := self.ledger.unpriced_notice(summary.model)):
+            tools = [tool.definition() for tool in self._tools]
+            prompt = AgentPrompt(self.system, tools, self._settings.cache)
+        summary = self.summariser.summarise(messages, focus, self._model, prompt)
+        cost = self._ledger.charge(summary.usage, summary.model, summary=True)
+        if cost is None and (note := self._ledger.unpriced_notice(summary.model)):
             self.emit(Notice("unpriced_model", note))
         return replace(summary, text=self.redact(summary.text), cost_usd=cost)
 
@@ -733,31 +697,32 @@ class Session:
     def _server_summarise(
         self, messages: Sequence[dict[str, Any]], focus: str | None
     ) -> tuple[dict[str, Any], Summary]:
-        tools = [tool.definition() for tool in self.tools]
+        tools = [tool.definition() for tool in self._tools]
         request = server.summary_request(
-            messages, focus, system=self.system, tools=tools, max_tokens=self.max_tokens
-        )
-        reply = self.model.respond(request)
+            messages, focus, system=self.system, tools=tools,
+            max_tokens=self._settings.max_tokens,
+        )  # fmt: skip
+        reply = self._model.respond(request)
         block, usage = server.summary_block(reply)
-        cost = self.ledger.charge(usage, reply.model, summary=True)
+        cost = self._ledger.charge(usage, reply.model, summary=True)
         return block, Summary(block["content"], usage, reply.model, cost)
 
     def _server_preview(self, strategy: Strategy) -> Preview:
         """What a server strategy's edits would take out of the prompt now: `count_tokens`
         with them (free) against the count without them."""
-        view = list(self.history.view())
-        before = self.history.size()
+        view = list(self._history.view())
+        before = self._history.size()
         params = server.request_params([strategy])
-        tools = [tool.definition() for tool in self.tools]
+        tools = [tool.definition() for tool in self._tools]
         request = ModelRequest(
-            messages=view, max_tokens=self.max_tokens, system=self.system, tools=tools,
-            context_management=params.context_management, betas=params.betas,
+            messages=view, max_tokens=self._settings.max_tokens, system=self.system,
+            tools=tools, context_management=params.context_management, betas=params.betas,
         )  # fmt: skip
-        count = getattr(self.model, "count_tokens", None)
+        count = getattr(self._model, "count_tokens", None)
         if count is None or not view or params.context_management is None:
             why = "no edit to count" if params.context_management is None else "nothing to count"
             if count is None:
-                why = f"the model {self.model.name!r} cannot count tokens"
+                why = f"the model {self._model.name!r} cannot count tokens"
             return Preview(strategy.name, strategy.when, before, before, view, why, original=view)
         edited, original = count(request)
         after = replace(before, tokens=edited, tokens_exact=True)
@@ -767,84 +732,46 @@ class Session:
         )  # fmt: skip
 
     def _save_output(self, tool_use_id: str, text: str) -> str:
-        path = self.transcript.save_tool_output(tool_use_id, text)
-        try:
-            return path.relative_to(self.workspace).as_posix()
-        except ValueError:
-            return str(path)
+        self._transcript.save_tool_output(tool_use_id, text)
+        return output_shown(self._outputs, tool_use_id)
 
     def _prompt_overhead(self) -> int:
         """Characters of what every request sends besides the messages."""
-        return len(self.system) + len(to_json([tool.definition() for tool in self.tools]))
+        return len(self.system) + len(to_json([tool.definition() for tool in self._tools]))
+
+    def _write(self, records: list[Record]) -> None:
+        for kind, record in records:
+            self._transcript.write(kind, record)
 
     def _record_start(self) -> None:
-        self.transcript.write(
-            "session_start",
-            {
-                "model": self.model.name,
-                "offline": self.model.offline,
-                "workspace": str(self.workspace),
-                "system": self.system,
-                "tools": [tool.name for tool in self.tools],
-                "policy": _policy_record(self.policy),
-                "strategies": [describe(s) for s in self.compactor.strategies],
-                "max_turns": self.max_turns,
-                "cache": asdict(self.cache),
-                "prices": _price_record(self.ledger.prices),
-            },
+        self._write(
+            start_records(
+                self._settings,
+                self._ledger.prices,
+                [describe(s) for s in self._compactor.strategies],
+                model=self._model.name,
+                offline=self._model.offline,
+                workspace=str(self.workspace),
+                tools=[tool.name for tool in self._tools],
+                outputs=self._outputs,
+            )
         )
-        # Every other setting (those session_start does not carry, a new one included).
-        rest = _recorded(self._settings, skip=frozenset({"system_prompt", "max_turns"}))
-        self.transcript.write("settings", {"settings": rest})
 
 
 def _name(observer: Observer) -> str:
     return getattr(observer, "__qualname__", None) or type(observer).__name__
 
 
-def _policy_record(policy: CompactPolicy) -> dict[str, Any]:
-    record = dict(vars(policy))
-    record["exclude_tools"] = sorted(policy.exclude_tools)
-    return record
+def _settings_value(settings: SessionSettings | None) -> SessionSettings:
+    if settings is None:
+        return SessionSettings()
+    if not isinstance(settings, SessionSettings):
+        raise TypeError(f"settings must be a SessionSettings, got {type(settings).__name__}")
+    return settings
 
 
-RECORDED_ELSEWHERE = frozenset({"policy", "caching", "cache_ttl", "cache_static_ttl", "prices"})
-"""Settings with records of their own (`policy`, `cache`, `prices`); the others go in
-`settings` records, at the start and when they change."""
-
-
-def _recorded(settings: SessionSettings, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
-    return {
-        f.name: getattr(settings, f.name)
-        for f in fields(settings)
-        if f.name not in RECORDED_ELSEWHERE and f.name not in skip
-    }
-
-
-def _changed(old: SessionSettings, new: SessionSettings) -> dict[str, Any]:
-    """The settings `new` changes, as a `settings` record holds them."""
-    before = _recorded(old)
-    return {name: value for name, value in _recorded(new).items() if before[name] != value}
-
-
-def _price_record(table: PriceTable) -> dict[str, dict[str, float]]:
-    """The rates of `table` that differ from the shipped ones, by model (what a `prices`
-    record holds; `price_table` of it is the table again)."""
-    shipped = price_table(None)
-    return {
-        model: {rate: getattr(price, rate) for rate in RATE_FIELDS}
-        for model in table.models()
-        if (price := table.lookup(model)) is not None and price != shipped.lookup(model)
-    }
-
-
-def _result(finished: AskFinished, events: list[Event]) -> AskResult:
-    return AskResult(
-        text=finished.text,
-        stop_reason=finished.stop_reason,
-        turns=finished.turns,
-        usage=finished.usage,
-        duration=finished.duration,
-        context=finished.context,
-        events=events,
-    )
+def _strategies(strategies: Sequence[Strategy] | None) -> list[Strategy]:
+    """The strategies a session runs: these (each checked), or the seed's pipeline."""
+    if strategies is None:
+        return default_pipeline()
+    return [check_strategy(s) for s in strategies]

@@ -31,7 +31,7 @@ configured (see `evo_magic.compact.server`); its `compact` does nothing before a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
 from evo_magic.compact.pins import with_pins
@@ -393,6 +393,22 @@ def server_edit(strategy: object) -> ServerEdit | None:
     """The strategy's `ServerEdit` when it is a server strategy, else None."""
     method = getattr(strategy, "server_edit", None)
     return method() if callable(method) else None
+
+
+def parameters_of(strategy: object) -> dict[str, Any]:
+    """A strategy's parameters as given: a dataclass's fields, else its public attributes
+    (`when` apart: it is the strategy's, recorded on its own)."""
+    if is_dataclass(strategy):
+        params = {f.name: getattr(strategy, f.name) for f in fields(strategy)}
+    else:
+        params = {k: v for k, v in vars(strategy).items() if not k.startswith("_")}
+    params.pop("when", None)
+    return params
+
+
+def settings_of(strategy: Strategy) -> tuple[Any, ...]:
+    """What makes two strategies the same setting: class, name, when and parameters."""
+    return (type(strategy), strategy.name, strategy.when, parameters_of(strategy))
 
 
 def check_strategy(strategy: object) -> Strategy:

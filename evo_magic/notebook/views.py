@@ -13,7 +13,8 @@ from evo_magic.tools import describe_sandbox
 def context_text(sessions: Sessions, session: Any) -> str:
     """The session's numbers: model, context, compactions, sandbox, cost, transcript."""
     state = session.state
-    paused = session.compactor.paused
+    paused = session.paused
+    thrashing = session.state.thrashing(session.policy)
     tokens = session.token_limit
     limit = f"limit {session.policy.context_limit:,} chars" + (
         f", {tokens:,} tokens" if tokens else ""
@@ -25,11 +26,11 @@ def context_text(sessions: Sessions, session: Any) -> str:
         f"compactions: {state.compact_count}; has_compacted={state.has_compacted}; "
         f"failures in a row: {state.consecutive_failures}"
         + (" — automatic compaction PAUSED" if paused else "")
-        + (" (the context kept refilling: max_refills)" if session.compactor.thrashing else ""),
+        + (" (the context kept refilling: max_refills)" if thrashing else ""),
         f"recent files: {', '.join(state.recent_files) or 'none'}",
-        describe_sandbox(session.sandbox),
+        describe_sandbox(session.settings.sandbox),
         cost_line(sessions, session),
-        f"transcript: {session.transcript.path}",
+        f"transcript: {session.transcript_path}",
     ]
     if state.last_summary:
         lines.append(f"last summary: {clip(state.last_summary, 300, one_line=False)}")
@@ -42,7 +43,8 @@ def cost_line(sessions: Sessions, session: Any) -> str:
     last = sessions.results.get(name) if name is not None else None
     finished = [e for e in last.events if e.kind == "ask_finished"] if last else []
     cell = usd(cell_cost(finished[-1])) if finished else "-"
-    caching = f"caching {session.cache.ttl}" if session.cache.enabled else "caching off"
+    cache = session.settings.cache
+    caching = f"caching {cache.ttl}" if cache.enabled else "caching off"
     return (
         f"cost: {usd(session.cost_usd)} so far, {cell} last cell; cache hit rate "
         f"{session.usage.cache_hit_rate:.0%} ({caching}; prices of {session.prices.as_of})"

@@ -22,8 +22,8 @@ from evo_magic.analysis.replay.server import (
 )
 from evo_magic.analysis.replay.summaries import Summaries
 from evo_magic.analysis.replay.timeline import Change
-from evo_magic.compact.base import Strategy, server_edit
-from evo_magic.compact.compactor import Compactor
+from evo_magic.compact.base import Strategy
+from evo_magic.compact.compactor import CompactionServices, Compactor
 from evo_magic.compact.pins import Pin
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.server import request_params, server_strategies
@@ -32,7 +32,7 @@ from evo_magic.cost import Price, PriceTable, call_cost
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
 from evo_magic.history import History
 from evo_magic.measure import ContextSize, TokenAnchor, TokenRate, list_chars
-from evo_magic.messages import blocks_of_type, calls_tools, first_text
+from evo_magic.messages import blocks_of_type, first_text
 from evo_magic.models.base import Model
 from evo_magic.models.catalog import COMPACT_EDIT, context_window
 from evo_magic.prompt_cache import (
@@ -48,9 +48,10 @@ from evo_magic.prompt_cache import (
     start_key,
 )
 from evo_magic.strategies import default_pipeline
-from evo_magic.strategies.registry import NotRebuildable, describe, rebuild
+from evo_magic.strategies.registry import NotRebuildable, rebuild
 from evo_magic.summariser import Summariser, Summary
 from evo_magic.tools.files import touched_path
+from evo_magic.transcript import default_outputs_shown, output_shown
 from evo_magic.usage import Usage
 
 RECORDED = "recorded"
@@ -141,19 +142,17 @@ class Run:
         self.tracker = PrefixTracker(clock=lambda: self.now)
         self.pins: dict[int, Pin] = {}
         """The pins the session had at this point (from its pin and unpin records)."""
-        self.compactor = Compactor(
-            self.history,
+        self.outputs = default_outputs_shown(recording.session_id)
+        """The folder saved outputs are shown in (the session's own, once its start is read)."""
+        services = CompactionServices(
             emit=self._observe,
             summarise=self.summaries,
-            snapshot=lambda messages: "",
-            save_output=lambda tool_use_id, text: f"tool-results/{tool_use_id}.txt",
-            policy=self.policy,
-            strategies=[],
-            cache=self.tracker,
+            save_output=lambda tool_use_id, text: output_shown(self.outputs, tool_use_id),
             model=lambda: self.model or None,
             server_summarise=self._server_summarise,
             pins=lambda reread: tuple(pin.block_text for pin in self.pins.values()),
         )
+        self.compactor = Compactor(self.history, services, policy=self.policy, cache=self.tracker)
         self.server = ModelledServer()
         self._replacing_epoch: tuple[int, int] = (-1, -1)
         self._server_cleared = 0
@@ -162,10 +161,12 @@ class Run:
         """Recorded server compactions whose iteration is charged already."""
         self._server_block: dict[str, Any] | None = None
         """A modelled compaction's block, waiting for the reply it opens."""
+        self._stop_reason: str | None = None
+        """Why the reply to the latest recorded call ended (whether it answered the request)."""
         if isinstance(chosen, list):
             self.compactor.strategies = chosen
         elif chosen is None:
-            self._use_strategies(default_pipeline(self.policy))
+            self.compactor.configure(default_pipeline())
         model = settings.model or first_model(recording) or ""
         self.model = model
         self._windows: dict[str, int | None] = {}
@@ -199,14 +200,15 @@ class Run:
             if self.recorded_mode:
                 self._recorded_strategies(value)
             return
+        if name == "outputs":  # where this session's saved outputs are: as live showed them
+            self.outputs = value
+            return
         if getattr(self.settings, name) is not None and not self.recorded_mode:
             return
         if name == "policy":
             self.policy = value
             self.compactor.policy = value
             self.summaries.use_policy(value)
-            if self.chosen is None:  # the session's rule: the default pipeline follows it
-                self._use_strategies(default_pipeline(value))
         elif name == "cache":
             self.cache_settings = value
         elif name == "prices":
@@ -228,11 +230,6 @@ class Run:
                 self.unrebuilt.append(str(exc))
         # A record is written only when they changed: they start afresh, as they did live.
         self.compactor.strategies = [s if s.when == "every_call" else _Recorded(s) for s in made]
-
-    def _use_strategies(self, strategies: list[Strategy]) -> None:
-        """As the session does: keep the running ones (and what they know) when unchanged."""
-        if [describe(s) for s in strategies] != [describe(s) for s in self.compactor.strategies]:
-            self.compactor.strategies = strategies
 
     # -- events --------------------------------------------------------------------------
 
@@ -361,13 +358,13 @@ class Run:
             if message is None:
                 return
         requested = self._note_tool_results(message)
-        if message["role"] == "user" and kind == "prompt":
-            text = first_text(message)
-            if text is None or not is_pin_text(text):  # a pin is no request
-                self.history.pending_request = text
-        self.history.append(message)
-        if message["role"] == "assistant" and not calls_tools(message):
-            self.history.finish_request()
+        text = first_text(message) if message["role"] == "user" and kind == "prompt" else None
+        if text is not None and not is_pin_text(text):  # a pin is no request
+            self.history.begin_request(text, message)
+        else:
+            self.history.append(message)
+        if message["role"] == "assistant":
+            self.history.answered(self._stop_reason)
         if requested is not None and not self.recorded_mode:
             self.compactor.request("model", requested or None)
 
@@ -392,6 +389,7 @@ class Run:
 
     def _call(self, item: Call, *, prepare: bool = True) -> None:
         recorded = self.recording.calls.get(item.call or -1, {})
+        self._stop_reason = item.stop_reason  # of the reply that follows
         if self._server_block is not None:  # a modelled compaction that no reply followed
             self._after_server_compaction(None)
         if prepare and (not self.recorded_mode or self.compactor.strategies):
@@ -519,7 +517,7 @@ class Run:
             edits = [edit for edit in edits if edit.get("type") != COMPACT_EDIT]
         else:
             try:  # as live: a model the table says lacks one hands over to its fallback
-                edits = self.compactor.server_params(self.model).edits
+                edits = self.compactor.server.params(self.model).edits
             except ValueError as exc:
                 raise Skipped(str(exc)) from None
         if not edits:
@@ -534,7 +532,7 @@ class Run:
         for applied in served.applied:
             freed = int(applied.get("cleared_input_tokens") or 0)
             after = replace(sent, tokens=max(tokens - freed, 0))
-            name = self._server_name(applied.get("type"))
+            name = self.compactor.server.name_of(applied.get("type"))
             event = MicroCompacted((), 0, sent, after, name, cleared_tokens=freed, applied=applied)
             self.changes.append(event)
         if served.compacted:
@@ -581,7 +579,7 @@ class Run:
             CompactionFinished(
                 "server", served.instructions, before, after, True, 0.0,
                 summary=summary.text, summary_usage=usage,
-                strategy=self._server_name("compact_20260112"), layer="every_call",
+                strategy=self.compactor.server.name_of("compact_20260112"), layer="every_call",
             )
         )  # fmt: skip
         self._server_block = block
@@ -596,20 +594,11 @@ class Run:
         assert block is not None
         if message is not None and message.get("role") == "assistant":
             merged = {"role": "assistant", "content": [*block["content"], *message["content"]]}
-            self.compactor.adopt([merged], block["content"][0]["content"])
-            if not calls_tools(merged):
-                self.history.finish_request()
+            self.compactor.adopt([merged], block["content"][0]["content"], trigger="server")
+            self.history.answered(self._stop_reason)
             return None
-        self.compactor.adopt([block], block["content"][0]["content"])
+        self.compactor.adopt([block], block["content"][0]["content"], trigger="server")
         return message
-
-    def _server_name(self, feature: Any) -> str:
-        """The configured server strategy whose edit is `feature`."""
-        for strategy in server_strategies(self.compactor.strategies):
-            edit = server_edit(strategy)
-            if edit is not None and edit.feature == feature:
-                return strategy.name
-        return str(feature)
 
     def _server_summarise(
         self, messages: Sequence[dict[str, Any]], focus: str | None

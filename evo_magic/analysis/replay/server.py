@@ -2,7 +2,7 @@
 
 The server strategies of a setting (`ServerClearThinking`, `ServerClearToolUses`,
 `ServerCompact`) edit no history: the live loop sends their edits and the server applies them.
-Replay builds the same edits (`Compactor.server_params`, the code the live loop sends, which
+Replay builds the same edits (`ServerSide.params`, the code the live loop sends, which
 also hands a strategy the capability table says the model lacks over to its fallback) and
 applies them with the one implementation of their rules (`compact.server_edits`, which the test
 suite's loopback fake runs too) to the prompt each call would send, counted in tokens as the API
