@@ -211,7 +211,7 @@ class Session:
             pins=lambda reread: self._pins.texts(reread),
         )
         self._compactor = Compactor(
-            self._history, services, policy=settings.policy, strategies=chosen
+            self._history, services, policy=settings.policy, strategies=chosen, cache=self._prefix
         )
         self._pins = Pins(self._read_pinned_file, self.redact, self._record_pin, self.emit)
         self.secrets()  # the model's credentials are known (and redacted) from now on

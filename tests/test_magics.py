@@ -385,7 +385,7 @@ def test_agent_strategies_shows_what_the_next_call_runs(ip, api):
     assert len(api.accepted) == calls  # no model call in between
     records = [
         json.loads(line)
-        for line in magics(ip).sessions["default"].transcript.path.read_text().splitlines()
+        for line in magics(ip).sessions["default"].transcript_path.read_text().splitlines()
     ]
     assert [r["strategies"][0]["name"] for r in records if r["kind"] == "strategies"] == [
         "sliding-window",
@@ -467,7 +467,7 @@ def test_a_strategy_pasted_into_the_notebook_runs_through_agent_cells(ip, api):
         ip.run_cell_magic("agent", "", "Survey it again.")
     session = magics(ip).sessions["default"]
     assert [s.name for s in session.strategies] == ["micro", "keep-last-turns"]
-    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
     done = [r for r in records if r["kind"] == "compaction" and r["success"]]
     assert done and {r["strategy"] for r in done} == {"keep-last-turns"}
     assert "compaction (auto, keep-last-turns)" in captured.stdout
@@ -525,7 +525,7 @@ def test_switching_models_makes_no_false_adjusted_notes(ip):
     assert captured.stdout.count("2 model calls, stop: max_turns") == 2
     assert "adjusted" not in captured.stdout
     session = magics(ip).sessions["default"]
-    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
     assert not [r for r in records if r.get("code") == "reply_normalised"]
 
 
@@ -604,7 +604,7 @@ def test_nothing_to_compact_is_a_neutral_line_said_once_and_a_skipped_record(ip,
         "  · nothing to compact (user): no strategy found anything to do"
     ]
     session = magics(ip).sessions["default"]
-    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
     (skipped,) = [r for r in records if r["kind"] == "compaction_skipped"]
     assert skipped["reason"] == "no strategy found anything to do"
     assert skipped["strategy"] == "micro" and skipped["trigger"] == "user"
@@ -668,7 +668,7 @@ def test_compact_keeps_the_model_the_last_cell_ran(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "--offline --max-turns 2", "Look around.")
     session = magics(ip).sessions["default"]
-    start = json.loads(session.transcript.path.read_text().splitlines()[0])
+    start = json.loads(session.transcript_path.read_text().splitlines()[0])
     assert start["kind"] == "session_start" and start["model"] == "offline"
     with capture_output() as captured:
         ip.run_line_magic("compact", "")

@@ -222,7 +222,7 @@ def test_a_pinned_file_is_read_again_after_each_full_compaction(workspace: Path)
             session.pin(path="../outside.md")  # confined as the file tools are
         assert [p for p, _ in session.pins] == [pin_id]
         fake.assert_no_rejections()
-    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
     pins = [r for r in records if r["kind"] == "pin"]
     assert [r["text"] for r in pins] == ["Use spaces.\n", "Use four spaces.\n"]
     assert all(r["path"] == "AGENTS.md" and r["id"] == pin_id for r in pins)
@@ -243,7 +243,7 @@ def test_pins_are_recorded_and_replayed_at_their_place(workspace: Path):
             session.ask("Finish.")
         fake.assert_no_rejections()
         assert session.state.compact_count >= 3
-    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
     kinds = [(r["kind"], r["id"]) for r in records if r["kind"] in ("pin", "unpin")]
     assert kinds == [("pin", 1), ("pin", 2), ("unpin", 1)]
     # Replayed under its own strategies, every request is the size it was: the pins were set

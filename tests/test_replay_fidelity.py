@@ -69,14 +69,16 @@ def test_settings_changed_between_asks_replay_exactly(workspace: Path):
     with FakeAnthropic(offline_responder()) as server:
         model = AnthropicModel(client=server.client(max_retries=0))
         with Session(workspace, model=model, policy=CompactPolicy(context_limit=9_000)) as s:
-            s.strategies = [MicroCompact(keep_recent=2), SummariseOlder(keep=4)]
+            s.configure(strategies=[MicroCompact(keep_recent=2), SummariseOlder(keep=4)])
             s.ask(ASKS[0])
-            s.policy = s.policy.with_changes(context_limit=6_000)
+            s.configure(policy=s.policy.with_changes(context_limit=6_000))
             s.ask(ASKS[1])
-            s.cache = CacheSettings(enabled=False)
-            s.strategies = [ClearToolUses(keep=2, trigger_tokens=400), SummariseOlder(keep=4)]
+            s.configure(cache=CacheSettings(enabled=False))
+            s.configure(
+                strategies=[ClearToolUses(keep=2, trigger_tokens=400), SummariseOlder(keep=4)]
+            )
             s.ask(ASKS[2])
-            s.cache = CacheSettings()
+            s.configure(cache=CacheSettings())
             s.ask(ASKS[3])
         server.assert_no_rejections()
     t = load_transcripts(s.directory)
@@ -215,7 +217,7 @@ def test_prices_changed_between_asks_apply_from_where_they_were_recorded(workspa
         with Session(workspace, model=model) as s:
             s.ask(ASKS[0])
             first = s.calls
-            s.prices = {"claude-sonnet-5-5": {**free, "cache_read": 0.0}}
+            s.configure(prices={"claude-sonnet-5-5": {**free, "cache_read": 0.0}})
             s.ask(ASKS[1])
     t = load_transcripts(s.directory)
     r = replay(t, {"recorded": "recorded", "none": []})

@@ -394,7 +394,7 @@ def test_without_a_fallback_the_error_is_clear_and_the_history_valid(workspace: 
         with pytest.raises(ModelError, match="no fallback"):
             s.ask("First.")
         assert len(fake.rejections) == 1
-        s.strategies = [MicroCompact()]
+        s.configure(strategies=[MicroCompact()])
         fake.queue(reply(text("fine")))
         assert s.ask("Again.").text == "fine"
         assert len(fake.rejections) == 1
@@ -608,7 +608,7 @@ def test_compaction_blocks_go_back_with_their_beta_after_the_strategies_change(
 ):
     s = session(workspace, fake, [ServerCompact(trigger_tokens=50_000)])
     grow(s, fake, 4)
-    s.strategies = [MicroCompact()]
+    s.configure(strategies=[MicroCompact()])
     fake.queue(reply(text("still fine")))
     assert s.ask("Go on.").text == "still fine"
     assert "context_management" not in fake.accepted[-1]

@@ -46,8 +46,8 @@ def session_on(server: FakeAnthropic, workspace: Path) -> Session:
 
 
 def records(session: Session, kind: str) -> list[dict]:
-    session.transcript.sync()
-    lines = session.transcript.path.read_text().splitlines()
+    session.sync()
+    lines = session.transcript_path.read_text().splitlines()
     return [r for r in map(json.loads, lines) if r.get("kind") == kind]
 
 

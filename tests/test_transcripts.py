@@ -33,7 +33,7 @@ from evo_magic.analysis import (
     load_transcripts,
 )
 from evo_magic.analysis.formats.evo import READS_VERSION
-from evo_magic.compact.policy import PLACEHOLDER, CompactPolicy
+from evo_magic.compact.policy import CompactPolicy
 from evo_magic.events import (
     CompactionFinished,
     Event,
@@ -44,6 +44,7 @@ from evo_magic.events import (
 )
 from evo_magic.models import AnthropicModel
 from evo_magic.session import Session
+from evo_magic.strategies.micro import PLACEHOLDER
 from evo_magic.transcript import LOG_NAME, SCHEMA_VERSION, Transcript, new_session_id
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "transcripts.md"

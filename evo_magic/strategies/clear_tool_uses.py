@@ -37,7 +37,7 @@ class ClearToolUses:
     """Clear old tool results (and optionally inputs) past a token threshold; see the module."""
 
     trigger_tokens: int = setting(
-        100_000, "Clear when the prompt is over this many tokens.", minimum=1
+        100_000, "Clear when the prompt is over this many tokens.", minimum=0
     )
     trigger_tool_uses: int | None = setting(
         None, "Instead: clear when the context holds more than this many tool uses.", minimum=0
