@@ -40,9 +40,10 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evo_magic.cost import Price, model_family
+from evo_magic.catalog import MIN_CACHEABLE_TOKENS, min_cacheable_tokens, model_family
 from evo_magic.measure import estimate_tokens as estimate_chars_tokens
 from evo_magic.measure import to_json
+from evo_magic.price import Price
 from evo_magic.usage import Usage
 
 __all__ = [
@@ -75,48 +76,8 @@ LOOKBACK_BLOCKS = 20
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 UNCACHEABLE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
-MIN_CACHEABLE_TOKENS: dict[str, int] = {
-    # 512 from Claude Opus 5 and Fable 5 on (the docs' list, October 2026). Haiku 5.5 and the 5.2
-    # models are not in the list we could read: their line's 512 is assumed.
-    **dict.fromkeys(
-        (
-            "claude-fable-5-2",
-            "claude-mythos-5-2",
-            "claude-fable-5-1",
-            "claude-mythos-5-1",
-            "claude-fable-5",
-            "claude-mythos-5",
-            "claude-opus-5-5",
-            "claude-opus-5",
-            "claude-sonnet-5-5",
-            "claude-haiku-5-5",
-        ),
-        512,
-    ),
-    **dict.fromkeys(
-        (
-            "claude-opus-4-8",
-            "claude-sonnet-5",
-            "claude-sonnet-4-6",
-            "claude-sonnet-4-5",
-            "claude-opus-4-1",
-            "claude-opus-4",
-            "claude-sonnet-4",
-        ),
-        1024,
-    ),
-    **dict.fromkeys(("claude-opus-4-7", "claude-mythos-preview", "claude-3-5-haiku"), 2048),
-    **dict.fromkeys(("claude-opus-4-6", "claude-opus-4-5", "claude-haiku-4-5"), 4096),
-}
-"""The minimum cacheable prompt length in tokens, by model family, on the Claude API."""
-
 # When the model is unknown, placement assumes the most common minimum.
 DEFAULT_MIN_CACHEABLE_TOKENS = 1024
-
-
-def min_cacheable_tokens(model: str) -> int | None:
-    """The minimum cacheable prompt length of ``model`` (any id of it), or None if unknown."""
-    return MIN_CACHEABLE_TOKENS.get(model_family(model))
 
 
 # --------------------------------------------------------------------------- placement
