@@ -1,7 +1,9 @@
 """The model catalog (evo_magic/catalog.py): one family rule for every lookup, every figure
-sourced."""
+sourced, and the README's table made from it."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +12,7 @@ from evo_magic.catalog import (
     FAMILIES,
     FEATURES,
     LONG,
+    catalog_markdown,
     context_window,
     model_family,
     supports,
@@ -99,3 +102,46 @@ def test_every_figure_says_where_it_comes_from_and_when():
             if figure is not None:
                 assert source is not None, entry.name
                 assert source.detail and (source.as_of or entry.name == "offline"), entry.name
+
+
+def markdown_rows() -> dict[str, list[str]]:
+    rows = {}
+    for line in catalog_markdown().splitlines()[2:]:
+        if not line.startswith("| `"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0].split("`")[1]] = cells[1:]
+    return rows
+
+
+def test_the_generated_table_shows_each_familys_figures():
+    rows = markdown_rows()
+    assert list(rows) == list(FAMILIES)
+    for name, (window, minimum, *rates_and_sources) in rows.items():
+        expected_window = context_window(name)
+        assert window.split(" ")[0] == (f"{expected_window:,}" if expected_window else "—")
+        expected_minimum = min_cacheable_tokens(name)
+        assert minimum.split(" ")[0] == (f"{expected_minimum:,}" if expected_minimum else "—")
+        price = DEFAULT_PRICES.lookup(name)
+        rates = rates_and_sources[:5]
+        if price is None:
+            assert rates == ["—"] * 5
+        else:
+            assert [float(r) for r in rates] == [
+                price.input,
+                price.output,
+                price.cache_write_5m,
+                price.cache_write_1h,
+                price.cache_read,
+            ]
+    assert rows["claude-sonnet-5-5"][0] == "200,000 *assumed*"
+    assert rows["claude-opus-4-6"][0] == "1,000,000"
+    assert rows["claude-haiku-5-5"][1] == "512 *assumed*"
+    assert rows["gpt-5"][-2:] == ["OpenAI pricing; OpenAI model pages", "2026-12-04; 2026-12-04"]
+    assert "prompts over 100,000 tokens: 0.5 / 2.5 / 0.625 / 1 / 0.05" in catalog_markdown()
+
+
+def test_the_readme_table_is_the_generated_one():
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    # A changed catalog: paste the printed table into the README.
+    assert catalog_markdown() in readme, "print(evo_magic.catalog.catalog_markdown())"
