@@ -403,10 +403,15 @@ def catalog_markdown() -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines += [_markdown_row(entry) for entry in FAMILIES.values()]
-    lines += ["", "Sources (a figure marked *assumed* is not on its source's list: it is taken"]
-    lines[-1] += " from its line's documented predecessors):"
-    lines += ["", *(f"- {name}: {detail}" for name, detail in _source_notes().items())]
+    lines += ["", _SOURCES_HEADING, ""]
+    lines += [f"- {name}: {detail}" for name, detail in _source_notes().items()]
     return "\n".join(lines)
+
+
+_SOURCES_HEADING = (
+    "Sources (a figure marked *assumed* is not on its source's list: it is taken from its "
+    "line's documented predecessors):"
+)
 
 
 def _markdown_row(entry: Family) -> str:
