@@ -19,9 +19,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.context_chart import before_tokens
-from evo_magic.context_figure import COLUMN_WIDTH, X_LABEL, Y_LABEL
-from evo_magic.context_log import MeterData
+from evo_magic.meter.chart import before_tokens
+from evo_magic.meter.data import MeterData
+from evo_magic.meter.figure import COLUMN_WIDTH, X_LABEL, Y_LABEL
 from evo_magic.notebook.magics import AgentMagics
 from evo_magic.session import Session
 

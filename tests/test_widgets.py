@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.composition import SYSTEM
-from evo_magic.context_chart import CONTEXT_CALLS, MAX_COLUMNS
 from evo_magic.events import AskFinished, CompactionFinished, Event
 from evo_magic.measure import to_json
+from evo_magic.meter.chart import CONTEXT_CALLS, MAX_COLUMNS
+from evo_magic.meter.composition import SYSTEM
 from evo_magic.models import FunctionModel
 from evo_magic.notebook.meter import MeterData, MeterLog, clip, follow
 from evo_magic.notebook.meter_chart import PLOT_W

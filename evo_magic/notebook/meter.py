@@ -1,6 +1,6 @@
 """What the context meter says, as text and as the widget's synced state.
 
-The meter's data is the core's (`evo_magic.context_log`: the log of a session, a scope, the
+The meter's data is the core's (`evo_magic.meter`: the log of a session, a scope, the
 numbers one meter shows); the widget (widget.py), the static HTML (meter_html.py) and the
 terminal text (`meter_text`) are renderings of one `MeterData`, so the live and the saved meter
 say the same thing. The names of the log are re-exported here for the notebook layer.
@@ -13,25 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evo_magic.composition import Share
-from evo_magic.context_log import (
-    LAYERS,
-    MICRO_ASKS,
-    MICRO_ROWS,
-    TRIGGERS,
-    CallPoint,
-    Compaction,
-    MeterData,
-    MeterLog,
-    Scope,
-    clip,
-    counted,
-    follow,
-    plural,
-)
 from evo_magic.events import ContextSize
 from evo_magic.measure import to_json
-from evo_magic.render import usd
+from evo_magic.meter.composition import Share
+from evo_magic.meter.data import MICRO_ASKS, MICRO_ROWS, MeterData
+from evo_magic.meter.log import CallPoint, Compaction, MeterLog, Scope, follow
+from evo_magic.meter.words import LAYERS, TRIGGERS, counted
+from evo_magic.render import clip, plural, usd
 
 __all__ = [
     "LAYERS",
@@ -191,7 +179,7 @@ def save_figure(session: Any, path: str) -> Path:
     .png or .pdf); UsageError for another suffix or a file that cannot be written."""
     from IPython.core.error import UsageError
 
-    from evo_magic.context_figure import save
+    from evo_magic.meter.figure import save
 
     try:
         saved = save(session.context_figure(), path)

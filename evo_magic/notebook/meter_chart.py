@@ -1,4 +1,4 @@
-"""The meter's chart (`evo_magic.context_chart`) drawn in plain HTML and CSS.
+"""The meter's chart (`evo_magic.meter.chart`) drawn in plain HTML and CSS.
 
 One column per call, in tokens of the whole prompt (behind it, as a dashed outline, its size
 before what the per-call strategies or a compaction removed just before), the limit as a dashed
@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from evo_magic.context_chart import Chart, Column, Mark, before_tokens, position, tokens_label
+from evo_magic.meter.chart import Chart, Column, Mark, before_tokens, position, tokens_label
 from evo_magic.notebook.meter import (
     LAYERS,
     TRIGGERS,

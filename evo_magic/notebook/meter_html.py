@@ -12,8 +12,8 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from evo_magic.composition import SYSTEM, Share
 from evo_magic.events import ContextSize
+from evo_magic.meter.composition import SYSTEM, Share
 from evo_magic.notebook.meter import (
     LAYERS,
     MICRO_ROWS,

@@ -15,7 +15,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evo_magic.context_log import CallPoint, Compaction, MeterData
+from evo_magic.meter.data import MeterData
+from evo_magic.meter.log import CallPoint, Compaction
 
 CONTEXT_CALLS = 40
 """A cell's chart shows its own calls and at most this many before them."""
