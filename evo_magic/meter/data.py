@@ -14,8 +14,6 @@ from evo_magic.meter.log import CallPoint, Compaction, Followed, MeterLog, Scope
 MICRO_ASKS = 20
 """A meter lists the micro-compactions of this many asks at most (the newest), one group per
 ask; earlier ones are summed up in one line. Full compactions are always listed."""
-MICRO_ROWS = 40
-"""A group's detail lists this many micro-compactions at most (the newest)."""
 
 
 @dataclass

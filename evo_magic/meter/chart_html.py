@@ -18,18 +18,11 @@ import html
 from collections.abc import Sequence
 
 from evo_magic.meter.chart import Chart, Column, Mark, before_tokens, position, tokens_label
-from evo_magic.notebook.meter import (
-    LAYERS,
-    TRIGGERS,
-    CallPoint,
-    Compaction,
-    MeterData,
-    clip,
-    counted,
-    plural,
-    size_text,
-)
-from evo_magic.render import usd
+from evo_magic.meter.data import MeterData
+from evo_magic.meter.log import CallPoint, Compaction
+from evo_magic.meter.text import size_text
+from evo_magic.meter.words import LAYERS, TRIGGERS, counted
+from evo_magic.render import clip, plural, usd
 
 WIDTH, HEIGHT = 600, 236
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 26, 40
