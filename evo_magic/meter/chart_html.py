@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from evo_magic.meter.chart import Chart, Column, Mark, before_tokens, position, tokens_label
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.log import CallPoint, Compaction
-from evo_magic.meter.text import size_text
 from evo_magic.meter.words import LAYERS, TRIGGERS, counted
-from evo_magic.render import clip, plural, usd
+from evo_magic.render import clip, plural, size, usd
 
 WIDTH, HEIGHT = 600, 236
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 26, 40
@@ -309,7 +308,7 @@ def compaction_tooltip(row: Compaction) -> str:
     if row.focus:
         lines.append(f"focus: {clip(row.focus, 120)}")
     if row.success:
-        lines.append(f"{size_text(row.before)}\n-> {size_text(row.after)}")
+        lines.append(f"{size(row.before)}\n-> {size(row.after)}")
     else:
         lines.append(f"{row.error or 'failed'}; the history was kept")
     return "\n".join(lines)

@@ -14,15 +14,7 @@ from evo_magic.meter.composition import Share
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.log import Compaction
 from evo_magic.meter.words import LAYERS, TRIGGERS, counted
-from evo_magic.render import clip, plural, usd
-
-
-def size_text(size: ContextSize) -> str:
-    """ "8 messages, 4,449 chars, ~2,000 tokens"."""
-    approx = "" if size.tokens_exact else "~"
-    return (
-        f"{plural(size.messages, 'message')}, {size.chars:,} chars, {approx}{size.tokens:,} tokens"
-    )
+from evo_magic.render import clip, plural, size, usd
 
 
 def compaction_text(row: Compaction) -> str:
@@ -33,7 +25,7 @@ def compaction_text(row: Compaction) -> str:
         head += f' focus "{clip(row.focus, 80)}"'  # as typed, not a repr
     if not row.success:
         return f"{head}: {row.error or 'failed'}; the history was kept"
-    return f"{head}: {size_text(row.before)} -> {size_text(row.after)}{paid(row.cost_usd, '; ')}"
+    return f"{head}: {size(row.before)} -> {size(row.after)}{paid(row.cost_usd, '; ')}"
 
 
 def paid(cost: float | None, before: str = "") -> str:
