@@ -47,9 +47,11 @@ class Frame:
         return PLOT_W / (self.chart.x1 - self.chart.x0)
 
     def x(self, call: float) -> float:
+        """Pixels from the plot's left of a place on the call axis."""
         return (call - self.chart.x0) * self.slot
 
     def y(self, tokens: float) -> float:
+        """Pixels from the plot's bottom of a number of tokens."""
         return tokens / self.chart.top * PLOT_H
 
 
@@ -283,6 +285,7 @@ def _faint(own: bool) -> str:
 
 
 def micro_group_tooltip(rows: Sequence[Compaction]) -> str:
+    """The tooltip of a mark that stands for several micro-compactions (a long session)."""
     freed = sum(row.freed_chars for row in rows)
     return (
         f"{plural(len(rows), 'micro-compaction')} before calls {rows[0].after_call + 1}-"

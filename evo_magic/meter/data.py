@@ -84,10 +84,12 @@ class MeterData:
 
     @property
     def own_calls(self) -> list[CallPoint]:
+        """The scope's model calls (`calls` also holds those before it)."""
         return self.calls[self.scope.first_call :]
 
     @property
     def own_compactions(self) -> list[Compaction]:
+        """The scope's compactions, full and micro (`compactions` also holds earlier ones)."""
         return self.compactions[self.scope.first_compaction :]
 
     @property
@@ -97,6 +99,7 @@ class MeterData:
 
     @property
     def micro(self) -> list[Compaction]:
+        """The scope's micro-compactions."""
         return [c for c in self.own_compactions if c.micro]
 
     @property

@@ -129,6 +129,8 @@ def _fill_bar(data: MeterData) -> str:
 
 
 def share_colour(kind: str, holds: Sequence[Share]) -> str:
+    """The colour of a kind in the composition bar: its own, or for a tool's results one of
+    `RESULT_COLOURS` in the order the tools appear in `holds`."""
     if kind in KIND_COLOURS:
         return KIND_COLOURS[kind]
     results = [s.kind for s in holds if s.kind not in KIND_COLOURS]

@@ -119,10 +119,12 @@ class Compaction:
 
     @property
     def freed_chars(self) -> int:
+        """Characters of messages it removed (negative when it added, e.g. a note)."""
         return self.before.chars - self.after.chars
 
     @property
     def freed_tokens(self) -> int:
+        """Tokens it removed: the size before minus the size after, in tokens."""
         return self.before.tokens - self.after.tokens
 
 
@@ -335,6 +337,7 @@ class Scope:
 
     @property
     def closed(self) -> bool:
+        """True once `close` ended the scope (a finished cell)."""
         return self.end_call is not None
 
     def close(self, log: MeterLog) -> None:
