@@ -8,7 +8,6 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from evo_magic.meter.figure import save
 from evo_magic.notebook.sessions import Sessions
 from evo_magic.render import cell_cost, clip, plural, size, usd
 from evo_magic.tools import describe_sandbox
@@ -56,6 +55,8 @@ def cost_line(sessions: Sessions, session: Any) -> str:
 def save_figure(session: Any, path: str) -> Path:
     """`%agent context --save PATH`: the session's context figure written to PATH (.svg,
     .png or .pdf); UsageError for another suffix or a file that cannot be written."""
+    from evo_magic.meter.figure import save  # the figure's modules load when one is saved
+
     try:
         saved = save(session.context_figure(), path)
     except (ValueError, OSError) as exc:
