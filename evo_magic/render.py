@@ -1,7 +1,8 @@
-"""Plain-text rendering of session events: one line per tool call, compaction or notice.
+"""Plain-text rendering of session events: one line per tool call, compaction or notice, and
+the words every rendering shares (`plural`, `size`, `clip`, `usd`).
 
-Shared by the terminal front ends (quick start, terminal IPython) and the notebook display's
-`text/plain` fallback. Pure functions of events; nothing here prints on its own.
+Shared by the terminal front ends (quick start, terminal IPython), the notebook display's
+`text/plain` fallback and the context meter. Pure functions; nothing here prints on its own.
 """
 
 from __future__ import annotations
@@ -40,6 +41,20 @@ def size(context: ContextSize) -> str:
 def short(text: str, limit: int = 60) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def clip(text: str, limit: int, *, one_line: bool = True) -> str:
+    """`text` in at most `limit` characters: cut at the last word that fits, with an
+    ellipsis (a single word longer than `limit` is cut inside it). `one_line` folds whitespace
+    runs, newlines included, into single spaces first."""
+    text = " ".join(text.split()) if one_line else text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 1)]
+    space = max(cut.rfind(" "), cut.rfind("\n"))
+    if space > limit // 3:
+        cut = cut[:space]
+    return cut.rstrip(" \n,;:.-–—") + "…"
 
 
 def tool_head(event: ToolStarted | ToolFinished) -> str:

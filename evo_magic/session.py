@@ -20,7 +20,6 @@ from evo_magic.compact.compactor import Compactor, GivenSummary, Preview
 from evo_magic.compact.pins import Pin, pin_message
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.state import CompactState
-from evo_magic.context_log import MeterData, MeterLog, follow
 from evo_magic.cost import RATE_FIELDS, Ledger, Overrides, PriceTable, Spending, price_table
 from evo_magic.events import (
     AskFinished,
@@ -34,6 +33,8 @@ from evo_magic.events import (
 from evo_magic.history import History
 from evo_magic.loop import LoopParts, Totals, answer_left_over, run_ask
 from evo_magic.measure import to_json
+from evo_magic.meter.data import MeterData
+from evo_magic.meter.log import MeterLog, follow
 from evo_magic.models import Model, ModelRequest, resolve_model
 from evo_magic.prompt_cache import CacheSettings, PrefixTracker
 from evo_magic.secrets import add_secret, known_secrets, redact
@@ -405,7 +406,7 @@ class Session:
         just before it, the limit, and every compaction. Save it with `figure.savefig(path)`
         (in a notebook it also shows as an image once matplotlib's inline backend is on, e.g.
         after `%matplotlib inline`). Needs matplotlib (imported here, not before)."""
-        from evo_magic.context_figure import context_figure
+        from evo_magic.meter.figure import context_figure
 
         return context_figure(MeterData.of_session(self, self.context_log), width)
 

@@ -309,7 +309,7 @@ class AgentMagics(Magics, AgentConfig):
         session = registry.existing(opts.session)
         if name == "context":
             if opts.save:
-                from evo_magic.notebook.meter import save_figure
+                from evo_magic.notebook.views import save_figure
 
                 save_figure(session, opts.save)
             return self._context(session, live=opts.live)
