@@ -32,9 +32,14 @@ def plural(n: int, noun: str) -> str:
 
 
 def size(context: ContextSize) -> str:
+    """A context's size as people read it: "3 messages, 1,234 chars, ~400 tokens". An empty
+    history is "empty, 0 chars": the two characters of its JSON (`[]`) hold nothing. The
+    tokens are the whole prompt's, so the system prompt and tools still count."""
     approx = "" if context.tokens_exact else "~"
-    messages = plural(context.messages, "message")
-    return f"{messages}, {context.chars:,} chars, {approx}{context.tokens:,} tokens"
+    held = "empty, 0 chars"
+    if context.messages:
+        held = f"{plural(context.messages, 'message')}, {context.chars:,} chars"
+    return f"{held}, {approx}{context.tokens:,} tokens"
 
 
 def short(text: str, limit: int = 60) -> str:

@@ -632,6 +632,20 @@ def test_counts_read_as_english(ip, api):
     assert "0 compactions" in captured.stdout and "(s)" not in captured.stdout
 
 
+def test_an_empty_history_reads_as_empty(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "Look around.")
+        ip.run_line_magic("agent", "reset")
+    with capture_output() as captured:
+        ip.run_line_magic("agent", "context")
+        ip.run_line_magic("agent", "sessions")
+    lines = captured.stdout.splitlines()
+    context = next(line for line in lines if line.startswith("context:"))
+    assert context.startswith("context: empty, 0 chars, ~")  # the JSON `[]` is no content
+    assert lines[-1].startswith("default: ") and ", empty, 0 chars, ~" in lines[-1]
+    assert "0 messages" not in captured.stdout and " 2 chars" not in captured.stdout
+
+
 def test_the_offline_model_never_counts_past_its_last_step(workspace):
     from evo_magic.session import Session
 
