@@ -58,7 +58,7 @@ def tool_outcome(event: ToolFinished) -> str:
     status = "error" if event.is_error else "ok"
     chars = event.original_chars or len(event.output)
     saved = " (saved to file)" if event.saved_to else ""
-    return f" -> {status}, {chars:,} chars{saved}, {event.duration:.2f}s"
+    return f" -> {status}, {plural(chars, 'char')}{saved}, {event.duration:.2f}s"
 
 
 def tool_line(event: ToolFinished) -> str:

@@ -595,6 +595,14 @@ def test_the_text_view_closes_a_line_something_interrupts():
     ]
 
 
+def test_a_one_character_output_reads_as_one_char():
+    from evo_magic.events import ToolFinished
+    from evo_magic.render import tool_line
+
+    done = ToolFinished("toolu_1", "bash", {"command": "printf 1"}, "1", False, 0.01, "printf 1")
+    assert tool_line(done) == "bash: printf 1 -> ok, 1 char, 0.01s"
+
+
 def test_nothing_to_compact_is_a_neutral_line_said_once_and_a_skipped_record(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 1", "Look around.")
@@ -627,6 +635,7 @@ def test_counts_read_as_english(ip, api):
     assert footer.startswith("  · 1 model call, stop: max_turns;")
     assert footer.endswith("; 0 compactions")
     assert re.search(r"context [2-9] messages, ", footer)
+    assert "  · note: Stopped after 1 model call (max_turns=1); " in captured.stdout
     with capture_output() as captured:
         ip.run_line_magic("agent", "sessions")
     assert "0 compactions" in captured.stdout and "(s)" not in captured.stdout

@@ -26,6 +26,7 @@ from evo_magic.notebook.cell import CellView
 from evo_magic.notebook.config import AgentConfig, ConfigTable
 from evo_magic.notebook.sessions import DEFAULT_SESSION, CellResult, Sessions
 from evo_magic.notebook.views import StrategiesTable, context_text, sessions_text
+from evo_magic.render import plural
 from evo_magic.session import ObserverError
 from evo_magic.settings import SessionSettings
 from evo_magic.tools import ToolError
@@ -487,10 +488,9 @@ def _cell_text(text: str) -> str:
 
 
 def _kept(session: Any) -> str:
-    n = len(session.messages)
     return (
-        f"The history is kept ({n:,} message{'' if n == 1 else 's'}); the next cell continues "
-        "the conversation."
+        f"The history is kept ({plural(len(session.messages), 'message')}); the next cell "
+        "continues the conversation."
     )
 
 
