@@ -221,6 +221,23 @@ def test_bad_arguments_raise_usage_errors(ip, api, kind, line, cell, message):
             ip.run_line_magic("compact", line)
 
 
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ('"micro(keep_recent="', "'micro(keep_recent=' is not a strategy spec"),
+        ("nope", "unknown strategy 'nope'"),
+        ("'micro(keep_recnt=2)'", "keep_recnt"),
+    ],
+)
+def test_a_bad_strategy_spec_is_one_line_naming_the_option(ip, api, spec, why):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "warm up")
+    with capture_output() as captured:
+        ip.run_cell(f"%compact --strategy {spec}")
+    (shown,) = (captured.stdout + captured.stderr).strip().splitlines()
+    assert shown.startswith("UsageError: %compact --strategy: ") and why in shown
+
+
 def test_two_named_sessions_stay_independent(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "-s a --max-turns 1", "task for a")

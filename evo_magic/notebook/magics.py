@@ -13,6 +13,7 @@ import inspect
 import shlex
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,6 +145,10 @@ class AgentMagics(Magics, AgentConfig):
         Manual compaction is `%compact` (see `%compact?`); settings are
         `%config AgentMagics.<name> = value` (list them with `%agent config`).
         """
+        with one_line_usage_errors():
+            return self._agent(line, cell)
+
+    def _agent(self, line: str, cell: str | None) -> Any:
         if cell is None and line.split(maxsplit=1)[:1] == ["pin"]:
             # The text is taken as typed (quotes, apostrophes and all), not split as options.
             session = self.registry.get(DEFAULT_SESSION)
@@ -215,6 +220,10 @@ class AgentMagics(Magics, AgentConfig):
         A line ending in `?` is IPython's help syntax and never reaches %compact: end the
         focus with something else, or quote it (`%compact focus="why?"`).
         """
+        with one_line_usage_errors():
+            return self._compact(line)
+
+    def _compact(self, line: str) -> Any:
         args = parse_compact_line(line)
         session = self.registry.existing(args.session)
         self.registry.configure(session)
@@ -485,6 +494,18 @@ def _first_line(doc: str | None) -> str:
 
 def _cell_text(text: str) -> str:
     return text.replace("|", "\\|")
+
+
+@contextmanager
+def one_line_usage_errors() -> Iterator[None]:
+    """Raise a UsageError of a subclass (a SettingError) as a UsageError itself: IPython shows
+    exactly that class as one line, and a subclass with its whole traceback."""
+    try:
+        yield
+    except UsageError as exc:
+        if type(exc) is UsageError:
+            raise
+        raise UsageError(str(exc)) from None
 
 
 def _kept(session: Any) -> str:
