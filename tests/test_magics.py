@@ -359,6 +359,34 @@ def test_a_bad_setting_is_refused_when_it_is_set(ip, api, caplog, line, said):
     assert api.accepted[-1]["messages"][-1]["content"][0]["text"] == "second"
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("workspace", "/nonexistent", "workspace must be an existing directory.*'/nonexistent'"),
+        ("workspace", "notes.txt", "workspace must be an existing directory.*'notes.txt'"),
+        ("transcripts_root", "notes.txt", "transcripts_root must be .*'notes.txt' is a file"),
+        ("transcripts_root", "notes.txt/runs", "transcripts_root must be .*'notes.txt' is a file"),
+    ],
+)
+def test_a_path_that_cannot_work_is_refused_when_it_is_set(ip, caplog, name, value, said):
+    Path("notes.txt").write_text("a file, not a directory")
+    ip.run_line_magic("config", f"AgentMagics.{name} = {value!r}")
+    (refusal,) = [r.getMessage() for r in caplog.records if "AgentMagics" in r.getMessage()]
+    assert re.match(f"AgentMagics.{said}", refusal) and "\n" not in refusal
+    assert refusal.endswith("The setting is unchanged.") and getattr(magics(ip), name) == ""
+    with pytest.raises(UsageError, match=said):
+        setattr(magics(ip), name, value)
+
+
+def test_a_transcripts_root_yet_to_be_made_is_made(ip, api, tmp_path):
+    root = tmp_path / "not" / "yet"
+    ip.run_line_magic("config", f"AgentMagics.transcripts_root = {str(root)!r}")
+    ip.run_line_magic("config", "AgentMagics.workspace = '.'")
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "first")
+    assert magics(ip).sessions["default"].transcript.path.is_relative_to(root)
+
+
 def test_the_sandbox_settings_reach_the_session_through_config(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 1", "first")
