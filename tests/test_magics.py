@@ -476,6 +476,44 @@ def test_help_is_the_magic_arguments_once(ip):
         assert trait.help and f"--AgentMagics.{name}=" in magics(ip).class_get_help()
 
 
+@pytest.mark.parametrize("mode", ["plain", "rich"])
+def test_an_interrupt_is_said_once(ip, mode, monkeypatch):
+    import os
+    import signal
+
+    from evo_magic.events import ToolStarted
+
+    ip.run_line_magic("config", f"AgentMagics.display_mode = '{mode}'")
+    with FakeAnthropic() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-magics-0000")
+        server.queue(reply(text("Running it."), tool_use("bash", {"command": "sleep 30"})))
+        session = magics(ip).registry.get("default")
+        # The user presses interrupt as the tool starts (SIGINT, as a kernel interrupt sends).
+        session.subscribe(
+            lambda e: os.kill(os.getpid(), signal.SIGINT) if isinstance(e, ToolStarted) else None
+        )
+        with capture_output() as captured:
+            outcome = ip.run_cell("%%agent\nRun the slow command.")
+        server.assert_no_rejections()
+    assert isinstance(outcome.error_in_exec, KeyboardInterrupt)  # it still stops "Run all"
+    said = (
+        "Interrupted: the history is kept (3 messages); the next cell continues the conversation."
+    )
+    if mode == "plain":
+        assert captured.stdout.lower().count("interrupted") == 1
+        assert captured.stdout.splitlines()[-1] == said
+    else:
+        (shown,) = [line for line in captured.stdout.splitlines() if line]
+        assert shown == said
+        views = [
+            o.data for o in captured.outputs if "evo-magic-cell" in o.data.get("text/html", "")
+        ]
+        assert "Running it." in views[-1]["text/plain"]
+        assert not any("nterrupted" in view["text/plain"] + view["text/html"] for view in views)
+    assert validate_messages(session.messages) is None
+
+
 def test_model_error_is_shown_plainly_and_history_stays_valid(ip, monkeypatch):
     from fake_api import server_error
 

@@ -61,7 +61,8 @@ class AgentCellError(Exception):
 
 
 class AgentInterrupted(KeyboardInterrupt):
-    """The user interrupted a cell; shown as one line, and it still stops "Run all"."""
+    """The user interrupted a cell; shown as one line, and it still stops "Run all". The one
+    place a cell says so: its view leaves out the loop's "interrupted" notice."""
 
     def _render_traceback_(self) -> list[str]:
         return [f"Interrupted: {self}"]
@@ -270,11 +271,10 @@ class AgentMagics(Magics, AgentConfig):
             cell.result, cell.text, cell.stop_reason = result, result.text, result.stop_reason
         except KeyboardInterrupt:
             cell.error = "interrupted"
-            view.show(f"Interrupted. {_kept(session)}")
-            raise AgentInterrupted(f"Stopped. {_kept(session)}") from None
+            raise AgentInterrupted(_kept(session)) from None  # the one place it is said
         except (ModelError, ObserverError, TranscriptWriteError) as exc:
             cell.error = str(exc)
-            raise AgentCellError(f"{_sentence(str(exc))} {_kept(session)}") from None
+            raise AgentCellError(f"{_sentence(str(exc))} {_sentence(_kept(session))}") from None
         finally:
             unsubscribe()
             unsubscribe_events()
@@ -510,7 +510,7 @@ def one_line_usage_errors() -> Iterator[None]:
 
 def _kept(session: Any) -> str:
     return (
-        f"The history is kept ({plural(len(session.messages), 'message')}); the next cell "
+        f"the history is kept ({plural(len(session.messages), 'message')}); the next cell "
         "continues the conversation."
     )
 
