@@ -33,9 +33,14 @@ def plural(n: int, noun: str) -> str:
 
 
 def size(context: ContextSize) -> str:
+    """A context's size as people read it: "3 messages, 1,234 chars, ~400 tokens". An empty
+    history is "empty, 0 chars": the two characters of its JSON (`[]`) hold nothing. The
+    tokens are the whole prompt's, so the system prompt and tools still count."""
     approx = "" if context.tokens_exact else "~"
-    messages = plural(context.messages, "message")
-    return f"{messages}, {context.chars:,} chars, {approx}{context.tokens:,} tokens"
+    held = "empty, 0 chars"
+    if context.messages:
+        held = f"{plural(context.messages, 'message')}, {context.chars:,} chars"
+    return f"{held}, {approx}{context.tokens:,} tokens"
 
 
 def short(text: str, limit: int = 60) -> str:
@@ -68,7 +73,7 @@ def tool_outcome(event: ToolFinished) -> str:
     status = "error" if event.is_error else "ok"
     chars = event.original_chars or len(event.output)
     saved = " (saved to file)" if event.saved_to else ""
-    return f" -> {status}, {chars:,} chars{saved}, {event.duration:.2f}s"
+    return f" -> {status}, {plural(chars, 'char')}{saved}, {event.duration:.2f}s"
 
 
 def tool_line(event: ToolFinished) -> str:

@@ -117,8 +117,3 @@ class StrategiesTable:
 def _call(description: dict[str, Any]) -> str:
     params = ", ".join(f"{k}={v!r}" for k, v in description["params"].items())
     return f"{description['name']}({params})"
-
-
-def _call(description: dict[str, Any]) -> str:
-    params = ", ".join(f"{k}={v!r}" for k, v in description["params"].items())
-    return f"{description['name']}({params})"
