@@ -38,6 +38,7 @@ from evo_magic.history import History
 from evo_magic.measure import ContextSize, to_json
 from evo_magic.models.base import Model, ModelError, ModelReply, ModelRequest, prompt_too_long
 from evo_magic.prompt_cache import CacheSettings, PrefixTracker
+from evo_magic.render import plural
 from evo_magic.secrets import StreamRedactor
 from evo_magic.tools import Tool, ToolContext, ToolResult, run_tool
 from evo_magic.usage import Usage
@@ -133,7 +134,8 @@ def run_ask(parts: LoopParts, text: str) -> AskFinished:
                 parts.emit(
                     Notice(
                         "max_turns",
-                        f"Stopped after {turns} model calls (max_turns={parts.max_turns}); "
+                        f"Stopped after {plural(turns, 'model call')} "
+                        f"(max_turns={parts.max_turns}); "
                         "the next request continues this conversation.",
                     )
                 )

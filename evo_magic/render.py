@@ -1,7 +1,8 @@
-"""Plain-text rendering of session events: one line per tool call, compaction or notice.
+"""Plain-text rendering of session events: one line per tool call, compaction or notice, and
+the words every rendering shares (`plural`, `size`, `clip`, `usd`).
 
-Shared by the terminal front ends (quick start, terminal IPython) and the notebook display's
-`text/plain` fallback. Pure functions of events; nothing here prints on its own.
+Shared by the terminal front ends (quick start, terminal IPython), the notebook display's
+`text/plain` fallback and the context meter. Pure functions; nothing here prints on its own.
 """
 
 from __future__ import annotations
@@ -32,14 +33,33 @@ def plural(n: int, noun: str) -> str:
 
 
 def size(context: ContextSize) -> str:
+    """A context's size as people read it: "3 messages, 1,234 chars, ~400 tokens". An empty
+    history is "empty, 0 chars": the two characters of its JSON (`[]`) hold nothing. The
+    tokens are the whole prompt's, so the system prompt and tools still count."""
     approx = "" if context.tokens_exact else "~"
-    messages = plural(context.messages, "message")
-    return f"{messages}, {context.chars:,} chars, {approx}{context.tokens:,} tokens"
+    held = "empty, 0 chars"
+    if context.messages:
+        held = f"{plural(context.messages, 'message')}, {context.chars:,} chars"
+    return f"{held}, {approx}{context.tokens:,} tokens"
 
 
 def short(text: str, limit: int = 60) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def clip(text: str, limit: int, *, one_line: bool = True) -> str:
+    """`text` in at most `limit` characters: cut at the last word that fits, with an
+    ellipsis (a single word longer than `limit` is cut inside it). `one_line` folds whitespace
+    runs, newlines included, into single spaces first."""
+    text = " ".join(text.split()) if one_line else text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 1)]
+    space = max(cut.rfind(" "), cut.rfind("\n"))
+    if space > limit // 3:
+        cut = cut[:space]
+    return cut.rstrip(" \n,;:.-–—") + "…"
 
 
 def tool_head(event: ToolStarted | ToolFinished) -> str:
@@ -53,7 +73,7 @@ def tool_outcome(event: ToolFinished) -> str:
     status = "error" if event.is_error else "ok"
     chars = event.original_chars or len(event.output)
     saved = " (saved to file)" if event.saved_to else ""
-    return f" -> {status}, {chars:,} chars{saved}, {event.duration:.2f}s"
+    return f" -> {status}, {plural(chars, 'char')}{saved}, {event.duration:.2f}s"
 
 
 def tool_line(event: ToolFinished) -> str:

@@ -23,7 +23,6 @@ from evo_magic.compact.pins import Pins, pin_message
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.preview import GivenSummary, Preview
 from evo_magic.compact.state import CompactState
-from evo_magic.context_log import MeterData, follow
 from evo_magic.cost import Ledger, PriceTable, Spending, price_table
 from evo_magic.events import (
     AskFinished,
@@ -37,6 +36,8 @@ from evo_magic.events import (
 from evo_magic.history import History
 from evo_magic.loop import LoopParts, Totals, answer_left_over, run_ask
 from evo_magic.measure import to_json
+from evo_magic.meter.data import MeterData
+from evo_magic.meter.log import follow
 from evo_magic.models import Model, ModelRequest, resolve_model
 from evo_magic.prompt_cache import PrefixTracker
 from evo_magic.records import Record, change_records, pin_record, start_records, strategies_record
@@ -396,9 +397,10 @@ class Session:
     def context_figure(self, width: float = 3.4) -> Figure:
         """The context chart of the whole session as a matplotlib Figure `width` inches wide
         (3.4: a paper's column): the prompt sent at each model call in tokens, what was removed
-        just before it, the limit, and every compaction. Save it with `figure.savefig(path)`.
-        Needs matplotlib (imported here, not before)."""
-        from evo_magic.context_figure import context_figure
+        just before it, the limit, and every compaction. Save it with `figure.savefig(path)`
+        (in a notebook it also shows as an image once matplotlib's inline backend is on, e.g.
+        after `%matplotlib inline`). Needs matplotlib (imported here, not before)."""
+        from evo_magic.meter.figure import context_figure
 
         return context_figure(MeterData.of_session(self, self.context_log), width)
 

@@ -19,9 +19,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.context_chart import before_tokens
-from evo_magic.context_figure import COLUMN_WIDTH, X_LABEL, Y_LABEL
-from evo_magic.context_log import MeterData
+from evo_magic.meter.chart import before_tokens
+from evo_magic.meter.data import MeterData
+from evo_magic.meter.figure import COLUMN_WIDTH, X_LABEL, Y_LABEL
 from evo_magic.notebook.magics import AgentMagics
 from evo_magic.session import Session
 
@@ -155,3 +155,33 @@ def test_matplotlib_is_imported_only_for_a_figure(workspace: Path):
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=workspace
     )
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, True]
+
+
+def test_the_meter_runs_in_a_plain_script(workspace: Path):
+    """Every module of `evo_magic.meter` imports without IPython or ipywidgets, and a script
+    gets the meter's text, HTML and widget state without them; matplotlib comes with a figure."""
+    code = (
+        "import json, pkgutil, sys, importlib\n"
+        "import evo_magic.meter\n"
+        "for module in pkgutil.iter_modules(evo_magic.meter.__path__):\n"
+        "    importlib.import_module('evo_magic.meter.' + module.name)\n"
+        "from evo_magic.meter.data import MeterData\n"
+        "from evo_magic.meter.html import meter_html\n"
+        "from evo_magic.meter.state import state_of\n"
+        "from evo_magic.meter.text import meter_text\n"
+        "from evo_magic.session import Session\n"
+        "with Session('.', model='offline') as session:\n"
+        "    session.ask('Survey the project.')\n"
+        "    data = MeterData.of_session(session, session.context_log)\n"
+        "    shown = [meter_text(data), meter_html(data), state_of(data)['model_calls']]\n"
+        "    heavy = [m for m in ('IPython', 'ipywidgets', 'matplotlib') if m in sys.modules]\n"
+        "    session.context_figure()\n"
+        "print(json.dumps([shown, heavy, 'matplotlib' in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=workspace
+    )
+    (text, page, calls), heavy, figured = json.loads(out.stdout.strip().splitlines()[-1])
+    assert text.startswith("context meter · the whole session") and calls > 0
+    assert "class='evo-chart'" in page
+    assert heavy == [] and figured

@@ -221,6 +221,23 @@ def test_bad_arguments_raise_usage_errors(ip, api, kind, line, cell, message):
             ip.run_line_magic("compact", line)
 
 
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ('"micro(keep_recent="', "'micro(keep_recent=' is not a strategy spec"),
+        ("nope", "unknown strategy 'nope'"),
+        ("'micro(keep_recnt=2)'", "keep_recnt"),
+    ],
+)
+def test_a_bad_strategy_spec_is_one_line_naming_the_option(ip, api, spec, why):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "warm up")
+    with capture_output() as captured:
+        ip.run_cell(f"%compact --strategy {spec}")
+    (shown,) = (captured.stdout + captured.stderr).strip().splitlines()
+    assert shown.startswith("UsageError: %compact --strategy: ") and why in shown
+
+
 def test_two_named_sessions_stay_independent(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "-s a --max-turns 1", "task for a")
@@ -342,6 +359,34 @@ def test_a_bad_setting_is_refused_when_it_is_set(ip, api, caplog, line, said):
     assert api.accepted[-1]["messages"][-1]["content"][0]["text"] == "second"
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("workspace", "/nonexistent", "workspace must be an existing directory.*'/nonexistent'"),
+        ("workspace", "notes.txt", "workspace must be an existing directory.*'notes.txt'"),
+        ("transcripts_root", "notes.txt", "transcripts_root must be .*'notes.txt' is a file"),
+        ("transcripts_root", "notes.txt/runs", "transcripts_root must be .*'notes.txt' is a file"),
+    ],
+)
+def test_a_path_that_cannot_work_is_refused_when_it_is_set(ip, caplog, name, value, said):
+    Path("notes.txt").write_text("a file, not a directory")
+    ip.run_line_magic("config", f"AgentMagics.{name} = {value!r}")
+    (refusal,) = [r.getMessage() for r in caplog.records if "AgentMagics" in r.getMessage()]
+    assert re.match(f"AgentMagics.{said}", refusal) and "\n" not in refusal
+    assert refusal.endswith("The setting is unchanged.") and getattr(magics(ip), name) == ""
+    with pytest.raises(UsageError, match=said):
+        setattr(magics(ip), name, value)
+
+
+def test_a_transcripts_root_yet_to_be_made_is_made(ip, api, tmp_path):
+    root = tmp_path / "not" / "yet"
+    ip.run_line_magic("config", f"AgentMagics.transcripts_root = {str(root)!r}")
+    ip.run_line_magic("config", "AgentMagics.workspace = '.'")
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "first")
+    assert magics(ip).sessions["default"].transcript.path.is_relative_to(root)
+
+
 def test_the_sandbox_settings_reach_the_session_through_config(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 1", "first")
@@ -429,6 +474,44 @@ def test_help_is_the_magic_arguments_once(ip):
     # every setting's help is the trait's, made from the one field
     for name, trait in AgentConfig.class_traits(config=True).items():
         assert trait.help and f"--AgentMagics.{name}=" in magics(ip).class_get_help()
+
+
+@pytest.mark.parametrize("mode", ["plain", "rich"])
+def test_an_interrupt_is_said_once(ip, mode, monkeypatch):
+    import os
+    import signal
+
+    from evo_magic.events import ToolStarted
+
+    ip.run_line_magic("config", f"AgentMagics.display_mode = '{mode}'")
+    with FakeAnthropic() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-magics-0000")
+        server.queue(reply(text("Running it."), tool_use("bash", {"command": "sleep 30"})))
+        session = magics(ip).registry.get("default")
+        # The user presses interrupt as the tool starts (SIGINT, as a kernel interrupt sends).
+        session.subscribe(
+            lambda e: os.kill(os.getpid(), signal.SIGINT) if isinstance(e, ToolStarted) else None
+        )
+        with capture_output() as captured:
+            outcome = ip.run_cell("%%agent\nRun the slow command.")
+        server.assert_no_rejections()
+    assert isinstance(outcome.error_in_exec, KeyboardInterrupt)  # it still stops "Run all"
+    said = (
+        "Interrupted: the history is kept (3 messages); the next cell continues the conversation."
+    )
+    if mode == "plain":
+        assert captured.stdout.lower().count("interrupted") == 1
+        assert captured.stdout.splitlines()[-1] == said
+    else:
+        (shown,) = [line for line in captured.stdout.splitlines() if line]
+        assert shown == said
+        views = [
+            o.data for o in captured.outputs if "evo-magic-cell" in o.data.get("text/html", "")
+        ]
+        assert "Running it." in views[-1]["text/plain"]
+        assert not any("nterrupted" in view["text/plain"] + view["text/html"] for view in views)
+    assert validate_messages(session.messages) is None
 
 
 def test_model_error_is_shown_plainly_and_history_stays_valid(ip, monkeypatch):
@@ -595,6 +678,14 @@ def test_the_text_view_closes_a_line_something_interrupts():
     ]
 
 
+def test_a_one_character_output_reads_as_one_char():
+    from evo_magic.events import ToolFinished
+    from evo_magic.render import tool_line
+
+    done = ToolFinished("toolu_1", "bash", {"command": "printf 1"}, "1", False, 0.01, "printf 1")
+    assert tool_line(done) == "bash: printf 1 -> ok, 1 char, 0.01s"
+
+
 def test_nothing_to_compact_is_a_neutral_line_said_once_and_a_skipped_record(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 1", "Look around.")
@@ -627,9 +718,24 @@ def test_counts_read_as_english(ip, api):
     assert footer.startswith("  · 1 model call, stop: max_turns;")
     assert footer.endswith("; 0 compactions")
     assert re.search(r"context [2-9] messages, ", footer)
+    assert "  · note: Stopped after 1 model call (max_turns=1); " in captured.stdout
     with capture_output() as captured:
         ip.run_line_magic("agent", "sessions")
     assert "0 compactions" in captured.stdout and "(s)" not in captured.stdout
+
+
+def test_an_empty_history_reads_as_empty(ip, api):
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "Look around.")
+        ip.run_line_magic("agent", "reset")
+    with capture_output() as captured:
+        ip.run_line_magic("agent", "context")
+        ip.run_line_magic("agent", "sessions")
+    lines = captured.stdout.splitlines()
+    context = next(line for line in lines if line.startswith("context:"))
+    assert context.startswith("context: empty, 0 chars, ~")  # the JSON `[]` is no content
+    assert lines[-1].startswith("default: ") and ", empty, 0 chars, ~" in lines[-1]
+    assert "0 messages" not in captured.stdout and " 2 chars" not in captured.stdout
 
 
 def test_the_offline_model_never_counts_past_its_last_step(workspace):

@@ -257,6 +257,12 @@ def test_kernel_interrupt_mid_agent_keeps_a_valid_history(workspace: Path):
             assert "KeyboardInterrupt" in interrupted["content"]["ename"] or (
                 "Interrupted" in interrupted["content"]["ename"]
             )
+            assert interrupted["content"]["traceback"] == [  # one line, said once
+                "Interrupted: the history is kept (3 messages); the next cell continues the "
+                "conversation."
+            ]
+            streamed = "".join(m["content"].get("text", "") for m in _iopub_of(kc, msg_id))
+            assert "Running it." in streamed and "nterrupted" not in streamed
             check = (
                 "from fake_api import validate_messages\n"
                 "m = next(c for c in get_ipython().configurables "
@@ -281,6 +287,18 @@ def _wait_for_request(api: FakeAnthropic, count: int, timeout: float = 60) -> No
         if time.monotonic() > deadline:
             pytest.fail("the kernel never called the API")
         time.sleep(0.05)
+
+
+def _iopub_of(kc, msg_id: str, timeout: float = 60) -> list[dict]:
+    """The iopub messages of one request, up to its kernel going idle."""
+    seen = []
+    while True:
+        msg = kc.get_iopub_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return seen
+        seen.append(msg)
 
 
 def _reply_to(kc, msg_id: str, timeout: float = 60) -> dict:

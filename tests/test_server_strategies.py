@@ -538,7 +538,7 @@ def test_the_cell_log_lines_say_what_the_server_did(fake: FakeAnthropic, workspa
 
 
 def test_the_meter_shows_the_servers_compaction(fake: FakeAnthropic, workspace: Path):
-    from evo_magic.notebook.meter import MeterLog
+    from evo_magic.meter.log import MeterLog
 
     meter = MeterLog()
     s = session(workspace, fake, [ServerCompact(trigger_tokens=50_000)])

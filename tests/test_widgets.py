@@ -14,15 +14,16 @@ from typing import Any
 import pytest
 
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.composition import SYSTEM
-from evo_magic.context_chart import CONTEXT_CALLS, MAX_COLUMNS
 from evo_magic.events import AskFinished, CompactionFinished, Event
 from evo_magic.measure import to_json
+from evo_magic.meter.chart import CONTEXT_CALLS, MAX_COLUMNS
+from evo_magic.meter.chart_html import PLOT_W
+from evo_magic.meter.composition import SYSTEM
+from evo_magic.meter.data import MeterData
+from evo_magic.meter.log import MeterLog, follow
 from evo_magic.models import FunctionModel
-from evo_magic.notebook.meter import MeterData, MeterLog, clip, follow
-from evo_magic.notebook.meter_chart import PLOT_W
 from evo_magic.notebook.widget import ContextMeter, static_meter
-from evo_magic.render import cell_cost, usd
+from evo_magic.render import cell_cost, clip, usd
 from evo_magic.session import Session
 
 SECRET = "sk-ant-test-WIDGET-SECRET-1234"

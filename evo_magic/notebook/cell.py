@@ -43,6 +43,9 @@ TEXT_WIDTH = 100
 """Columns of the plain-text footer of a quiet cell (wrapped between words)."""
 ICONS = {"compaction": "↓ ", "micro": "↓ ", "error": "✗ "}
 """Marks in front of log lines: glyphs every common font has (a notice says "note:")."""
+SAID_BY_THE_MAGIC = frozenset({"interrupted"})
+"""Notices a cell leaves out: the magic ends such a cell with one line that says it (and how
+much history was kept), so the cell would say it twice."""
 FOOTER_STYLE = "color:#555;border-top:1px solid #ddd;margin-top:4px;padding-top:2px"
 NO_MATH = "mathjax_ignore tex2jax_ignore"
 """Classes that keep front ends from typesetting "$0.01 this cell, $0.02" as LaTeX."""
@@ -234,6 +237,8 @@ class CellView:
             self._handle = display(self._bundle(), raw=True, display_id=True)
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, Notice) and event.code in SAID_BY_THE_MAGIC:
+            return
         with self._lock:
             changed = self.log.add(event)
         if self.quiet:
@@ -264,9 +269,12 @@ class CellView:
         ticker.start()
 
     def finish(self, event: AskFinished | None) -> None:
-        """Add the footer (when the ask finished) and show the final state."""
+        """Add the footer (when the ask finished) and show the final state; streamed text
+        or a tool's line that something stopped is ended, so what follows starts a line."""
         if self._ticking is not None:
             self._ticking.set()
+        if not self.rich and not self.quiet:
+            self._plain.end_line()
         if event is not None:
             with self._lock:
                 self.log.finish(event)
@@ -281,15 +289,6 @@ class CellView:
             display(footer_bundle(text), raw=True)
         else:
             self._write(wrapped(text) + "\n")
-
-    def show(self, line: str, kind: str = "notice") -> None:
-        """Add a line of our own (e.g. "interrupted") to the cell."""
-        with self._lock:
-            self.log.items.append(Item(kind, line))
-        if not self.rich:
-            self._plain.end_line()
-            self._write(redact(f"  · {line}\n"))
-        self.update()
 
     def update(self) -> None:
         if self._handle is not None:

@@ -11,8 +11,10 @@ strategies by spec) is declared here.
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from dataclasses import Field
+from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -86,6 +88,32 @@ SessionTraits = type(
 )
 
 
+def workspace_problem(value: str) -> str | None:
+    """Why `value` cannot be the workspace setting (None: it can): the agent works in it, so it
+    must be an existing directory ('' is the kernel's working directory)."""
+    if value and not os.path.isdir(os.path.expanduser(value)):
+        return f"must be an existing directory ('' for the kernel's cwd), got {value!r}"
+    return None
+
+
+def transcripts_root_problem(value: str) -> str | None:
+    """Why `value` cannot be the transcripts_root setting (None: it can): a directory, or a
+    path where one can be made (a session makes the missing folders), so neither a file nor a
+    path under one."""
+    path = Path(value).expanduser()
+    # '.' exists, so a relative path always has an existing ancestor.
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if not value or existing is None or existing.is_dir():
+        return None
+    shown = value if existing == path else str(existing)
+    return f"must be a directory or where one can be made, got {value!r}: {shown!r} is a file"
+
+
+PATH_RULES = {"workspace": workspace_problem, "transcripts_root": transcripts_root_problem}
+"""The rule of each path setting, checked when it is set (and the workspace again when a
+session is made in it: a directory can go away)."""
+
+
 class AgentConfig(SessionTraits):  # type: ignore[misc, valid-type]
     """Every setting of the magics: the session's (from `SessionSettings`) and the notebook's."""
 
@@ -98,10 +126,13 @@ class AgentConfig(SessionTraits):  # type: ignore[misc, valid-type]
         config=True
     )
     workspace = Unicode(
-        "", help="Directory the agent works in (new sessions). Empty: the kernel's cwd."
+        "",
+        help="Directory the agent works in (new sessions); it must exist. Empty: the kernel's cwd.",
     ).tag(config=True)
     transcripts_root = Unicode(
-        "", help="Where transcripts go (new sessions). Empty: <workspace>/.evo_magic."
+        "",
+        help="Where transcripts go (new sessions): a directory, made when missing. Empty: "
+        "<workspace>/.evo_magic.",
     ).tag(config=True)
     display_mode = Unicode(
         "auto", help="rich: HTML updated in place; plain: streamed text; auto: rich under a kernel."
@@ -164,6 +195,14 @@ class AgentConfig(SessionTraits):  # type: ignore[misc, valid-type]
                 f"{proposal.value!r}. The setting is unchanged."
             )
         return proposal.value
+
+    @validate("workspace", "transcripts_root")
+    def _check_path(self, proposal: Any) -> Any:
+        name, value = proposal.trait.name, proposal.value
+        problem = PATH_RULES[name](value)
+        if problem:
+            raise SettingError(f"AgentMagics.{name} {problem}. The setting is unchanged.")
+        return value
 
     @validate("strategies")
     def _check_strategies(self, proposal: Any) -> Any:

@@ -2,18 +2,15 @@
 
 Their options and help are their `magic_arguments` (one text per option, shown by `%agent?`);
 the settings are `notebook/config.py` (`%config AgentMagics.<name>`), the sessions and their
-meters `notebook/sessions.py`, what the subcommands show `notebook/views.py`, and the core
-`Session` does the work.
+meters `notebook/sessions.py`, the `%agent` subcommands `notebook/subcommands.py` (what they
+show `notebook/views.py`), `%compact`'s line `notebook/compact_line.py`, how a magic fails
+`notebook/errors.py`, and the core `Session` does the work.
 """
 
 from __future__ import annotations
 
-import difflib
 import inspect
-import shlex
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -21,61 +18,22 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from evo_magic.models import ModelError
-from evo_magic.notebook import summary_edit
+from evo_magic.notebook import subcommands, summary_edit
 from evo_magic.notebook.cell import CellView
-from evo_magic.notebook.config import AgentConfig, ConfigTable
+from evo_magic.notebook.compact_line import CompactArgs, read_compact_line
+from evo_magic.notebook.config import AgentConfig
+from evo_magic.notebook.errors import (
+    AgentCellError,
+    AgentInterrupted,
+    kept,
+    one_line_usage_errors,
+    sentence,
+)
 from evo_magic.notebook.sessions import DEFAULT_SESSION, CellResult, Sessions
-from evo_magic.notebook.views import StrategiesTable, context_text, sessions_text
+from evo_magic.notebook.subcommands import SUBCOMMANDS
 from evo_magic.session import ObserverError
 from evo_magic.settings import SessionSettings
-from evo_magic.tools import ToolError
 from evo_magic.transcript import TranscriptWriteError
-
-SUBCOMMANDS = {
-    "context": "the context meter, the CompactState and the numbers (--live: a meter widget "
-    "that follows the session; --save FILE: also the chart as a figure, .svg, .png or .pdf)",
-    "reset": "start the session afresh (history and compaction state; transcript continues)",
-    "history": "the current history as a DataFrame, one row per content block",
-    "transcripts": "the session's transcripts as DataFrames (blocks, calls, compactions)",
-    "config": "every setting, its value and default",
-    "sessions": "the sessions of this kernel",
-    "last": "the result of the session's last %%agent cell",
-    "strategies": "the registered compaction strategies with their parameters, and what the "
-    "session's next call runs",
-    "summaries": "every summary a compaction applied: when, strategy, focus, edited, the text",
-    "pin": "pin TEXT (or --file PATH) into every request, verbatim, whatever the strategies do",
-    "unpin": "unpin ID: no compaction carries that pin any more",
-    "pins": "the session's pinned texts and their ids",
-}
-"""The line form's subcommands: their one description (the `subcommand` argument's help)."""
-_TAKES_WORDS = ("pin", "unpin")
-
-
-class AgentCellError(Exception):
-    """A %%agent cell failed (e.g. the API failed after retries). Shown without a traceback."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"AgentError: {self}"]
-
-
-class AgentInterrupted(KeyboardInterrupt):
-    """The user interrupted a cell; shown as one line, and it still stops "Run all"."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"Interrupted: {self}"]
-
-
-@dataclass(frozen=True)
-class CompactArgs:
-    """What a `%compact` line asks for."""
-
-    session: str = DEFAULT_SESSION
-    focus: str | None = None
-    strategy: str | None = None
-    preview: bool = False
-    edit: bool = False
-    apply: bool = False
-    apply_file: str | None = None
 
 
 @magics_class
@@ -143,29 +101,17 @@ class AgentMagics(Magics, AgentConfig):
         Manual compaction is `%compact` (see `%compact?`); settings are
         `%config AgentMagics.<name> = value` (list them with `%agent config`).
         """
+        with one_line_usage_errors():
+            return self._agent(line, cell)
+
+    def _agent(self, line: str, cell: str | None) -> Any:
         if cell is None and line.split(maxsplit=1)[:1] == ["pin"]:
             # The text is taken as typed (quotes, apostrophes and all), not split as options.
-            session = self.registry.get(DEFAULT_SESSION)
-            return self._pin(session, "pin", line.split()[1:], line)
+            return subcommands.pin_line(self.registry, line)
         opts = parse_argstring(self.agent, line)
         if cell is None:
-            return self._subcommand(opts)
-        if opts.subcommand:
-            raise UsageError(
-                "%%agent takes only options on its first line; the task goes in the cell "
-                f"body (got {' '.join(opts.subcommand)!r}). See %%agent?"
-            )
-        task = self.shell.var_expand(cell) if opts.expand else cell
-        if not task.strip():
-            raise UsageError("%%agent: the cell is empty; write the task below the magic line.")
-        if opts.max_turns is not None:
-            try:  # the setting's own rule, before anything runs
-                SessionSettings(max_turns=opts.max_turns)
-            except ValueError as exc:
-                raise UsageError(f"%%agent --max-turns: {exc}") from None
-        if opts.out is not None and not opts.out.isidentifier():
-            raise UsageError(f"%%agent: --out needs a variable name, got {opts.out!r}")
-        return self._run_cell(opts, task)
+            return subcommands.run(self.registry, self._rich(), opts)
+        return self._run_cell(opts, self._task(opts, cell))
 
     @magic_arguments()
     @argument("-s", "--session", default=DEFAULT_SESSION, help="session name (default: default)")
@@ -214,6 +160,10 @@ class AgentMagics(Magics, AgentConfig):
         A line ending in `?` is IPython's help syntax and never reaches %compact: end the
         focus with something else, or quote it (`%compact focus="why?"`).
         """
+        with one_line_usage_errors():
+            return self._compact(line)
+
+    def _compact(self, line: str) -> Any:
         args = parse_compact_line(line)
         session = self.registry.existing(args.session)
         self.registry.configure(session)
@@ -241,6 +191,26 @@ class AgentMagics(Magics, AgentConfig):
 
     # -- %%agent ---------------------------------------------------------------------------
 
+    def _task(self, opts: Any, cell: str) -> str:
+        """The task of a `%%agent` cell; UsageError, before anything runs, for a line or a
+        body that cannot run."""
+        if opts.subcommand:
+            raise UsageError(
+                "%%agent takes only options on its first line; the task goes in the cell "
+                f"body (got {' '.join(opts.subcommand)!r}). See %%agent?"
+            )
+        task = self.shell.var_expand(cell) if opts.expand else cell
+        if not task.strip():
+            raise UsageError("%%agent: the cell is empty; write the task below the magic line.")
+        if opts.max_turns is not None:
+            try:  # the setting's own rule
+                SessionSettings(max_turns=opts.max_turns)
+            except ValueError as exc:
+                raise UsageError(f"%%agent --max-turns: {exc}") from None
+        if opts.out is not None and not opts.out.isidentifier():
+            raise UsageError(f"%%agent: --out needs a variable name, got {opts.out!r}")
+        return task
+
     def _run_cell(self, opts: Any, task: str) -> None:
         registry = self.registry
         model = registry.model(opts.model, opts.offline)
@@ -260,11 +230,10 @@ class AgentMagics(Magics, AgentConfig):
             cell.result, cell.text, cell.stop_reason = result, result.text, result.stop_reason
         except KeyboardInterrupt:
             cell.error = "interrupted"
-            view.show(f"Interrupted. {_kept(session)}")
-            raise AgentInterrupted(f"Stopped. {_kept(session)}") from None
+            raise AgentInterrupted(kept(session)) from None  # the one place it is said
         except (ModelError, ObserverError, TranscriptWriteError) as exc:
             cell.error = str(exc)
-            raise AgentCellError(f"{_sentence(str(exc))} {_kept(session)}") from None
+            raise AgentCellError(f"{sentence(str(exc))} {sentence(kept(session))}") from None
         finally:
             unsubscribe()
             unsubscribe_events()
@@ -278,86 +247,6 @@ class AgentMagics(Magics, AgentConfig):
         if out:
             self.shell.user_ns[out] = cell
 
-    # -- %agent SUBCOMMAND -----------------------------------------------------------------
-
-    def _subcommand(self, opts: Any) -> Any:
-        words = opts.subcommand
-        name = words[0] if words else "context"
-        if name not in SUBCOMMANDS:
-            close = difflib.get_close_matches(name, SUBCOMMANDS, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise UsageError(
-                f"%agent: unknown subcommand {name!r}.{hint} Choose one of: "
-                f"{', '.join(SUBCOMMANDS)}; run a task with %%agent in a cell. See %agent?"
-            )
-        if len(words) > 1 and name not in _TAKES_WORDS:
-            raise UsageError(f"%agent {name} takes no arguments besides -s SESSION")
-        if opts.live and name != "context":
-            raise UsageError(f"%agent {name}: --live is for %agent context only")
-        if opts.save and name != "context":
-            raise UsageError(f"%agent {name}: --save is for %agent context only")
-        registry = self.registry
-        if name == "sessions":
-            print(sessions_text(registry))
-            return None
-        if name == "config":
-            return ConfigTable(self)
-        if name == "strategies":
-            return StrategiesTable(registry.sessions.get(opts.session))
-        if name in ("pin", "unpin", "pins"):
-            return self._pin(registry.get(opts.session), name, words[1:], None)
-        session = registry.existing(opts.session)
-        if name == "context":
-            if opts.save:
-                from evo_magic.notebook.meter import save_figure
-
-                save_figure(session, opts.save)
-            return self._context(session, live=opts.live)
-        if name == "summaries":
-            return summary_edit.summaries(session)
-        if name == "reset":
-            session.reset()
-            print(f"session {opts.session!r} reset: empty history and compaction state.")
-            return None
-        if name == "history":
-            from evo_magic.analysis import history_frame
-
-            return history_frame(session.messages)
-        if name == "transcripts":
-            from evo_magic.analysis import load_transcripts
-
-            return load_transcripts(session.directory)
-        if opts.session not in registry.results:
-            raise UsageError(f"%agent last: session {opts.session!r} has not run a cell yet")
-        return registry.results[opts.session]
-
-    def _pin(self, session: Any, name: str, words: list[str], line: str | None) -> None:
-        """%agent pin / unpin / pins (their behaviour is in evo_magic.notebook.pins)."""
-        from evo_magic.notebook.pins import pin_words, pins_text, unpin_words
-
-        if name == "pin" and line is not None and words[:1] != ["--file"]:
-            words = [line.strip()[len("pin") :].strip()]  # verbatim
-        try:
-            if name == "pins":
-                print(pins_text(session))
-            else:
-                print((pin_words if name == "pin" else unpin_words)(session, words))
-        except (ValueError, KeyError, ToolError) as exc:
-            raise UsageError(str(exc).strip("'\"")) from None
-
-    def _context(self, session: Any, live: bool = False) -> None:
-        print(context_text(self.registry, session))
-        if not self._rich():
-            return
-        from IPython.display import display
-
-        if live:  # a widget that follows the session while the kernel runs
-            display(self.registry.live_meter(session))
-        else:  # a snapshot by default: it still shows once the kernel is gone
-            from evo_magic.notebook.widget import static_meter
-
-            display(static_meter(session, self.registry.meter_log(session)), raw=True)
-
     def _rich(self) -> bool:
         if self.display_mode != "auto":
             return self.display_mode == "rich"
@@ -365,97 +254,9 @@ class AgentMagics(Magics, AgentConfig):
 
 
 def parse_compact_line(line: str) -> CompactArgs:
-    """`%compact` arguments -> CompactArgs.
-
-    The options (`%compact?` lists them; `--` ends them) are parsed by the magic's own
-    parser; the rest of the line is the focus, word for word: `focus=` in front is dropped,
-    and a focus in quotes (`focus="..."`) loses its quotes. UsageError for an unterminated
-    quote, a second focus, or words outside the quoted focus.
-    """
-    parser = AgentMagics.compact.parser
-    options: list[str] = []
-    words = _words(line)
-    start = len(line)
-    for begin, word in words:
-        if word == "--":
-            start = next(words, (len(line), ""))[0]
-            break
-        if not word.startswith("-"):
-            start = begin
-            break
-        options.append(word)
-        action = parser._option_string_actions.get(word.partition("=")[0])
-        if action is not None and action.nargs != 0 and "=" not in word:
-            options.extend(_unquoted(value) for _, value in [next(words, (0, ""))] if value)
-    opts = parser.parse_args([_unquoted(word) for word in options])
-    modes = [m for m in ("preview", "edit", "apply", "apply_file") if getattr(opts, m)]
-    if len(modes) > 1:
-        shown = " and ".join("--" + m.replace("_", "-") for m in modes)
-        raise UsageError(f"%compact: {shown} do not go together; choose one")
-    return CompactArgs(
-        opts.session,
-        _focus(line[start:].strip()),
-        opts.strategy,
-        opts.preview,
-        opts.edit,
-        opts.apply,
-        opts.apply_file,
-    )
-
-
-def _words(line: str) -> Iterator[tuple[int, str]]:
-    """Each word of `line` with where it starts, read as far as asked (quotes group words,
-    as a shell does; the focus after the options is never read this way)."""
-    lexer = shlex.shlex(line, posix=False)
-    lexer.whitespace_split = True
-    position = 0
-    while True:
-        try:
-            word = lexer.get_token()
-        except ValueError:
-            raise UsageError(
-                f"%compact: unterminated quote in {line.strip()!r}; close it, or leave the "
-                "quotes out"
-            ) from None
-        if not word:
-            return
-        start = line.index(word, position)
-        position = start + len(word)
-        yield start, word
-
-
-def _unquoted(word: str) -> str:
-    """An option's value without the quotes around it (`"sliding-window(keep=2)"`)."""
-    if len(word) >= 2 and word[0] == word[-1] and word[0] in "\"'":
-        return word[1:-1]
-    return word
-
-
-def _focus(text: str) -> str | None:
-    """The focus of the line's rest: `focus=` dropped, one pair of quotes around it removed;
-    UsageError for a second `focus=`, an unterminated quote or words outside the quotes."""
-    named = text.startswith("focus=")
-    text = text.removeprefix("focus=")
-    if " focus=" in f" {text}":
-        stray = "a second focus=" if named else "words before focus="
-        raise UsageError(
-            f"%compact: {stray} in {text!r}; give one focus, last: %compact [options] focus=TEXT"
-        )
-    if text[:1] in ("'", '"'):
-        quote = text[0]
-        end = text.find(quote, 1)
-        if end == -1:
-            raise UsageError(
-                f"%compact: the focus opens a {quote} quote that is not closed; close it, or "
-                "leave the quotes out (focus=TEXT takes the rest of the line)"
-            )
-        if text[end + 1 :].strip():
-            raise UsageError(
-                f"%compact: {text[end + 1 :].strip()!r} after the quoted focus; put it inside "
-                "the quotes or leave it out"
-            )
-        text = text[1:end]
-    return text.strip() or None
+    """`%compact` arguments -> CompactArgs, read by the magic's own parser (see
+    `compact_line.read_compact_line`)."""
+    return read_compact_line(line, AgentMagics.compact.parser)
 
 
 def usage(magic: Any) -> str:
@@ -484,20 +285,6 @@ def _first_line(doc: str | None) -> str:
 
 def _cell_text(text: str) -> str:
     return text.replace("|", "\\|")
-
-
-def _kept(session: Any) -> str:
-    n = len(session.messages)
-    return (
-        f"The history is kept ({n:,} message{'' if n == 1 else 's'}); the next cell continues "
-        "the conversation."
-    )
-
-
-def _sentence(text: str) -> str:
-    """`text` as one sentence: capitalised, ending with exactly one full stop."""
-    text = text.strip().rstrip(".")
-    return (text[:1].upper() + text[1:] + ".") if text else ""
 
 
 def load(ipython: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evo_magic.notebook.meter import clip
+from evo_magic.render import clip
 
 
 def pin_words(session: Any, words: list[str]) -> str:

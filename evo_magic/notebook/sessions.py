@@ -15,7 +15,7 @@ from IPython.core.error import UsageError
 
 from evo_magic.events import Event
 from evo_magic.models import default_model_name
-from evo_magic.notebook.config import AgentConfig
+from evo_magic.notebook.config import AgentConfig, workspace_problem
 from evo_magic.session import Session
 
 DEFAULT_SESSION = "default"
@@ -55,12 +55,13 @@ class Sessions:
         """The session `name`, made from the settings (and running `model`) when it is new."""
         if name not in self.sessions:
             config = self.config
-            workspace = os.path.expanduser(config.workspace or os.getcwd())
-            if not os.path.isdir(workspace):
+            problem = workspace_problem(config.workspace)  # checked when set; it can go away
+            if problem:
                 raise UsageError(
-                    f"AgentMagics.workspace {workspace!r} is not a directory; "
-                    "set it with %config AgentMagics.workspace = '/path'"
+                    f"AgentMagics.workspace {problem}; set it with "
+                    "%config AgentMagics.workspace = '/path'"
                 )
+            workspace = os.path.expanduser(config.workspace or os.getcwd())
             self.sessions[name] = Session(
                 workspace,
                 model=model or config.model_spec(),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from evo_magic.events import CompactionFinished
-from evo_magic.notebook.meter import tokens_text
+from evo_magic.meter.text import tokens_text
 from evo_magic.render import compaction_line
 from evo_magic.secrets import redact
 

@@ -1,12 +1,15 @@
-"""What `%agent` subcommands show: the context numbers, the sessions, the strategies."""
+"""What `%agent` subcommands show: the context numbers (and the context figure saved), the
+sessions, the strategies."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from evo_magic.notebook.meter import clip
+from IPython.core.error import UsageError
+
 from evo_magic.notebook.sessions import Sessions
-from evo_magic.render import cell_cost, plural, size, usd
+from evo_magic.render import cell_cost, clip, plural, size, usd
 from evo_magic.tools import describe_sandbox
 
 
@@ -49,6 +52,19 @@ def cost_line(sessions: Sessions, session: Any) -> str:
         f"cost: {usd(session.cost_usd)} so far, {cell} last cell; cache hit rate "
         f"{session.usage.cache_hit_rate:.0%} ({caching}; prices of {session.prices.as_of})"
     )
+
+
+def save_figure(session: Any, path: str) -> Path:
+    """`%agent context --save PATH`: the session's context figure written to PATH (.svg,
+    .png or .pdf); UsageError for another suffix or a file that cannot be written."""
+    from evo_magic.meter.figure import save  # the figure's modules load when one is saved
+
+    try:
+        saved = save(session.context_figure(), path)
+    except (ValueError, OSError) as exc:
+        raise UsageError(f"%agent context --save: {exc}") from None
+    print(f"context figure saved to {saved}")
+    return saved
 
 
 def sessions_text(sessions: Sessions) -> str:
@@ -98,11 +114,6 @@ class StrategiesTable:
             "<table><tr><th>name</th><th>when</th><th>parameters (defaults)</th>"
             f"<th>what it does</th></tr>{rows}</table>{current}"
         )
-
-
-def _call(description: dict[str, Any]) -> str:
-    params = ", ".join(f"{k}={v!r}" for k, v in description["params"].items())
-    return f"{description['name']}({params})"
 
 
 def _call(description: dict[str, Any]) -> str:

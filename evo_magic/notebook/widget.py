@@ -24,8 +24,11 @@ import ipywidgets as widgets
 import traitlets
 
 from evo_magic.events import AskFinished, CompactionFinished, Event, MicroCompacted
-from evo_magic.notebook.meter import MeterData, MeterLog, follow, meter_text, state_of
-from evo_magic.notebook.meter_html import meter_html
+from evo_magic.meter.data import MeterData
+from evo_magic.meter.html import meter_html
+from evo_magic.meter.log import MeterLog, follow
+from evo_magic.meter.state import state_of
+from evo_magic.meter.text import meter_text
 from evo_magic.secrets import redact
 
 if TYPE_CHECKING:

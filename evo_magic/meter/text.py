@@ -1,66 +1,20 @@
-"""What the context meter says, as text and as the widget's synced state.
+"""The context meter as plain text: terminal IPython, logs, and the `text/plain` of a saved
+notebook; the lines and phrases the HTML meter (`evo_magic.meter.html`) shares.
 
-The meter's data is the core's (`evo_magic.context_log`: the log of a session, a scope, the
-numbers one meter shows); the widget (widget.py), the static HTML (meter_html.py) and the
-terminal text (`meter_text`) are renderings of one `MeterData`, so the live and the saved meter
-say the same thing. The names of the log are re-exported here for the notebook layer.
+Every rendering of the meter (this text, the HTML, the widget's state) is of one `MeterData`,
+so the live and the saved meter say the same thing.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
-from evo_magic.composition import Share
-from evo_magic.context_log import (
-    LAYERS,
-    MICRO_ASKS,
-    MICRO_ROWS,
-    TRIGGERS,
-    CallPoint,
-    Compaction,
-    MeterData,
-    MeterLog,
-    Scope,
-    clip,
-    counted,
-    follow,
-    plural,
-)
 from evo_magic.events import ContextSize
-from evo_magic.measure import to_json
-from evo_magic.render import usd
-
-__all__ = [
-    "LAYERS",
-    "MICRO_ASKS",
-    "MICRO_ROWS",
-    "TRIGGERS",
-    "CallPoint",
-    "Compaction",
-    "MeterData",
-    "MeterLog",
-    "Scope",
-    "clip",
-    "counted",
-    "follow",
-    "meter_text",
-    "paid",
-    "plural",
-    "save_figure",
-    "size_text",
-    "state_of",
-]
-
-
-def size_text(size: ContextSize) -> str:
-    """ "8 messages, 4,449 chars, ~2,000 tokens"."""
-    approx = "" if size.tokens_exact else "~"
-    return (
-        f"{plural(size.messages, 'message')}, {size.chars:,} chars, {approx}{size.tokens:,} tokens"
-    )
+from evo_magic.meter.composition import Share
+from evo_magic.meter.data import MeterData
+from evo_magic.meter.log import Compaction
+from evo_magic.meter.words import LAYERS, TRIGGERS, counted
+from evo_magic.render import clip, plural, size, usd
 
 
 def compaction_text(row: Compaction) -> str:
@@ -71,7 +25,7 @@ def compaction_text(row: Compaction) -> str:
         head += f' focus "{clip(row.focus, 80)}"'  # as typed, not a repr
     if not row.success:
         return f"{head}: {row.error or 'failed'}; the history was kept"
-    return f"{head}: {size_text(row.before)} -> {size_text(row.after)}{paid(row.cost_usd, '; ')}"
+    return f"{head}: {size(row.before)} -> {size(row.after)}{paid(row.cost_usd, '; ')}"
 
 
 def paid(cost: float | None, before: str = "") -> str:
@@ -186,21 +140,6 @@ def meter_text(data: MeterData) -> str:
     return "\n".join(lines)
 
 
-def save_figure(session: Any, path: str) -> Path:
-    """`%agent context --save PATH`: the session's context figure written to PATH (.svg,
-    .png or .pdf); UsageError for another suffix or a file that cannot be written."""
-    from IPython.core.error import UsageError
-
-    from evo_magic.context_figure import save
-
-    try:
-        saved = save(session.context_figure(), path)
-    except (ValueError, OSError) as exc:
-        raise UsageError(f"%agent context --save: {exc}") from None
-    print(f"context figure saved to {saved}")
-    return saved
-
-
 def scope_title(data: MeterData) -> str:
     """ "this cell (ask 2)", "this cell", or "the whole session"."""
     if data.scope.label != "cell":
@@ -209,63 +148,3 @@ def scope_title(data: MeterData) -> str:
     if not first:
         return "this cell"
     return f"this cell (ask {first})" if first == last else f"this cell (asks {first}-{last})"
-
-
-def state_of(data: MeterData) -> dict[str, Any]:
-    """The widget's synced state: plain JSON values of the scope's numbers."""
-    return {
-        "scope": data.scope.label,
-        "before": _size_state(data.scope.before) if data.scope.before else None,
-        "messages": data.current.messages,
-        "chars": data.current.chars,
-        "tokens": data.current.tokens,
-        "context_limit": data.context_limit,
-        "token_limit": data.token_limit,
-        "model_calls": len(data.own_calls),
-        "sizes": [point.sent.chars for point in data.own_calls],
-        "calls": [_call_state(point) for point in data.own_calls],
-        "compactions": [_compaction_state(row) for row in data.own_compactions],
-        "composition": [{"kind": s.kind, "chars": s.chars, "tokens": s.tokens} for s in data.holds],
-        "cost_usd": data.cost_usd,
-    }
-
-
-def _size_state(size: ContextSize) -> dict[str, Any]:
-    return {
-        "messages": size.messages,
-        "chars": size.chars,
-        "tokens": size.tokens,
-        "tokens_exact": size.tokens_exact,
-    }
-
-
-def _call_state(point: CallPoint) -> dict[str, Any]:
-    return {
-        "call": point.call,
-        "turn": point.turn,
-        "before_chars": point.before.chars,
-        "sent_chars": point.sent.chars,
-        "tokens": point.tokens,
-        "tokens_exact": point.api_tokens is not None,
-        "cost_usd": point.cost_usd,
-    }
-
-
-def _compaction_state(row: Compaction) -> dict[str, Any]:
-    state = {
-        "label": row.label,
-        "micro": row.micro,
-        "strategy": row.strategy,
-        "layer": row.layer,
-        "trigger": row.trigger,
-        "focus": row.focus,
-        "success": row.success,
-        "error": row.error,
-        "after_call": row.after_call,
-        "turn": row.turn,
-        "cost_usd": row.cost_usd,
-        "summary_chars": len(row.summary),
-    }
-    for name, size in (("before", row.before), ("after", row.after)):
-        state.update({f"{name}_{key}": value for key, value in _size_state(size).items()})
-    return json.loads(to_json(state))  # plain JSON values only (no tuples)

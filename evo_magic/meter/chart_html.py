@@ -1,4 +1,4 @@
-"""The meter's chart (`evo_magic.context_chart`) drawn in plain HTML and CSS.
+"""The meter's chart (`evo_magic.meter.chart`) drawn in plain HTML and CSS.
 
 One column per call, in tokens of the whole prompt (behind it, as a dashed outline, its size
 before what the per-call strategies or a compaction removed just before), the limit as a dashed
@@ -17,19 +17,11 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from evo_magic.context_chart import Chart, Column, Mark, before_tokens, position, tokens_label
-from evo_magic.notebook.meter import (
-    LAYERS,
-    TRIGGERS,
-    CallPoint,
-    Compaction,
-    MeterData,
-    clip,
-    counted,
-    plural,
-    size_text,
-)
-from evo_magic.render import usd
+from evo_magic.meter.chart import Chart, Column, Mark, before_tokens, position, tokens_label
+from evo_magic.meter.data import MeterData
+from evo_magic.meter.log import CallPoint, Compaction
+from evo_magic.meter.words import LAYERS, TRIGGERS, counted
+from evo_magic.render import clip, plural, size, usd
 
 WIDTH, HEIGHT = 600, 236
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 26, 40
@@ -55,9 +47,11 @@ class Frame:
         return PLOT_W / (self.chart.x1 - self.chart.x0)
 
     def x(self, call: float) -> float:
+        """Pixels from the plot's left of a place on the call axis."""
         return (call - self.chart.x0) * self.slot
 
     def y(self, tokens: float) -> float:
+        """Pixels from the plot's bottom of a number of tokens."""
         return tokens / self.chart.top * PLOT_H
 
 
@@ -291,6 +285,7 @@ def _faint(own: bool) -> str:
 
 
 def micro_group_tooltip(rows: Sequence[Compaction]) -> str:
+    """The tooltip of a mark that stands for several micro-compactions (a long session)."""
     freed = sum(row.freed_chars for row in rows)
     return (
         f"{plural(len(rows), 'micro-compaction')} before calls {rows[0].after_call + 1}-"
@@ -316,7 +311,7 @@ def compaction_tooltip(row: Compaction) -> str:
     if row.focus:
         lines.append(f"focus: {clip(row.focus, 120)}")
     if row.success:
-        lines.append(f"{size_text(row.before)}\n-> {size_text(row.after)}")
+        lines.append(f"{size(row.before)}\n-> {size(row.after)}")
     else:
         lines.append(f"{row.error or 'failed'}; the history was kept")
     return "\n".join(lines)

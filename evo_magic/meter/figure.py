@@ -1,6 +1,6 @@
 """The context chart as a matplotlib figure, sized for a paper's column (3.4 inches wide).
 
-The same chart as the meter's (`evo_magic.context_chart`): one bar per model call, the prompt
+The same chart as the meter's (`evo_magic.meter.chart`): one bar per model call, the prompt
 it sent in tokens (a cell's own calls darker), behind it as a dashed outline its size before
 what strategies removed just before the call, the limit as a dashed line, a red line at each
 full compaction (labelled C1, C2, ...; failed ones grey and dashed) and a triangle at each
@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evo_magic.context_chart import Chart, tokens_label
-from evo_magic.context_log import MeterData
+from evo_magic.meter.chart import Chart, tokens_label
+from evo_magic.meter.data import MeterData
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -2,9 +2,9 @@
 
 What a saved notebook keeps: it shows wherever HTML outputs show (JupyterLab and Notebook 7,
 trusted or not, VS Code, nbconvert), without a kernel. Everything interactive is plain HTML:
-each column and mark of the chart has a `title` (its tooltip; see meter_chart.py), and each
-compaction is a `<details>` element that opens on a click to show its summary, its focus and
-what it replaced. The markup is also well-formed XML, so tests read it with a parser.
+each column and mark of the chart has a `title` (its tooltip; see `evo_magic.meter.chart_html`),
+and each compaction is a `<details>` element that opens on a click to show its summary, its
+focus and what it replaced. The markup is also well-formed XML, so tests read it with a parser.
 """
 
 from __future__ import annotations
@@ -12,27 +12,26 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from evo_magic.composition import SYSTEM, Share
 from evo_magic.events import ContextSize
-from evo_magic.notebook.meter import (
-    LAYERS,
-    MICRO_ROWS,
-    TRIGGERS,
-    Compaction,
-    MeterData,
+from evo_magic.meter.chart_html import GREY, PURPLE, RED, chart_html
+from evo_magic.meter.composition import SYSTEM, Share
+from evo_magic.meter.data import MeterData
+from evo_magic.meter.log import Compaction
+from evo_magic.meter.text import (
     change_text,
-    clip,
     cost_note,
-    counted,
     earlier_text,
     limit_text,
     micro_text,
     paid,
-    plural,
     scope_title,
     tokens_text,
 )
-from evo_magic.notebook.meter_chart import GREY, PURPLE, RED, chart_html
+from evo_magic.meter.words import LAYERS, TRIGGERS, counted
+from evo_magic.render import clip, plural
+
+MICRO_ROWS = 40
+"""A group's detail lists this many micro-compactions at most (the newest)."""
 
 KIND_COLOURS = {
     SYSTEM: "#9e9e9e",
@@ -130,6 +129,8 @@ def _fill_bar(data: MeterData) -> str:
 
 
 def share_colour(kind: str, holds: Sequence[Share]) -> str:
+    """The colour of a kind in the composition bar: its own, or for a tool's results one of
+    `RESULT_COLOURS` in the order the tools appear in `holds`."""
     if kind in KIND_COLOURS:
         return KIND_COLOURS[kind]
     results = [s.kind for s in holds if s.kind not in KIND_COLOURS]

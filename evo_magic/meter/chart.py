@@ -15,7 +15,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evo_magic.context_log import CallPoint, Compaction, MeterData
+from evo_magic.meter.data import MeterData
+from evo_magic.meter.log import CallPoint, Compaction
 
 CONTEXT_CALLS = 40
 """A cell's chart shows its own calls and at most this many before them."""
@@ -73,6 +74,7 @@ class Column:
 
     @property
     def removed(self) -> int:
+        """Tokens the strategies just before removed (the ghost above the column)."""
         return self.before - self.tokens
 
 
@@ -87,6 +89,7 @@ class Mark:
 
     @property
     def micro(self) -> bool:
+        """True for micro-compactions (a mark holds one kind only)."""
         return self.rows[0].micro
 
 
@@ -119,6 +122,7 @@ class Chart:
 
     @property
     def empty(self) -> bool:
+        """True when there is nothing to draw: no call and no compaction yet."""
         return not self.data.calls and not self.data.compactions
 
     def _column(self, number: int, group: tuple[CallPoint, ...]) -> Column:
@@ -155,6 +159,7 @@ class Chart:
         return marks
 
     def y_ticks(self) -> list[float]:
+        """Token values to label, from 0 to the top in round steps."""
         count = round(self.top / self.step)
         return [i * self.step for i in range(count + 1)]
 

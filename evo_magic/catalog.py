@@ -1,0 +1,458 @@
+"""The model catalog: what the project knows of each model family, and where it read it.
+
+One entry (`Family`) per model family holds its context window, the API's context features it
+accepts, its minimum cacheable prompt length and its prices, each with its `Source` (what was
+read, and when). `model_family` is the one rule that maps any id of a model to its family: every
+lookup goes through it (`lookup`, `context_window`, `supports`, `min_cacheable_tokens`, and the
+price table of `evo_magic.cost` built from `prices()`), so a dated or cloud id finds the same
+row for every figure.
+
+Where the figures come from:
+
+- Claude prices: Anthropic's pricing and model pages, read on ``PRICES_AS_OF``. Two later changes
+  were taken from price trackers that re-read the live pricing page, as the copy of the official
+  page we could read predates them: Claude Sonnet 5.5 cache reads cut from $0.20 to $0.10 per
+  million tokens on 2026-10-07; Claude Fable 5.2 and Claude Mythos 5.2 (released 2026-11-09) at
+  $8 / $40, cache writes $10 (5m) and $16 (1h), cache reads $0.20. Claude Haiku 5.5 has a second
+  band for prompts over 100,000 tokens (`LongPromptTier`).
+- OpenAI's GPT-5 family (the models of Codex sessions): OpenAI's model pages, read on
+  ``OPENAI_PRICES_AS_OF``; rates missing there (gpt-5-mini, gpt-5.2, gpt-5.2-codex,
+  gpt-5.3-codex) from GitHub's table of the models' OpenAI list prices, and gpt-5.1-codex-mini
+  from OpenRouter's listing, its cached input at the family's 10%. OpenAI bills no cache writes:
+  a cached prefix is written at the input rate and read at the "cached input" rate. Codex
+  variants without a page of their own (gpt-5.1-codex, gpt-5.1-codex-max) are priced as their
+  base model, as OpenAI lists the codex models it prices.
+- Windows and features: the platform's compaction and context editing pages ("Supported
+  models") and the context-windows page, read on ``AS_OF``. Claude models hold 200,000 tokens,
+  except those listed with 1,000,000; a ``[1m]`` tag on the name (as Claude Code writes it) means
+  1,000,000 too. Models newer than every model those pages list are assumed to support what
+  their predecessors do (their source says ``assumed``). OpenAI's GPT-5 family holds 400,000
+  (any GPT-5 id, listed or not); its features are not known (None: the feature is tried, and a
+  rejection falls back), as for any model the catalog does not list.
+- Minimum cacheable prompt lengths: the prompt-caching page (512 from Claude Opus 5 and Fable 5
+  on, in the list of October 2026). Haiku 5.5 and the 5.2 models are not in the list we could
+  read: their line's 512 is assumed.
+
+`catalog_markdown` writes the catalog as the README's table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from evo_magic.price import RATE_FIELDS, LongPromptTier, Price
+
+__all__ = [
+    "AS_OF",
+    "CLEAR_THINKING",
+    "CLEAR_TOOL_USES",
+    "COMPACT_EDIT",
+    "FAMILIES",
+    "FEATURES",
+    "GPT_5_WINDOW",
+    "LONG",
+    "MIN_CACHEABLE_TOKENS",
+    "MODELS",
+    "OPENAI_PRICES_AS_OF",
+    "OPENAI_PRICES_SOURCE",
+    "PRICES_AS_OF",
+    "PRICES_SOURCE",
+    "SOURCE",
+    "SUMMARIZE",
+    "Family",
+    "ModelInfo",
+    "Source",
+    "catalog_markdown",
+    "context_window",
+    "lookup",
+    "min_cacheable_tokens",
+    "model_family",
+    "model_info",
+    "prices",
+    "supports",
+]
+
+# --------------------------------------------------------------------------- sources
+
+PRICES_AS_OF = "2026-12-03"
+PRICES_SOURCE = (
+    "Anthropic pricing and model overview pages (platform.claude.com/docs/en/about-claude/pricing, "
+    "platform.claude.com/docs/en/models/<model>/overview), read 2026-12-03; Sonnet 5.5 cache-read "
+    "cut (2026-10-07) and Fable/Mythos 5.2 rates (2026-11-09) from price trackers checked against "
+    "the live page on 2026-12-01"
+)
+
+OPENAI_PRICES_AS_OF = "2026-12-04"
+OPENAI_PRICES_SOURCE = (
+    "OpenAI model pages (developers.openai.com/api/docs/models/gpt-5, gpt-5-codex, gpt-5-nano, "
+    "gpt-5.1), GitHub's table of OpenAI list prices (github/docs "
+    "data/tables/copilot/models-and-pricing.yml: gpt-5-mini, gpt-5.2, gpt-5.2-codex, "
+    "gpt-5.3-codex), OpenRouter (gpt-5.1-codex-mini), read 2026-12-04"
+)
+
+AS_OF = "2026-12-04"
+"""When the windows and features were read."""
+_CLAUDE_CONTEXT_PAGES = (
+    "platform.claude.com/docs: build-with-claude/compaction (supported models: Mythos "
+    "Preview, Opus 4.7, Opus 4.6, Sonnet 4.6), build-with-claude/context-editing (clearing "
+    "edits on every Claude 4 model and later), build-with-claude/context-windows (the "
+    "1,000,000-token models, as quoted on 2026-12-04)"
+)
+_OPENAI_WINDOW_PAGE = "OpenAI's models page (GPT-5: 400,000)"
+SOURCE = f"{_CLAUDE_CONTEXT_PAGES}; {_OPENAI_WINDOW_PAGE}"
+"""Where the windows and features come from."""
+
+CACHE_AS_OF = "2026-12-03"
+_CACHE_PAGE = (
+    "platform.claude.com/docs/en/build-with-claude/prompt-caching (minimum cacheable prompt "
+    "length, the list of October 2026), read 2026-12-03"
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a figure of the catalog comes from: a short ``name`` for tables, the date it was
+    read (``as_of``, None for the project's own figures) and the full citation (``detail``)."""
+
+    name: str
+    as_of: str | None
+    detail: str
+    assumed: bool = False
+    """True for a figure the source does not list for this model: assumed from its line's
+    documented predecessors."""
+
+
+ANTHROPIC_PRICING = Source("Anthropic pricing", PRICES_AS_OF, PRICES_SOURCE)
+OPENAI_PRICING = Source("OpenAI pricing", OPENAI_PRICES_AS_OF, OPENAI_PRICES_SOURCE)
+OFFLINE_PRICING = Source("evo_magic", None, "the offline scripted stand-in: nothing is billed")
+CLAUDE_CONTEXT = Source("Claude context docs", AS_OF, _CLAUDE_CONTEXT_PAGES)
+CLAUDE_CONTEXT_ASSUMED = Source("Claude context docs", AS_OF, _CLAUDE_CONTEXT_PAGES, True)
+OPENAI_WINDOWS = Source("OpenAI model pages", AS_OF, _OPENAI_WINDOW_PAGE)
+CLAUDE_CACHING = Source("Claude caching docs", CACHE_AS_OF, _CACHE_PAGE)
+CLAUDE_CACHING_ASSUMED = Source("Claude caching docs", CACHE_AS_OF, _CACHE_PAGE, True)
+
+# --------------------------------------------------------------------------- context features
+
+LONG = 1_000_000
+"""The window of the 1,000,000-token Claude models (and of any Claude id tagged ``[1m]``)."""
+GPT_5_WINDOW = 400_000
+
+COMPACT_EDIT = "compact_20260112"
+"""Automatic compaction (`context_management.edits`), beta compact-2026-01-12."""
+SUMMARIZE = "summarize"
+"""On-demand compaction (the top-level `compaction` parameter), beta compact-2026-09-04."""
+CLEAR_TOOL_USES = "clear_tool_uses_20250919"
+CLEAR_THINKING = "clear_thinking_20251015"
+FEATURES: tuple[str, ...] = (COMPACT_EDIT, SUMMARIZE, CLEAR_TOOL_USES, CLEAR_THINKING)
+
+# --------------------------------------------------------------------------- the families
+
+
+@dataclass(frozen=True)
+class Family:
+    """What the catalog knows of one model family; None where it does not know."""
+
+    name: str
+    """The family id, as `model_family` gives it."""
+    price: Price | None = None
+    price_source: Source | None = None
+    window: int | None = None
+    """The context window in input tokens."""
+    features: frozenset[str] | None = None
+    """The context features (of `FEATURES`) it accepts; None: not known (tried, falls back)."""
+    context_source: Source | None = None
+    """Where the window and the features come from."""
+    cache_minimum: int | None = None
+    """The minimum cacheable prompt length in tokens, on the Claude API."""
+    cache_source: Source | None = None
+
+
+_ALL = frozenset(FEATURES)
+_CLEARING = frozenset({CLEAR_TOOL_USES, CLEAR_THINKING})
+
+
+def _claude(
+    name: str,
+    price: Price | None,
+    window: int,
+    features: frozenset[str],
+    cache_minimum: int,
+    *,
+    context: Source = CLAUDE_CONTEXT,
+    cache: Source = CLAUDE_CACHING,
+) -> Family:
+    return Family(
+        name,
+        price=price,
+        price_source=None if price is None else ANTHROPIC_PRICING,
+        window=window,
+        features=features,
+        context_source=context,
+        cache_minimum=cache_minimum,
+        cache_source=cache,
+    )
+
+
+def _gpt(name: str, price: Price) -> Family:
+    return Family(name, price, OPENAI_PRICING, GPT_5_WINDOW, context_source=OPENAI_WINDOWS)
+
+
+def _row(input: float, output: float, write_5m: float, write_1h: float, read: float) -> Price:
+    return Price(input, output, write_5m, write_1h, read)
+
+
+def _openai(input: float, output: float, cached: float) -> Price:
+    """An OpenAI rate: cache writes are billed as input (OpenAI charges nothing extra)."""
+    return Price(input, output, input, input, cached)
+
+
+_FABLE_5_2 = _row(8, 40, 10, 16, 0.20)
+_FABLE_5_1 = _row(10, 50, 12.50, 20, 0.25)
+_FABLE_5 = _row(10, 50, 12.50, 20, 1.00)
+_OPUS_5_5 = _row(4, 20, 5, 8, 0.20)
+_OPUS_4_5_TO_5 = _row(5, 25, 6.25, 10, 0.50)
+_OPUS_4 = _row(15, 75, 18.75, 30, 1.50)
+_SONNET_5_5 = _row(2, 10, 2.50, 4, 0.10)
+_SONNET_5 = _row(2, 10, 2.50, 4, 0.20)
+_SONNET_4 = _row(3, 15, 3.75, 6, 0.30)
+_HAIKU_5_5 = Price(
+    0.10,
+    0.50,
+    0.125,
+    0.20,
+    0.01,
+    long_prompt=LongPromptTier(100_000, _row(0.50, 2.50, 0.625, 1.00, 0.05)),
+)
+_HAIKU_4_5 = _row(1, 5, 1.25, 2, 0.10)
+_HAIKU_3_5 = _row(0.80, 4, 1, 1.60, 0.08)
+_GPT_5 = _openai(1.25, 10, 0.125)
+_GPT_5_MINI = _openai(0.25, 2, 0.025)
+_GPT_5_NANO = _openai(0.05, 0.40, 0.005)
+_GPT_5_2 = _openai(1.75, 14, 0.175)
+
+_NEW = CLAUDE_CONTEXT_ASSUMED  # newer than every model the context pages list
+_NEW_CACHE = CLAUDE_CACHING_ASSUMED  # not in the caching page's list
+
+_ENTRIES = (
+    # family, price, window, features, minimum cacheable tokens
+    _claude("claude-fable-5-2", _FABLE_5_2, 200_000, _ALL, 512, context=_NEW, cache=_NEW_CACHE),
+    _claude("claude-mythos-5-2", _FABLE_5_2, 200_000, _ALL, 512, context=_NEW, cache=_NEW_CACHE),
+    _claude("claude-fable-5-1", _FABLE_5_1, LONG, _ALL, 512, context=_NEW),
+    _claude("claude-mythos-5-1", _FABLE_5_1, LONG, _ALL, 512, context=_NEW),
+    _claude("claude-fable-5", _FABLE_5, LONG, _ALL, 512, context=_NEW),
+    _claude("claude-mythos-5", _FABLE_5, LONG, _ALL, 512, context=_NEW),
+    _claude("claude-opus-5-5", _OPUS_5_5, 200_000, _ALL, 512, context=_NEW),
+    _claude("claude-opus-5", _OPUS_4_5_TO_5, LONG, _ALL, 512, context=_NEW),
+    _claude("claude-opus-4-8", _OPUS_4_5_TO_5, LONG, _ALL, 1024, context=_NEW),
+    _claude("claude-mythos-preview", None, 200_000, _ALL, 2048),
+    _claude("claude-opus-4-7", _OPUS_4_5_TO_5, LONG, _ALL, 2048),
+    _claude("claude-opus-4-6", _OPUS_4_5_TO_5, LONG, _ALL, 4096),
+    _claude("claude-opus-4-5", _OPUS_4_5_TO_5, 200_000, _CLEARING, 4096),
+    _claude("claude-opus-4-1", _OPUS_4, 200_000, _CLEARING, 1024),
+    _claude("claude-opus-4", _OPUS_4, 200_000, _CLEARING, 1024),
+    _claude("claude-sonnet-5-5", _SONNET_5_5, 200_000, _ALL, 512, context=_NEW),
+    _claude("claude-sonnet-5", _SONNET_5, LONG, _ALL, 1024, context=_NEW),
+    _claude("claude-sonnet-4-6", _SONNET_4, LONG, _ALL, 1024),
+    _claude("claude-sonnet-4-5", _SONNET_4, 200_000, _CLEARING, 1024),
+    _claude("claude-sonnet-4", _SONNET_4, 200_000, _CLEARING, 1024),
+    _claude("claude-haiku-5-5", _HAIKU_5_5, 200_000, _ALL, 512, context=_NEW, cache=_NEW_CACHE),
+    _claude("claude-haiku-4-5", _HAIKU_4_5, 200_000, _CLEARING, 4096),
+    _claude("claude-3-5-haiku", _HAIKU_3_5, 200_000, frozenset(), 2048),
+    _gpt("gpt-5", _GPT_5),
+    _gpt("gpt-5-codex", _GPT_5),
+    _gpt("gpt-5-mini", _GPT_5_MINI),
+    _gpt("gpt-5-nano", _GPT_5_NANO),
+    _gpt("gpt-5.1", _GPT_5),
+    _gpt("gpt-5.1-codex", _GPT_5),
+    _gpt("gpt-5.1-codex-max", _GPT_5),
+    _gpt("gpt-5.1-codex-mini", _GPT_5_MINI),
+    _gpt("gpt-5.2", _GPT_5_2),
+    _gpt("gpt-5.2-codex", _GPT_5_2),
+    _gpt("gpt-5.3-codex", _GPT_5_2),
+    # evo_magic's offline scripted stand-in: nothing is billed (override its price to price an
+    # offline run as if it were a model).
+    Family("offline", _row(0, 0, 0, 0, 0), OFFLINE_PRICING),
+)
+
+FAMILIES: dict[str, Family] = {entry.name: entry for entry in _ENTRIES}
+"""Every family the catalog knows, by family id (see `model_family`)."""
+
+# --------------------------------------------------------------------------- model ids
+
+_CONTEXT_TAG = re.compile(r"\[[^\]]*\]$")  # "claude-sonnet-5-5[1m]"
+_REGION_PREFIX = re.compile(r"^(?:us|eu|apac|au|jp|global)\.(?=anthropic\.)")
+_VENDOR_PREFIX = re.compile(r"^(?:anthropic[./])")
+_VERTEX_DATE = re.compile(r"@\d{8}$")  # "claude-sonnet-4-5@20250929"
+_BEDROCK_VERSION = re.compile(r"-v\d+(?::\d+)?$")  # "...-20250929-v1:0"
+_SNAPSHOT_DATE = re.compile(r"-\d{8}$")  # "claude-sonnet-4-5-20250929"
+_OPENAI_DATE = re.compile(r"^(gpt-.*)-\d{4}-\d{2}-\d{2}$")  # "gpt-5-2025-08-07"
+_OPENAI_VENDOR = re.compile(r"^openai/")  # "openai/gpt-5" (routers)
+_MAJOR_ALIAS = re.compile(r"^(claude-[a-z]+-\d+)-0$")  # "claude-opus-4-0" is Opus 4
+_LONG_TAG = "[1m]"
+
+
+def model_family(model: str) -> str:
+    """The family id of ``model``: lower case, without snapshot date or platform decorations.
+
+    ``claude-sonnet-4-5-20250929``, ``anthropic.claude-sonnet-4-5-20250929-v1:0``,
+    ``claude-sonnet-4-5@20250929`` and ``us.anthropic.claude-sonnet-4-5-20250929-v1:0`` all give
+    ``claude-sonnet-4-5``; the alias ``claude-opus-4-0`` gives ``claude-opus-4``; ``openai/gpt-5``
+    and ``gpt-5-2025-08-07`` give ``gpt-5``. Only whole, known decorations are removed, so a
+    dated id never lands on a neighbouring model (``claude-fable-5-20260609`` is Fable 5, not
+    Fable 5.2). Every lookup of the catalog, and the price table, maps ids through this.
+    """
+    family = model.strip().lower()
+    family = _CONTEXT_TAG.sub("", family)
+    family = _REGION_PREFIX.sub("", family)
+    family = _VENDOR_PREFIX.sub("", family)
+    family = _VERTEX_DATE.sub("", family)
+    family = _BEDROCK_VERSION.sub("", family)
+    family = _SNAPSHOT_DATE.sub("", family)
+    family = _MAJOR_ALIAS.sub(r"\1", family)
+    family = _OPENAI_DATE.sub(r"\1", _OPENAI_VENDOR.sub("", family))
+    return family.removesuffix("-latest")
+
+
+def lookup(model: str) -> Family | None:
+    """The catalog's entry for ``model`` (any id of its family), or None."""
+    return FAMILIES.get(model_family(model))
+
+
+def prices() -> dict[str, Price]:
+    """Every priced family's `Price`, by family id (what `evo_magic.cost.DEFAULT_PRICES` holds)."""
+    return {name: f.price for name, f in FAMILIES.items() if f.price is not None}
+
+
+def context_window(model: str) -> int | None:
+    """The context window of `model` in input tokens (dated, Bedrock and Vertex names
+    included), or None when the model is not known. A Claude id tagged ``[1m]`` holds
+    `LONG`; a GPT-5 id the catalog does not list holds the family's `GPT_5_WINDOW`."""
+    family = model_family(model)
+    if model.strip().lower().endswith(_LONG_TAG) and family.startswith("claude-"):
+        return LONG
+    entry = FAMILIES.get(family)
+    if entry is not None and entry.window is not None:
+        return entry.window
+    if family == "gpt-5" or family.startswith(("gpt-5-", "gpt-5.")):
+        return GPT_5_WINDOW
+    return None
+
+
+def supports(model: str, feature: str) -> bool | None:
+    """True when `model` accepts `feature` (one of `FEATURES`), False when the catalog says it
+    does not, None when the catalog does not know."""
+    if feature not in FEATURES:
+        raise ValueError(f"unknown context feature {feature!r}; known: {', '.join(FEATURES)}")
+    info = model_info(model)
+    return None if info is None else feature in info.features
+
+
+def min_cacheable_tokens(model: str) -> int | None:
+    """The minimum cacheable prompt length of ``model`` (any id of it), or None if unknown."""
+    entry = lookup(model)
+    return None if entry is None else entry.cache_minimum
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """One model's context window (input tokens) and the context features it accepts."""
+
+    context_window: int
+    features: frozenset[str]
+    source: str = "documented"
+    """"documented" (listed on the pages of `SOURCE`) or "assumed" (newer than every model
+    they list)."""
+
+
+def _info(entry: Family) -> ModelInfo | None:
+    if entry.window is None or entry.features is None:
+        return None
+    assumed = entry.context_source is not None and entry.context_source.assumed
+    return ModelInfo(entry.window, entry.features, "assumed" if assumed else "documented")
+
+
+MODELS: dict[str, ModelInfo] = {
+    name: info for name, entry in FAMILIES.items() if (info := _info(entry)) is not None
+}
+"""The window and features of every family whose features are known, by family id."""
+
+MIN_CACHEABLE_TOKENS: dict[str, int] = {
+    name: entry.cache_minimum for name, entry in FAMILIES.items() if entry.cache_minimum is not None
+}
+"""The minimum cacheable prompt length in tokens, by model family, on the Claude API."""
+
+
+def model_info(model: str) -> ModelInfo | None:
+    """What the catalog knows of `model`'s context (any id of its family), or None when it
+    does not know its features."""
+    return MODELS.get(model_family(model))
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def catalog_markdown() -> str:
+    """The catalog as the README's Markdown table, one row per family: window, minimum
+    cacheable tokens, prices in USD per million tokens, and the source and date of each figure
+    (prices, then window and features, then cache minimum), followed by the sources in full.
+    The README's table is this text (a test checks it)."""
+    lines = [
+        "| model family | window | cache minimum | input | output | cache write 5m "
+        "| cache write 1h | cache read | source | date |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    lines += [_markdown_row(entry) for entry in FAMILIES.values()]
+    lines += ["", _SOURCES_HEADING, ""]
+    lines += [f"- {name}: {detail}" for name, detail in _source_notes().items()]
+    return "\n".join(lines)
+
+
+_SOURCES_HEADING = (
+    "Sources (a figure marked *assumed* is not on its source's list: it is taken from its "
+    "line's documented predecessors):"
+)
+
+
+def _markdown_row(entry: Family) -> str:
+    name = f"`{entry.name}`"
+    tier = entry.price.long_prompt if entry.price else None
+    if tier is not None:
+        band = " / ".join(_number(getattr(tier.price, rate)) for rate in RATE_FIELDS)
+        name += f" (prompts over {tier.threshold_tokens:,} tokens: {band})"
+    window = _sourced(entry.window, entry.context_source)
+    minimum = _sourced(entry.cache_minimum, entry.cache_source)
+    rates = [_number(getattr(entry.price, r)) if entry.price else "—" for r in RATE_FIELDS]
+    sources = _sources_of(entry)
+    names = "; ".join(source.name for source in sources)
+    dates = "; ".join(source.as_of or "—" for source in sources)
+    return f"| {name} | {window} | {minimum} | {' | '.join(rates)} | {names} | {dates} |"
+
+
+def _sourced(value: int | None, source: Source | None) -> str:
+    if value is None:
+        return "—"
+    assumed = source is not None and source.assumed
+    return f"{value:,} *assumed*" if assumed else f"{value:,}"
+
+
+def _number(rate: float) -> str:
+    return f"{rate:g}"
+
+
+def _sources_of(entry: Family) -> list[Source]:
+    """The row's sources in column order (prices, window, cache minimum), each once."""
+    found: list[Source] = []
+    for source in (entry.price_source, entry.context_source, entry.cache_source):
+        if source is not None and all(source.name != seen.name for seen in found):
+            found.append(source)
+    return found
+
+
+def _source_notes() -> dict[str, str]:
+    """Each source's name and citation, in the order the table first uses them."""
+    notes: dict[str, str] = {}
+    for entry in FAMILIES.values():
+        for source in _sources_of(entry):
+            notes.setdefault(source.name, source.detail)
+    return notes

@@ -1,0 +1,154 @@
+"""What one meter shows: a session's `MeterLog` seen through a `Scope` at one moment, with the
+context now, the limit and what it holds by kind. The notebook's meter (widget, static HTML,
+text) and `Session.context_figure()` are renderings of one `MeterData`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from evo_magic.events import ContextSize
+from evo_magic.meter.composition import Share
+from evo_magic.meter.log import CallPoint, Compaction, Followed, MeterLog, Scope
+
+MICRO_ASKS = 20
+"""A meter lists the micro-compactions of this many asks at most (the newest), one group per
+ask; earlier ones are summed up in one line. Full compactions are always listed."""
+
+
+@dataclass
+class MeterData:
+    """The numbers one meter shows: a log seen through a scope, at one moment."""
+
+    session_id: str
+    context_limit: int
+    token_limit: int | None
+    current: ContextSize
+    """The context now (for a closed scope: when it closed)."""
+    scope: Scope
+    calls: list[CallPoint] = field(default_factory=list)
+    """Every call of the session up to the scope's end (the chart shows them all)."""
+    compactions: list[Compaction] = field(default_factory=list)
+    """Every compaction up to the scope's end."""
+    holds: list[Share] = field(default_factory=list)
+    """What the context holds now, by kind."""
+    session_cost_usd: float | None = None
+    tokens_per_char: float = 0.25
+    """The session's tokens per character of message JSON (to state the limit in tokens)."""
+
+    @classmethod
+    def of(
+        cls,
+        log: MeterLog,
+        scope: Scope,
+        session_id: str,
+        context_limit: int,
+        token_limit: int | None,
+        current: ContextSize,
+        holds: list[Share] | None = None,
+        tokens_per_char: float = 0.25,
+    ) -> MeterData:
+        """The data of `log` through `scope` (copies of the lists: later events leave it be)."""
+        calls = log.calls[: scope.end_call]
+        compactions = log.compactions[: scope.end_compaction]
+        priced = [c.cost_usd for c in calls] + [c.cost_usd for c in compactions if not c.micro]
+        session_cost = None if None in priced else float(sum(c or 0.0 for c in priced))
+        return cls(
+            session_id,
+            context_limit,
+            token_limit,
+            current,
+            replace(scope),
+            calls,
+            compactions,
+            list(holds or []),
+            session_cost,
+            tokens_per_char,
+        )
+
+    @classmethod
+    def of_session(cls, session: Followed, log: MeterLog, scope: Scope | None = None) -> MeterData:
+        """The data of `session`'s `log` through `scope` (None: the whole session), now."""
+        return cls.of(
+            log,
+            scope if scope is not None else log.whole(),
+            session.session_id,
+            session.policy.context_limit,
+            session.token_limit,
+            session.context(),
+            log.compose() if log.compose else [],
+            session.history.tokens_per_char,
+        )
+
+    # -- the scope's own story -----------------------------------------------------------
+
+    @property
+    def own_calls(self) -> list[CallPoint]:
+        """The scope's model calls (`calls` also holds those before it)."""
+        return self.calls[self.scope.first_call :]
+
+    @property
+    def own_compactions(self) -> list[Compaction]:
+        """The scope's compactions, full and micro (`compactions` also holds earlier ones)."""
+        return self.compactions[self.scope.first_compaction :]
+
+    @property
+    def full(self) -> list[Compaction]:
+        """The scope's full compactions (failed ones included)."""
+        return [c for c in self.own_compactions if not c.micro]
+
+    @property
+    def micro(self) -> list[Compaction]:
+        """The scope's micro-compactions."""
+        return [c for c in self.own_compactions if c.micro]
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the scope's model calls and summaries cost (None when one had no price)."""
+        priced = [c.cost_usd for c in self.own_calls] + [c.cost_usd for c in self.full]
+        if any(value is None for value in priced):
+            return None
+        return float(sum(value or 0.0 for value in priced))
+
+    @property
+    def limit_tokens(self) -> int:
+        """The limit on the basis of every share the meter shows, the whole prompt in tokens:
+        the token limit, or the prompt's tokens when its messages reach the character limit
+        (at the session's tokens per character), whichever comes first."""
+        chars_limit = self.current.tokens + round(
+            (self.context_limit - self.current.chars) * self.tokens_per_char
+        )
+        limits = [max(chars_limit, 1)] + ([self.token_limit] if self.token_limit else [])
+        return min(limits)
+
+    def fill(self) -> float:
+        """How full the context is: the prompt's tokens as a share of `limit_tokens`."""
+        return self.current.tokens / self.limit_tokens
+
+    @property
+    def asks(self) -> tuple[int, int]:
+        """The first and last ask whose model calls the scope holds ((0, 0): none)."""
+        turns = [c.turn for c in self.own_calls]
+        return (min(turns), max(turns)) if turns else (0, 0)
+
+    def timeline(
+        self, micro_asks: int = MICRO_ASKS
+    ) -> tuple[list[Compaction | tuple[int, list[Compaction]]], list[Compaction]]:
+        """The scope's compactions in order, to list: each full one on its own (all of them),
+        the micro-compactions of an ask as one group (placed where the first of them
+        happened), for the newest `micro_asks` asks; and apart, the micro-compactions of the
+        asks before those (to sum up, not list: a long session's list stays short)."""
+        out: list[Compaction | tuple[int, list[Compaction]]] = []
+        groups: dict[int, list[Compaction]] = {}
+        for row in self.own_compactions:
+            if not row.micro:
+                out.append(row)
+            elif row.turn in groups:
+                groups[row.turn].append(row)
+            else:
+                groups[row.turn] = [row]
+                out.append((row.turn, groups[row.turn]))
+        listed = set(sorted(groups)[-micro_asks:]) if micro_asks > 0 else set()
+        earlier = [row for turn, rows in groups.items() if turn not in listed for row in rows]
+        kept = [item for item in out if isinstance(item, Compaction) or item[0] in listed]
+        return kept, earlier
