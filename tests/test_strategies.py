@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,15 @@ from evo_magic.strategies import (
     SummariseOlder,
     default_pipeline,
 )
-from evo_magic.strategies.registry import StrategySpecError, describe_registered, make_strategy
+from evo_magic.strategies.registry import (
+    StrategySpecError,
+    describe,
+    describe_registered,
+    make_strategy,
+    rebuild,
+    spec_of,
+    strategies_markdown,
+)
 
 
 def records(session: Session, kind: str) -> list[dict[str, Any]]:

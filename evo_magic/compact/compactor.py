@@ -127,8 +127,8 @@ class Compactor:
         self._pins_due = False
         """The history was replaced (the API's compaction keeps none of the pins): the next
         call looks for them once, not every call."""
-        self._compacted_at: tuple[int, int] | None = None
-        """(generation, length) of the history a full compaction left, while unchanged."""
+        self._compacted_by: tuple[int, int, str] | None = None
+        """(generation, length, strategy) of the history a full compaction left."""
         self._strategies: tuple[Strategy, ...] = ()
         self._memos: dict[int, dict[str, Any]] = {}
         self._memo_generation = -1
@@ -206,7 +206,7 @@ class Compactor:
     def reset(self) -> None:
         """Forget the compaction state and every strategy's notes (the history was emptied)."""
         self.state = CompactState()
-        self._compacted_at = None
+        self._compacted_by = None
         self._memos.clear()
         self._failures.clear()
         if self.cache is not None:
@@ -289,16 +289,15 @@ class Compactor:
         Runs `strategy`, or the on-request strategies (the over-limit ones when none is
         configured), in order until one acts. Returns the event of the one that acted, or of
         the last failure; `CompactionSkipped` when there was nothing to compact (an empty
-        history, nothing since the last full compaction). With `given`, its text is the
-        summary (no summariser call): only the first strategy runs (the one `preview` shows),
-        and it must ask for one summary.
+        history; nothing new since a strategy's own last compaction, which it skips). With
+        `given`, its text is the summary (no summariser call): only the first strategy runs
+        (the one `preview` shows), and it must ask for one summary.
         """
         candidates = [check_strategy(strategy)] if strategy else self.manual_strategies()
         if given is not None:
             candidates = candidates[:1]
-        nothing = self.nothing_to_compact()
-        if candidates and nothing:
-            return self._skipped(trigger, focus, candidates[-1].name, nothing)
+        if candidates and not len(self.history):
+            return self._skipped(trigger, focus, candidates[-1].name, "the history is empty")
         refusal = self._request_refusal(trigger, candidates)
         if refusal:
             name = candidates[0].name if candidates else "none"
@@ -307,7 +306,11 @@ class Compactor:
                 trigger, focus, before, time.perf_counter(), name, "on_request", refusal
             )
         event: CompactionFinished | None = None
+        reason = "no strategy found anything to do"
         for candidate in candidates:
+            if done := self.already_done(candidate):
+                reason = done
+                continue
             outcome = self._run(candidate, trigger, focus, given)
             fallback = self.server.rejected_for(candidate, outcome)
             if fallback is not None:
@@ -317,17 +320,15 @@ class Compactor:
                 if outcome.success:
                     break
         if event is None:
-            reason = "no strategy found anything to do"
             return self._skipped(trigger, focus, candidates[-1].name, reason)
         return event
 
-    def nothing_to_compact(self) -> str | None:
-        """Why a compaction asked for now has nothing to work on (None: it has): the history
-        is empty, or it is what the last full compaction left, unchanged."""
-        if not len(self.history):
-            return "the history is empty"
-        if self._compacted_at == (self.history.generation, len(self.history)):
-            return "nothing new since the last compaction"
+    def already_done(self, strategy: Strategy) -> str | None:
+        """Why `strategy`, asked now, has nothing to work on: the history is what its own last
+        full compaction left, unchanged (compacting again would only summarise the summary).
+        None otherwise."""
+        if self._compacted_by == (self.history.generation, len(self.history), strategy.name):
+            return f"nothing new since the last compaction by {strategy.name}"
         return None
 
     def _skipped(
@@ -387,7 +388,7 @@ class Compactor:
         before = self.history.size()
         view = self.history.view()
         unchanged = Preview(chosen.name, chosen.when, before, before, list(view), None)
-        nothing = self.nothing_to_compact()
+        nothing = "the history is empty" if not len(view) else self.already_done(chosen)
         if nothing:
             return replace(unchanged, reason=nothing)
         ctx = self.context_for(chosen, "user", focus, before, _Run())
@@ -474,6 +475,7 @@ class Compactor:
         if changes is not None:
             return self._apply_edits(strategy, changes, edits, before, ctx) if edits else None
         self.adopt(new, ctx.summaries[-1] if ctx.summaries else None, trigger=trigger)
+        self._compacted_by = (history.generation, len(history), strategy.name)
         return self._finished(strategy, trigger, focus, before, started, ctx, run, snapshot, given)
 
     def context_for(
@@ -570,7 +572,6 @@ class Compactor:
         it, and the state counts it (`CompactState.compacted`)."""
         self.history.replace(new)
         self._pins_due = True  # the API's compaction holds none: looked at once
-        self._compacted_at = (self.history.generation, len(self.history))
         if self.cache is not None:
             self.cache.replaced()
         after = self.history.size()
