@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
+from typing import TYPE_CHECKING, Any, TypedDict, overload
 
 from evo_magic.analysis.engine.base import Frames, Outcome, SweepError, Unit, Work, guarded
 from evo_magic.analysis.engine.progress import Progress
@@ -147,10 +147,6 @@ class EngineOptions(TypedDict, total=False):
 def engine_of(engine: Engine | str, options: Mapping[str, Any], *, apart: bool = ...) -> Engine: ...
 @overload
 def engine_of(
-    engine: Engine | str | None, options: Mapping[str, Any], *, apart: Literal[True]
-) -> Engine: ...
-@overload
-def engine_of(
     engine: Engine | str | None, options: Mapping[str, Any], *, apart: bool = ...
 ) -> Engine | None: ...
 def engine_of(
@@ -167,7 +163,8 @@ def engine_of(
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise TypeError(
-            f"{unknown[0]!r} is not an engine option; the options are {', '.join(OPTIONS)}"
+            f"unexpected keyword argument {unknown[0]!r} (an engine's options: "
+            f"{', '.join(OPTIONS)})"
         )
     if isinstance(engine, Engine):
         if options:
