@@ -5,13 +5,14 @@
     t.blocks.groupby(["session_id", "block_type"], observed=True).chars.sum()
     t.sql("select model, sum(output_tokens) from calls group by model")
 
-`load_transcripts` (transcripts.py) reads files through the engine (loader.py: DuckDB's
-`read_json`, one parse per format); each format's reader (formats/) decides what its records
-are and where they sit; blocks.py turns messages into block rows (one SQL query); frames.py
-holds the columns and dtypes (documented in docs/transcripts.md); conversation.py rebuilds a
-session's messages in order for replay; lake.py writes the frames as Parquet and queries
-many sessions with SQL. pandas, pyarrow and duckdb are imported by this package only, so that
-`import evo_magic` stays cheap.
+`load_transcripts` (transcripts.py) reads files through the loader (loader.py: DuckDB's
+`read_json`, one parse per format); each format's reader (formats/) decides what its records are
+and where they sit; blocks.py turns messages into block rows (one SQL query); frames.py holds
+the columns and dtypes (documented in docs/transcripts.md); conversation.py rebuilds a session's
+messages in order for replay; lake.py writes the frames as Parquet and queries many sessions
+with SQL. engine/ holds `Engine`, where a sweep over sessions runs (here, in worker processes or
+on Dask). pandas, pyarrow and duckdb are imported by this package only, so that `import
+evo_magic` stays cheap.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from evo_magic.analysis.conversation import (
     conversation,
     conversations,
 )
+from evo_magic.analysis.engine import Engine
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.frames import (
     BLOCK_COLUMNS,
@@ -48,6 +50,7 @@ __all__ = [
     "PART_COLUMNS",
     "Call",
     "Compaction",
+    "Engine",
     "Message",
     "TranscriptError",
     "TranscriptWarning",

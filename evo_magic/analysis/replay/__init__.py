@@ -42,8 +42,9 @@ import json
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
+from evo_magic.analysis.engine import Engine, EngineOptions, engine_of
 from evo_magic.analysis.replay.calibration import Calibration
 from evo_magic.analysis.replay.recording import Recording, recordings
 from evo_magic.analysis.replay.results import CALL_COLUMNS, Replay, summary_counts, totals
@@ -57,6 +58,7 @@ from evo_magic.analysis.replay.run import (
     warn_unrebuilt,
 )
 from evo_magic.analysis.replay.summaries import median_summary_tokens
+from evo_magic.analysis.sources import is_lake, session_units, transcripts_of, unit_session
 from evo_magic.compact.base import Strategy
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.cost import price_table, unpriced_notice
@@ -88,7 +90,7 @@ StrategySpec = str | Sequence[Strategy | str] | None
 
 
 def replay(
-    source: str | Path | Transcripts,
+    source: str | Path | Transcripts | LakeTranscripts,
     strategies: Mapping[str, StrategySpec],
     model: str | None = None,
     *,
@@ -100,89 +102,84 @@ def replay(
     cache_dir: str | Path | None = None,
     trust: bool = False,
     on_call: Callable[[ReplayedCall], None] | None = None,
-    engine: str | None = None,
-    workers: int | None = None,
-    client: Any = None,
-    out: str | Path | None = None,
-    progress: bool = True,
+    engine: Engine | str | None = None,
+    **engine_options: Unpack[EngineOptions],
 ) -> Replay:
     """Replay what `source` recorded under each of `strategies` (see the module docstring).
 
-    `source` is anything `load_transcripts` reads, or a `Transcripts`. `strategies` maps a label
-    to "recorded", [] (never compact), None (the default pipeline), or a list of strategies or
-    specs. `model` prices the calls (default: each conversation's recorded model); `policy` sets
-    the limits strategies see, `cache` the prompt caching modelled and `prices` the price table
-    (default for each: the session's recorded settings, else `CompactPolicy()`, caching on for 5
-    minutes, the shipped prices). Summaries: recorded where they fit, else stand-ins of
-    `summary_tokens`, or real ones from `summariser` (cached under `cache_dir`). `trust=True`
-    rebuilds recorded strategies that are not registered by importing their class: only for
-    files you wrote. `on_call`, when given, is called at every call of every strategy setting
-    (not the calibration pass) with what would be sent (`ReplayedCall`).
+    `source` is anything `load_transcripts` reads, a `Transcripts` or a Session. `strategies`
+    maps a label to "recorded", [] (never compact), None (the default pipeline), or a list of
+    strategies or specs. `model` prices the calls (default: each conversation's recorded model);
+    `policy` sets the limits strategies see, `cache` the prompt caching modelled and `prices`
+    the price table (default for each: the session's recorded settings, else `CompactPolicy()`,
+    caching on for 5 minutes, the shipped prices). Summaries: recorded where they fit, else
+    stand-ins of `summary_tokens`, or real ones from `summariser` (cached under `cache_dir`).
+    `trust=True` rebuilds recorded strategies that are not registered by importing their class:
+    only for files you wrote. `on_call`, when given, is called at every call of every strategy
+    setting (not the calibration pass) with what would be sent (`ReplayedCall`).
 
-    Many sessions: `engine` ("local" or "dask") replays them session by session in `workers`
-    processes, or on Dask (`client=`: a `distributed.Client` or a scheduler address; none: a
-    local cluster started for the sweep); `out=DIR` keeps each session's result as Parquet as
-    it finishes, so a rerun resumes where it stopped. The numbers are the same as without an
-    engine; a session that fails is a row of `failures` (see `evo_magic.analysis.sweep`). A
-    lake (`load_transcripts(..., lake=DIR)`) is replayed session by session, each read from the
-    lake as it comes (in this process without an engine).
+    Many sessions: `engine` (an `Engine`, or its kind "local" or "dask" with its options
+    `workers`, `client`, `out` and `progress` as keywords; all explained on `Engine`) replays
+    them session by session, with the same numbers as without an engine; a session that fails
+    is a row of `failures`. `out` without an engine, or a lake (`load_transcripts(...,
+    lake=DIR)`), is replayed one session at a time in this process, each session read from the
+    lake as it comes.
     """
-    import pandas as pd
+    chosen = engine_of(engine, engine_options, apart=is_lake(source))
+    t = transcripts_of(source)
+    options = {
+        "model": model,
+        "policy": policy,
+        "prices": prices,
+        "cache": cache,
+        "summary_tokens": summary_tokens or stand_in_summary_tokens(t),
+        "summariser": summariser,
+        "cache_dir": cache_dir,
+        "trust": trust,
+    }
+    if chosen is None:
+        return _replay_here(t, strategies, _settings(options, on_call))
+    if on_call is not None:
+        raise ValueError("on_call cannot follow a replay that runs on an engine")
+    return _replay_sweep(t, strategies, options, chosen)
 
-    from evo_magic.analysis.lake_transcripts import LakeTranscripts
-    from evo_magic.analysis.transcripts import Transcripts, load_transcripts
 
-    if isinstance(source, Transcripts | LakeTranscripts):
-        t = source
-    else:
-        t = load_transcripts(Path(source).expanduser())
-    if engine is not None or out is not None or isinstance(t, LakeTranscripts):
-        if on_call is not None:
-            raise ValueError("on_call cannot follow a replay that runs on an engine")
-        options = {
-            "model": model,
-            "policy": policy,
-            "prices": prices,
-            "cache": cache,
-            "summary_tokens": summary_tokens or stand_in_summary_tokens(t),
-            "summariser": summariser,
-            "cache_dir": cache_dir,
-            "trust": trust,
-        }
-        if engine is None:  # a lake without an engine: one session at a time, here
-            engine, workers = "local", 1
-        return _replay_sweep(t, strategies, options, engine, workers, client, out, progress)
-    settings = ReplaySettings(
-        model=model,
-        policy=policy,
+def _settings(
+    options: dict[str, Any], on_call: Callable[[ReplayedCall], None] | None
+) -> ReplaySettings:
+    """The `ReplaySettings` of `replay`'s options (the prices read, the folder expanded)."""
+    prices, cache_dir = options["prices"], options["cache_dir"]
+    return ReplaySettings(
+        model=options["model"],
+        policy=options["policy"],
         prices=None if prices is None else price_table(prices),
-        cache=cache,
-        stand_in_tokens=summary_tokens or stand_in_summary_tokens(t),
-        summariser=summariser,
+        cache=options["cache"],
+        stand_in_tokens=options["summary_tokens"],
+        summariser=options["summariser"],
         cache_dir=Path(cache_dir).expanduser() if cache_dir else None,
-        trust=trust,
+        trust=options["trust"],
         on_call=on_call,
     )
+
+
+def _replay_here(
+    t: Transcripts | LakeTranscripts,
+    strategies: Mapping[str, StrategySpec],
+    settings: ReplaySettings,
+) -> Replay:
+    """`replay` in this process, over every recording of `t`."""
+    import pandas as pd
+
     resolved = {label: _strategies(spec) for label, spec in strategies.items()}
     found = recordings(t)
+    model = settings.model
     priced = [model] if model else [c.get("model") for r in found for c in r.calls.values()]
     if (notice := unpriced_notice(priced, settings.prices)) is not None:
-        warnings.warn(notice, stacklevel=2)  # once for the replay: their costs are NA
+        warnings.warn(notice, stacklevel=3)  # once for the replay: their costs are NA
     rows: list[dict[str, Any]] = []
     used: list[dict[str, Any]] = []
     for recording in found:
-        reference = Run(recording, "reference", RECORDED, settings, None)
-        reference.run()
-        calibration = Calibration(TokenRate.of(reference.points), reference.reference)
-        for label, chosen in resolved.items():
-            run = Run(recording, label, chosen, settings, calibration)
-            try:
-                rows += run.run()
-            except Skipped as exc:
-                warn_unrebuilt(recording.session_id, label, str(exc))
-                continue
-            for kind in run.summaries.used:
-                used.append({"strategy": label, "kind": kind})
+        _replay_recording(recording, resolved, settings, rows, used)
     calls = pd.DataFrame(rows, columns=CALL_COLUMNS)
     calls["over_window"] = calls["over_window"].astype("boolean")
     calls["context_window"] = calls["context_window"].astype("Int64")
@@ -190,38 +187,41 @@ def replay(
     return Replay(calls, totals(calls, list(resolved)), summary_counts(summaries, list(resolved)))
 
 
+def _replay_recording(
+    recording: Recording,
+    resolved: Mapping[str, list[Strategy] | str | None],
+    settings: ReplaySettings,
+    rows: list[dict[str, Any]],
+    used: list[dict[str, Any]],
+) -> None:
+    """One conversation calibrated on its recorded run, then replayed under each setting: its
+    calls added to `rows`, the kinds of summary it used to `used`."""
+    reference = Run(recording, "reference", RECORDED, settings, None)
+    reference.run()
+    calibration = Calibration(TokenRate.of(reference.points), reference.reference)
+    for label, chosen in resolved.items():
+        run = Run(recording, label, chosen, settings, calibration)
+        try:
+            rows += run.run()
+        except Skipped as exc:
+            warn_unrebuilt(recording.session_id, label, str(exc))
+            continue
+        used += ({"strategy": label, "kind": kind} for kind in run.summaries.used)
+
+
 def _replay_sweep(
     t: Transcripts | LakeTranscripts,
     strategies: Mapping[str, StrategySpec],
     options: dict[str, Any],
-    engine: str,
-    workers: int | None,
-    client: Any,
-    out: str | Path | None,
-    progress: bool,
+    engine: Engine,
 ) -> Replay:
     """`replay` session by session on an engine: the same numbers, gathered in session order."""
     import pandas as pd
 
-    from evo_magic.analysis.lake_transcripts import LakeTranscripts
-    from evo_magic.analysis.sweep import Unit, run_sweep
-
     order = list(strategies)
-    if isinstance(t, LakeTranscripts):  # the worker reads its session from the lake
-        units = [Unit(sid, (str(t.lake), sid)) for sid in t.session_ids()]
-    else:
-        units = [Unit(sid, t.session(sid)) for sid in t.session_ids()]
     work = functools.partial(_replay_session, strategies=dict(strategies), options=options)
-    swept = run_sweep(
-        units,
-        work,
-        engine=engine,
-        workers=workers,
-        client=client,
-        out=out,
-        settings=sweep_settings(strategies, options),
-        progress=progress,
-    )
+    settings = sweep_settings(strategies, options)
+    swept = engine.map(session_units(t), work, settings=settings)
     calls = swept.frames.get("calls", pd.DataFrame(columns=CALL_COLUMNS))
     counts = swept.frames.get("summaries")
     if counts is not None and len(counts):
@@ -233,19 +233,13 @@ def _replay_sweep(
 
 
 def _replay_session(
-    t: Transcripts | tuple[str, str],
+    payload: Transcripts | tuple[str, str],
     *,
     strategies: dict[str, StrategySpec],
     options: dict[str, Any],
 ) -> dict[str, pd.DataFrame]:
-    """One session's replay: the unit of work of a sweep (a session's Transcripts, or a lake's
-    folder and the session's id)."""
-    if isinstance(t, tuple):
-        from evo_magic.analysis.lake_transcripts import LakeTranscripts
-        from evo_magic.analysis.transcripts import Transcripts
-
-        t = LakeTranscripts(t[0], Transcripts).session(t[1])
-    done = replay(t, strategies, **options)
+    """One session's replay: the unit of work of a sweep (see `session_units`)."""
+    done = replay(unit_session(payload), strategies, **options)
     return {"calls": done.calls, "summaries": done.summaries}
 
 

@@ -87,6 +87,12 @@ def frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pd.DataFrame:
     return data.astype({name: dtype for name, dtype in columns.items()})
 
 
+def records(data: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows of `data` as dicts, a missing value as None (however the frame spells it)."""
+    plain = data.astype(object)
+    return plain.where(plain.notna(), None).to_dict("records")
+
+
 @dataclass
 class Retention:
     """What each strategy setting kept of each fact (see `retention`)."""

@@ -1,0 +1,83 @@
+"""Where the units run: a pool of local worker processes, or Dask distributed. Each yields the
+units' outcomes as they finish; a unit whose worker died is an outcome with its error."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any
+
+from evo_magic.analysis.engine.base import Outcome, SweepError, Unit
+
+Call = Callable[[Unit], Outcome]
+
+
+def locally(units: list[Unit], call: Call, workers: int | None) -> Iterator[Outcome]:
+    """`call` over `units` in `workers` processes (default: one per core); in this process
+    when that is one."""
+    count = min(workers or os.cpu_count() or 1, len(units))
+    if count == 1:
+        for unit in units:
+            yield call(unit)
+        return
+    # forkserver: a kernel's threads are not forked into the workers.
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    pool = ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context(method))
+    futures = {pool.submit(call, unit): unit for unit in units}
+    try:
+        for future in as_completed(futures):
+            unit = futures[future]
+            try:
+                yield future.result()
+            except Exception as exc:  # the worker died, or the payload did not pickle
+                yield Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def on_dask(units: list[Unit], call: Call, workers: int | None, client: Any) -> Iterator[Outcome]:
+    """`call` over `units` on `client` (a Client or a scheduler's address), else on a local
+    cluster of `workers` processes (default 2) started here and closed after."""
+    from distributed import as_completed as dask_completed
+
+    client, owned = _client(client, workers)
+    futures = client.map(call, units, pure=False)
+    by_key = {future.key: unit for future, unit in zip(futures, units, strict=True)}
+    try:
+        for future in dask_completed(futures):
+            unit = by_key[future.key]
+            try:
+                yield future.result()
+            except Exception as exc:  # KilledWorker after the scheduler's retries
+                yield Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
+    finally:
+        client.cancel(futures)
+        for thing in owned:
+            thing.close()
+
+
+def _client(client: Any, workers: int | None) -> tuple[Any, list[Any]]:
+    """The Dask client to use, and what this sweep opened (to close after it)."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as exc:
+        raise SweepError(
+            "engine='dask' needs Dask distributed: pip install 'evo-magic[dask]'"
+        ) from exc
+    if client is None:
+        cluster = LocalCluster(
+            n_workers=workers or 2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+        client = Client(cluster)
+        return client, [client, cluster]
+    if isinstance(client, str):
+        client = Client(client)
+        return client, [client]
+    return client, []
