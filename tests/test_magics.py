@@ -255,19 +255,35 @@ def test_config_changes_reach_the_next_call(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 1", "first")
     ip.run_line_magic("config", "AgentMagics.max_tokens = 1234")
-    ip.run_line_magic("config", "AgentMagics.keep_recent = 1")
+    specs = ["large-outputs", "micro(keep_recent=1)", "summarise"]
+    ip.run_line_magic("config", f"AgentMagics.strategies = {specs!r}")
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 1", "second")
     assert api.accepted[0]["max_tokens"] == 8192
     assert api.accepted[-1]["max_tokens"] == 1234
-    assert magics(ip).sessions["default"].policy.keep_recent == 1
+    micro = magics(ip).sessions["default"].strategies[1]
+    assert (micro.name, micro.keep_recent) == ("micro", 1)
+
+
+def test_a_retired_setting_is_refused_saying_how_to_set_it_now(ip, caplog):
+    """0.1's `%config AgentMagics.keep_recent = 1` is micro's parameter now: refused (logged in
+    one line, as %config says a refusal), the strategies unchanged, and the message gives the
+    setting that does it."""
+    before = list(magics(ip).strategies)
+    with caplog.at_level("ERROR"):
+        ip.run_line_magic("config", "AgentMagics.keep_recent = 1")
+    said = [r.getMessage() for r in caplog.records if "keep_recent" in r.getMessage()]
+    assert len(said) == 1 and "\n" not in said[0]
+    assert "AgentMagics.strategies = ['large-outputs', 'micro(keep_recent=1)'" in said[0]
+    assert list(magics(ip).strategies) == before
 
 
 def test_summaries_in_context_and_eager_clearing_are_settings(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 3", "first")
     ip.run_line_magic("config", "AgentMagics.summary_in_context = True")
-    ip.run_line_magic("config", "AgentMagics.cache_aware = False")
+    eager = ["large-outputs", "micro(cache_aware=False)", "summarise"]
+    ip.run_line_magic("config", f"AgentMagics.strategies = {eager!r}")
     with capture_output():
         ip.run_line_magic("compact", "focus=the plan")
     asked = api.accepted[-1]
@@ -275,7 +291,7 @@ def test_summaries_in_context_and_eager_clearing_are_settings(ip, api):
     assert "the plan" in asked["messages"][-1]["content"][-1]["text"]
     session = magics(ip).sessions["default"]
     assert session.state.compact_count == 1 and "the plan" in (session.state.last_summary or "")
-    assert session.policy.summary_in_context and not session.policy.cache_aware
+    assert session.policy.summary_in_context and not session.strategies[1].cache_aware
 
 
 def cache_markers(body: dict) -> list[dict]:
@@ -384,7 +400,7 @@ def test_a_transcripts_root_yet_to_be_made_is_made(ip, api, tmp_path):
     ip.run_line_magic("config", "AgentMagics.workspace = '.'")
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 1", "first")
-    assert magics(ip).sessions["default"].transcript.path.is_relative_to(root)
+    assert magics(ip).sessions["default"].transcript_path.is_relative_to(root)
 
 
 def test_the_sandbox_settings_reach_the_session_through_config(ip, api):
@@ -392,7 +408,7 @@ def test_the_sandbox_settings_reach_the_session_through_config(ip, api):
         ip.run_cell_magic("agent", "--max-turns 1", "first")
     ip.run_line_magic("config", "AgentMagics.bash_memory = None")
     ip.run_line_magic("config", "AgentMagics.bash_env_keep = ['HF_TOKEN']")
-    bash = magics(ip).sessions["default"].bash_settings
+    bash = magics(ip).sessions["default"].settings.bash
     assert bash.memory is None and bash.env_keep == ("HF_TOKEN",)
 
 

@@ -261,7 +261,7 @@ def test_a_thrashing_session_pauses_after_max_refills(workspace: Path):
         session = session_on(fake, workspace, policy=policy, strategies=[Summarise()])
         events = collect(session)
         session.ask("Read big.py, many times.")
-        paused = session.compactor.paused and session.compactor.thrashing
+        paused = session.paused and session.state.thrashing(session.policy)
         assert session.compact().success  # by hand it still works, and lifts the pause
         fake.assert_no_rejections()
     automatic = [e for e in events if isinstance(e, CompactionFinished) and e.trigger == "auto"]
@@ -269,7 +269,7 @@ def test_a_thrashing_session_pauses_after_max_refills(workspace: Path):
     said = [e for e in events if isinstance(e, Notice) and e.code == "auto_compaction_thrashing"]
     assert len(said) == 1
     assert "max_refills" in said[0].message and "%compact" in said[0].message
-    assert paused and not session.compactor.paused
+    assert paused and not session.paused
 
 
 def test_a_context_that_holds_after_compaction_is_no_thrash(workspace: Path):
@@ -278,7 +278,7 @@ def test_a_context_that_holds_after_compaction_is_no_thrash(workspace: Path):
         session = session_on(fake, workspace, policy=policy, strategies=[Summarise()])
         for n in range(5):
             session.ask(f"Read inventory.py, round {n}.")
-    assert session.state.compact_count >= 2 and not session.compactor.paused
+    assert session.state.compact_count >= 2 and not session.paused
 
 
 def test_a_too_long_prompt_compacts_and_retries_once(workspace: Path):

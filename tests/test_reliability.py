@@ -126,7 +126,7 @@ with FakeAnthropic(offline_responder()) as server:
     except TranscriptWriteError as exc:
         report["error"] = str(exc)
     report["valid_after_failure"] = validate_messages(session.messages) is None
-    report["waiting"] = session.transcript.pending
+    report["waiting"] = session._transcript.pending  # records waiting in memory
     resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     report["text"] = session.ask("And once more.").text
     report["valid"] = validate_messages(session.messages) is None

@@ -17,7 +17,13 @@ from evo_magic import load_transcripts, replay
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.models import AnthropicModel, FunctionModel, ModelRequest
 from evo_magic.session import Session
-from evo_magic.strategies import ClearToolUses, MicroCompact, ObservationMasking, Summarise
+from evo_magic.strategies import (
+    ClearToolUses,
+    LargeOutputs,
+    MicroCompact,
+    ObservationMasking,
+    Summarise,
+)
 
 ASKS = (
     "Survey this project: what does it do, and where are the TODOs?",
@@ -138,22 +144,21 @@ def test_a_session_recorded_before_cache_aware_clearing_replays_as_it_ran(tmp_pa
     workspace = make_demo_workspace(tmp_path / "work")
     with FakeAnthropic(offline_responder()) as server:
         model = AnthropicModel(client=server.client(max_retries=0))
-        policy = CompactPolicy(context_limit=9_000, cache_aware=False)
-        with Session(workspace, model=model, policy=policy) as session:
+        policy = CompactPolicy(context_limit=9_000)
+        eager = [LargeOutputs(), MicroCompact(cache_aware=False), Summarise()]
+        with Session(workspace, model=model, policy=policy, strategies=eager) as session:
             for ask in ASKS:
                 session.ask(ask)
     log = session.directory / "session.jsonl"
     lines = log.read_text().splitlines()
     start = json.loads(lines[0])
-    del start["policy"]["cache_aware"]
     for described in start["strategies"]:
         described["params"].pop("cache_aware", None)
     log.write_text("\n".join([json.dumps(start), *lines[1:]]) + "\n")
     t = load_transcripts(log)
     assert t.blocks["compacted"].sum() > 0  # it did clear old results
-    # The default pipeline follows the policy in force: today's default policy is cache-aware.
-    today = CompactPolicy(context_limit=9_000)
-    r = replay(t, {"recorded": "recorded", "today's default": None}, policy=today)
+    # Today's default pipeline is cache-aware.
+    r = replay(t, {"recorded": "recorded", "today's default": None})
     recorded = t.calls.sort_values("call")["context_sent_chars"].tolist()
     assert r.calls[r.calls["strategy"] == "recorded"]["context_chars"].tolist() == recorded
     default = r.calls[r.calls["strategy"] == "today's default"]["context_chars"].tolist()

@@ -129,7 +129,7 @@ def test_settings_changed_through_config_in_a_real_shell_replay_exactly(
             ip.run_line_magic("config", "AgentMagics.caching = False")
             ip.run_cell_magic("agent", "", ASKS[2])
             ip.run_line_magic("config", "AgentMagics.caching = True")
-            ip.run_line_magic("config", "AgentMagics.keep_recent = 1")
+            ip.run_line_magic("config", "AgentMagics.max_failures = 2")
             ip.run_cell_magic("agent", "", ASKS[3])
         server.assert_no_rejections()
     from evo_magic.notebook.magics import AgentMagics

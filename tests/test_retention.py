@@ -364,7 +364,9 @@ def test_recoverable_marks_facts_whose_output_went_to_a_file(tmp_path: Path):
     assert pd.isna(kept.loc["none", "recoverable"]) and kept.loc["none", "kept_at_end"]
     assert not kept.loc["large", "kept_at_end"]
     assert kept.loc["large", "lost_by"] == "large-outputs"
-    assert kept.loc["large", "recoverable"] == "tool-results/t_big.txt"
+    # The path the session itself would have shown the model (replay shows what live shows).
+    shown = f".evo_magic/{session.session_id}/tool-results/t_big.txt"
+    assert kept.loc["large", "recoverable"] == shown
 
 
 def test_claude_code_sessions(tmp_path: Path):

@@ -323,7 +323,8 @@ def test_a_rejected_feature_falls_back_once_and_every_record_names_what_ran(work
         )
         assert done.as_record()["fallback_for"] == "server-compact"
         # Run by hand, the same strategy is not a fallback.
-        fake.queue(reply(text("Another summary.")))
+        fake.queue(reply(text("three")), reply(text("Another summary.")))
+        s.ask("Third.")
         assert s.compact(strategy=Summarise()).fallback_for is None
 
 

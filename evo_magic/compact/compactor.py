@@ -127,8 +127,8 @@ class Compactor:
         self._pins_due = False
         """The history was replaced (the API's compaction keeps none of the pins): the next
         call looks for them once, not every call."""
-        self._compacted_by: tuple[int, int, str] | None = None
-        """(generation, length, strategy) of the history a full compaction left."""
+        self._compacted_by: tuple[Any, ...] | None = None
+        """The history a full compaction left: its generation, length, strategy and pins."""
         self._strategies: tuple[Strategy, ...] = ()
         self._memos: dict[int, dict[str, Any]] = {}
         self._memo_generation = -1
@@ -325,11 +325,15 @@ class Compactor:
 
     def already_done(self, strategy: Strategy) -> str | None:
         """Why `strategy`, asked now, has nothing to work on: the history is what its own last
-        full compaction left, unchanged (compacting again would only summarise the summary).
-        None otherwise."""
-        if self._compacted_by == (self.history.generation, len(self.history), strategy.name):
+        full compaction left, with the same pins (compacting again would only summarise the
+        summary). None otherwise."""
+        if self._compacted_by == self._mark(strategy):
             return f"nothing new since the last compaction by {strategy.name}"
         return None
+
+    def _mark(self, strategy: Strategy) -> tuple[Any, ...]:
+        history = self.history
+        return (history.generation, len(history), strategy.name, self.services.pins(False))
 
     def _skipped(
         self, trigger: str, focus: str | None, strategy: str, reason: str
@@ -475,7 +479,7 @@ class Compactor:
         if changes is not None:
             return self._apply_edits(strategy, changes, edits, before, ctx) if edits else None
         self.adopt(new, ctx.summaries[-1] if ctx.summaries else None, trigger=trigger)
-        self._compacted_by = (history.generation, len(history), strategy.name)
+        self._compacted_by = self._mark(strategy)
         return self._finished(strategy, trigger, focus, before, started, ctx, run, snapshot, given)
 
     def context_for(

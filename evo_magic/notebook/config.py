@@ -141,7 +141,8 @@ class AgentConfig(SessionTraits):  # type: ignore[misc, valid-type]
         [],
         help="Compaction strategies, cheapest first: registered names, dotted paths, with "
         "keyword arguments in call syntax ('micro(keep_recent=5)'), or strategy objects. "
-        "Empty: the seed's pipeline with the numbers below. List them with %agent strategies.",
+        "Empty: the seed's pipeline (large-outputs, micro, summarise). List them and their "
+        "parameters with %agent strategies.",
     ).tag(config=True)
 
     NOTEBOOK_SETTINGS = ("model", "offline", "workspace", "transcripts_root", "display_mode")
