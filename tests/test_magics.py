@@ -420,6 +420,35 @@ def test_a_bad_setting_assigned_in_code_is_a_usage_error(ip):
     assert magics(ip).strategies == [] and magics(ip).display_mode == "plain"
 
 
+@pytest.mark.parametrize(
+    ("spec", "rule"),
+    [
+        ("sliding-window(keep=-1)", "sliding-window.keep must be at least 1, got -1"),
+        ("micro(keep_recent=-3)", "micro.keep_recent must be at least 0, got -3"),
+        ('observation-masking(keep_turns="x")', "observation-masking.keep_turns must be a whole"),
+        ("server-compact(trigger_tokens=1000)", "server-compact.trigger_tokens must be at least"),
+    ],
+)
+def test_a_bad_strategy_parameter_is_refused_at_config_time_whole(ip, api, caplog, spec, rule):
+    """A parameter a strategy refuses is refused when the setting is made: one line naming
+    the setting, the spec, the parameter and the rule; the setting keeps its value, and the
+    next cell runs (and records) what ran before."""
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "first")
+    session = magics(ip).sessions["default"]
+    before = [s.name for s in session.strategies]
+    with caplog.at_level("ERROR"):
+        ip.run_line_magic("config", f"AgentMagics.strategies = ['large-outputs', {spec!r}]")
+    (said,) = [r.getMessage() for r in caplog.records if rule in r.getMessage()]
+    assert said.startswith("AgentMagics.strategies: ") and repr(spec) in said
+    assert "\n" not in said and "The setting is unchanged." in said
+    assert magics(ip).strategies == []
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "second")
+    assert [s.name for s in session.strategies] == before
+    assert magics(ip).sessions["default"] is session  # no new session died making it
+
+
 def test_a_setting_reset_to_its_default_reaches_existing_sessions(ip, api):
     ip.run_line_magic("config", "AgentMagics.system_prompt = 'Answer in one word.'")
     with capture_output():
@@ -847,3 +876,31 @@ def test_a_running_tool_ticks_in_a_real_kernel(workspace):
     ticks = {t for u in updates for t in re.findall(r"bash: sleep 3\.3 … (\d)s", u)}
     assert {"2", "3"} <= ticks
     assert any("bash: sleep 3.3 -> ok" in u for u in updates)
+
+
+def test_compact_again_right_after_a_compaction_is_nothing_to_compact_not_a_failure(ip, api):
+    """A second `%compact` with nothing new since the first would summarise the summary: it
+    was shown and recorded as FAILED ("would not be smaller") while `--preview` promised a
+    smaller history. Now both say there is nothing new, and a new cell compacts again."""
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 3", "Look around.")
+        ip.run_line_magic("compact", "focus=the plan")
+    session = magics(ip).sessions["default"]
+    assert session.state.compact_count == 1
+    preview = ip.run_line_magic("compact", "--preview")
+    assert "nothing to do now (nothing new since the last compaction by summarise)" in repr(
+        preview
+    )
+    with capture_output() as again:
+        ip.run_line_magic("compact", "")
+    assert again.stdout.splitlines() == [
+        "  · nothing to compact (user): nothing new since the last compaction by summarise"
+    ]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
+    assert [r["success"] for r in records if r["kind"] == "compaction"] == [True]
+    assert [r["kind"] for r in records].count("compaction_skipped") == 1
+    assert session.state.compact_count == 1 and session.state.consecutive_failures == 0
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "One more thing.")
+        ip.run_line_magic("compact", "")
+    assert session.state.compact_count == 2

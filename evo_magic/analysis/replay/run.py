@@ -161,6 +161,8 @@ class Run:
         """Recorded server compactions whose iteration is charged already."""
         self._server_block: dict[str, Any] | None = None
         """A modelled compaction's block, waiting for the reply it opens."""
+        self._turn: int | None = None
+        """The turn of the latest request (a new turn is a new request)."""
         self._stop_reason: str | None = None
         """Why the reply to the latest recorded call ended (whether it answered the request)."""
         if isinstance(chosen, list):
@@ -323,7 +325,7 @@ class Run:
                     kept = {"role": message["role"], "content": rest} if rest else None
             replacing = self._flush(replacing, summary)
             if kept is not None:
-                self._append(kept, item.kind)
+                self._append(kept, item.kind, item.turn)
         return self.rows
 
     def _flush(self, replacing: list[dict[str, Any]], summary: str | None) -> list[dict[str, Any]]:
@@ -352,14 +354,14 @@ class Run:
             CompactionFinished("recorded", None, before, after, True, 0.0, strategy="recorded")
         )
 
-    def _append(self, message: dict[str, Any], kind: str | None) -> None:
+    def _append(self, message: dict[str, Any], kind: str | None, turn: int | None = None) -> None:
         if self._server_block is not None:
             message = self._after_server_compaction(message)
             if message is None:
                 return
         requested = self._note_tool_results(message)
-        text = first_text(message) if message["role"] == "user" and kind == "prompt" else None
-        if text is not None and not is_pin_text(text):  # a pin is no request
+        text = self._request(message, kind, turn)
+        if text is not None:
             self.history.begin_request(text, message)
         else:
             self.history.append(message)
@@ -367,6 +369,20 @@ class Run:
             self.history.answered(self._stop_reason)
         if requested is not None and not self.recorded_mode:
             self.compactor.request("model", requested or None)
+
+    def _request(self, message: dict[str, Any], kind: str | None, turn: int | None) -> str | None:
+        """The request `message` makes, as live began one (None: it makes none): a person's
+        prompt that opens a new turn (a session counts its turns by request, so the notes it
+        adds within a turn, such as the one after a reply cut at max_tokens, are no request;
+        where a format counts no turns, every prompt), and no pin."""
+        if message["role"] != "user" or kind != "prompt":
+            return None
+        if turn is not None:
+            if turn == self._turn:
+                return None
+            self._turn = turn
+        text = first_text(message)
+        return None if text is None or is_pin_text(text) else text
 
     def _note_tool_results(self, message: dict[str, Any]) -> str | None:
         """What the live session did as these results came back: the recent files (as the
