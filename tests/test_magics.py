@@ -471,7 +471,7 @@ def test_agent_strategies_shows_what_the_next_call_runs(ip, api):
     ip.run_line_magic("config", "AgentMagics.strategies = []")
     listing = repr(ip.run_line_magic("agent", "strategies"))
     runs = listing.splitlines()[-1]
-    assert runs.startswith("this session runs: large-outputs(") and "sliding-window" not in runs
+    assert runs == "this session runs: large-outputs, micro, summarise"
     assert len(api.accepted) == calls  # no model call in between
     records = [
         json.loads(line)
@@ -600,8 +600,9 @@ def test_a_strategy_pasted_into_the_notebook_runs_through_agent_cells(ip, api):
     assert done and {r["strategy"] for r in done} == {"keep-last-turns"}
     assert "compaction (auto, keep-last-turns)" in captured.stdout
     listing = repr(ip.run_line_magic("agent", "strategies"))
-    assert "clear-tool-uses(trigger_tokens=100000" in listing
-    assert "this session runs: micro(" in listing and "keep-last-turns(n=1)" in listing
+    assert "  clear-tool-uses  [every_call]" in listing
+    assert "      trigger_tokens=100000  Clear when the prompt is over" in listing
+    assert listing.endswith("this session runs: micro, keep-last-turns(n=1)")
 
 
 def test_compact_preview_changes_nothing(ip, api):
@@ -888,9 +889,7 @@ def test_compact_again_right_after_a_compaction_is_nothing_to_compact_not_a_fail
     session = magics(ip).sessions["default"]
     assert session.state.compact_count == 1
     preview = ip.run_line_magic("compact", "--preview")
-    assert "nothing to do now (nothing new since the last compaction by summarise)" in repr(
-        preview
-    )
+    assert "nothing to do now (nothing new since the last compaction by summarise)" in repr(preview)
     with capture_output() as again:
         ip.run_line_magic("compact", "")
     assert again.stdout.splitlines() == [

@@ -16,8 +16,8 @@ from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
 
 from evo_magic.analysis import load_transcripts
+from evo_magic.compact.layout import COMPACTED_HEADER, FOCUS_PREFIX
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.compacted import COMPACTED_HEADER, FOCUS_PREFIX
 from evo_magic.measure import to_json
 from evo_magic.models import AnthropicModel
 from evo_magic.notebook.magics import AgentMagics

@@ -13,14 +13,14 @@ from conftest import offline_responder
 from fake_api import FakeAnthropic, reply, text, tool_use, validate_messages
 
 from evo_magic.compact.base import Context
-from evo_magic.compact.policy import CompactPolicy
-from evo_magic.compacted import (
+from evo_magic.compact.layout import (
     COMPACTED_HEADER,
     FILES_HEADER,
     REMINDER_PREFIX,
     REQUEST_HEADER,
     REREAD_HEADER,
 )
+from evo_magic.compact.policy import CompactPolicy
 from evo_magic.events import CompactionFinished
 from evo_magic.models import AnthropicModel
 from evo_magic.session import Session

@@ -1,11 +1,9 @@
-"""Context compaction: the strategy protocol, the compactor that runs strategies safely, the
-compaction state, and the limits (`CompactPolicy`).
+"""Context compaction: the strategy protocol (`base`), the compactor that runs strategies
+safely (`compactor`) with its parts (`state`, `results`, `preview`, `pins`, `server_side`), the
+limits (`policy`), the layout of a compacted history (`layout`) and the server strategies'
+requests (`server`, `server_edits`).
 
-The strategies themselves live in `evo_magic.strategies`; the compacted message's layout in
-`evo_magic.compacted` (the offline stand-in reads it too).
+The strategies themselves live in `evo_magic.strategies`. This package's `__init__` imports
+nothing, so a leaf such as `layout` is cheap to import from anywhere (the offline stand-in
+reads it).
 """
-
-from evo_magic.compact.base import Context, Edited, Strategy
-from evo_magic.compact.policy import CompactPolicy
-
-__all__ = ["CompactPolicy", "Context", "Edited", "Strategy"]

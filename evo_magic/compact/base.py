@@ -34,16 +34,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
+from evo_magic.compact.layout import REQUEST_HEADER, compacted_message
 from evo_magic.compact.pins import with_pins
-from evo_magic.compacted import REQUEST_HEADER, compacted_message
 from evo_magic.measure import ContextSize, measure, message_chars, to_json
-from evo_magic.messages import has_text, tool_names
+from evo_magic.messages import Message, has_text, tool_names
 from evo_magic.prompt_cache import CachedPrefix, clearing_saving
 
 if TYPE_CHECKING:
     from evo_magic.history import ResultRef
 
-Message = dict[str, Any]
 When = Literal["every_call", "over_limit", "on_request"]
 WHENS: tuple[str, ...] = ("every_call", "over_limit", "on_request")
 TRIGGERS: tuple[str, ...] = ("every_call", "auto", "model", "user")
@@ -126,7 +125,7 @@ class Context:
     its age, TTL and the model's price. None when no message of the history is cached
     (caching off, a prompt too short to cache, no call yet)."""
     model: str | None = None
-    """The model the session calls (its window: `evo_magic.models.catalog.context_window`),
+    """The model the session calls (its window: `evo_magic.catalog.context_window`),
     or None when unknown."""
     auto_compaction: bool = True
     """False when no automatic compaction can follow: no over-limit strategy is configured,
@@ -382,7 +381,7 @@ def scan_tool_results(messages: Sequence[Message]) -> list[ResultRef]:
 class ServerEdit:
     """What a server strategy adds to every request: a `context_management` edit (None for
     the on-demand `compaction` parameter), the beta it needs, and the feature it is (a name
-    of `evo_magic.models.catalog.FEATURES`, for the capability table and error messages)."""
+    of `evo_magic.catalog.FEATURES`, for the capability table and error messages)."""
 
     feature: str
     beta: str

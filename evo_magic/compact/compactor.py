@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from evo_magic.catalog import context_window
 from evo_magic.compact.base import Context, Strategy, check_strategy, settings_of
 from evo_magic.compact.pins import carried_pins, missing_pins, restore_edited_pins, with_pins
 from evo_magic.compact.policy import CompactPolicy
@@ -50,7 +51,6 @@ from evo_magic.events import (
 from evo_magic.history import History
 from evo_magic.measure import ContextSize, to_json
 from evo_magic.messages import Message
-from evo_magic.models.catalog import context_window
 from evo_magic.prompt_cache import PrefixTracker
 from evo_magic.summariser import Summary
 from evo_magic.usage import Usage

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evo_magic.compacted import FILE_PIN_PREFIX, PIN_PREFIX
+from evo_magic.compact.layout import FILE_PIN_PREFIX, PIN_PREFIX
 from evo_magic.events import Notice
 from evo_magic.messages import Message, as_blocks, with_blocks
 

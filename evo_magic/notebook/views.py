@@ -78,44 +78,50 @@ def sessions_text(sessions: Sessions) -> str:
 
 
 class StrategiesTable:
-    """The registered strategies (and the session's own), as text or HTML."""
+    """The registered strategies with each parameter's default, rule and help (read from the
+    strategies' declarations), and the session's own as specs, as text or HTML."""
 
     def __init__(self, session: Any = None):
-        from evo_magic.strategies.registry import describe, describe_registered
+        from evo_magic.strategies.registry import describe_registered, shown
 
         self.registered = describe_registered()
-        self.current = [describe(s) for s in session.strategies] if session is not None else []
+        self.current = [shown(s) for s in session.strategies] if session is not None else []
 
     def __repr__(self) -> str:
         lines = ["registered strategies (use in %config AgentMagics.strategies):"]
         for info in self.registered:
-            lines.append(f"  {info.name}({info.params})  [{info.when}]  {info.summary}")
+            lines.append(f"  {info.name}  [{info.when}]  {info.summary}")
+            for p in info.parameters:
+                rule = f" ({p.rule})" if p.rule else ""
+                lines.append(f"      {p.name}={p.default!r}  {p.help}{rule}")
         if self.current:
-            shown = ", ".join(_call(d) for d in self.current)
-            lines.append(f"this session runs: {shown}")
+            lines.append(f"this session runs: {', '.join(self.current)}")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         import html
 
+        def parameters(info: Any) -> str:
+            items = "".join(
+                f"<li><code>{html.escape(f'{p.name}={p.default!r}')}</code> "
+                f"{html.escape(p.help)}{html.escape(f' ({p.rule})' if p.rule else '')}</li>"
+                for p in info.parameters
+            )
+            return f"<ul>{items}</ul>" if items else ""
+
         rows = "".join(
             f"<tr><td><code>{html.escape(i.name)}</code></td><td>{html.escape(i.when)}</td>"
-            f"<td><code>{html.escape(i.params)}</code></td><td>{html.escape(i.summary)}</td></tr>"
+            f"<td>{html.escape(i.summary)}{parameters(i)}</td></tr>"
             for i in self.registered
         )
         current = (
             "<p>This session runs: "
-            + ", ".join(f"<code>{html.escape(_call(d))}</code>" for d in self.current)
+            + ", ".join(f"<code>{html.escape(spec)}</code>" for spec in self.current)
             + "</p>"
             if self.current
             else ""
         )
         return (
-            "<table><tr><th>name</th><th>when</th><th>parameters (defaults)</th>"
-            f"<th>what it does</th></tr>{rows}</table>{current}"
+            "<table><tr><th>name</th><th>when</th><th>what it does, and its parameters</th>"
+            f"</tr>{rows}</table>{current}"
         )
-
-
-def _call(description: dict[str, Any]) -> str:
-    params = ", ".join(f"{k}={v!r}" for k, v in description["params"].items())
-    return f"{description['name']}({params})"

@@ -17,7 +17,7 @@ The note joins the history like any message (replay runs the same strategy, so i
 tokens) and is recorded as an every-call edit (`MicroCompacted`, strategy "token-budget"). It
 never breaks the prompt cache: the newest message is past the cached prefix. The marks start
 again after a full compaction (the context is small again). The window is `window_tokens`, or
-the model's (`evo_magic.models.catalog.context_window`); unknown, only the compaction warning
+the model's (`evo_magic.catalog.context_window`); unknown, only the compaction warning
 is given.
 """
 
@@ -26,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from evo_magic.catalog import context_window
 from evo_magic.compact.base import Context, Edited, Message
-from evo_magic.compacted import REMINDER_PREFIX
+from evo_magic.compact.layout import REMINDER_PREFIX
 from evo_magic.declared import check_fields, setting
 from evo_magic.messages import with_blocks
-from evo_magic.models.catalog import context_window
 from evo_magic.strategies.params import share, shares
 
 

@@ -387,7 +387,19 @@ def _is_strategy(value: Any) -> bool:
 
 def spec_of(strategy: Strategy) -> str:
     """The spec that makes `strategy` again (`make_strategy(spec_of(s))`): its registered
-    name with every parameter that differs from its default, literals only."""
+    name (else its class's dotted path) with every parameter that differs from its default,
+    literals only."""
+    name = strategy.name if strategy.name in registered() else _dotted(type(strategy))
+    return _call(name, strategy)
+
+
+def shown(strategy: Strategy) -> str:
+    """`strategy` as a person reads it: its name with the parameters that differ from its
+    defaults (`micro(keep_recent=5)`)."""
+    return _call(strategy.name, strategy)
+
+
+def _call(name: str, strategy: Strategy) -> str:
     described = describe(strategy)
     defaults = {p.name: _plain(p.default) for p in _parameters(type(strategy))}
     changed = {
@@ -397,6 +409,5 @@ def spec_of(strategy: Strategy) -> str:
     }
     if "when" in defaults and strategy.when != defaults["when"]:
         changed["when"] = strategy.when
-    name = strategy.name if strategy.name in registered() else described["class"]
     arguments = ", ".join(f"{key}={value!r}" for key, value in changed.items())
     return f"{name}({arguments})" if arguments else name

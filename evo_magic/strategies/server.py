@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evo_magic.catalog import CLEAR_THINKING, CLEAR_TOOL_USES, COMPACT_EDIT, SUMMARIZE
 from evo_magic.compact.base import Context, Message, ServerEdit, Strategy
 from evo_magic.compact.server import COMPACT_BETA, SUMMARIZE_BETA
 from evo_magic.declared import check_fields, setting
-from evo_magic.models.catalog import CLEAR_THINKING, CLEAR_TOOL_USES, COMPACT_EDIT, SUMMARIZE
 from evo_magic.strategies.params import client_fallback
 
 CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"

@@ -22,19 +22,19 @@ from evo_magic.analysis.replay.server import (
 )
 from evo_magic.analysis.replay.summaries import Summaries
 from evo_magic.analysis.replay.timeline import Change
+from evo_magic.catalog import COMPACT_EDIT, context_window
 from evo_magic.compact.base import Strategy
 from evo_magic.compact.compactor import CompactionServices, Compactor
+from evo_magic.compact.layout import is_pin_text
 from evo_magic.compact.pins import Pin
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.server import request_params, server_strategies
-from evo_magic.compacted import is_pin_text
 from evo_magic.cost import Price, PriceTable, call_cost
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
 from evo_magic.history import History
-from evo_magic.measure import ContextSize, TokenAnchor, TokenRate, list_chars
+from evo_magic.measure import ContextSize, TokenAnchor, TokenRate, anchored_tokens, list_chars
 from evo_magic.messages import blocks_of_type, first_text
 from evo_magic.models.base import Model
-from evo_magic.models.catalog import COMPACT_EDIT, context_window
 from evo_magic.prompt_cache import (
     Breakpoint,
     CacheRequest,
@@ -559,6 +559,7 @@ class Run:
         """Tokens of a prompt of other messages than `view` (`chars` characters, `tokens`
         tokens): the change in characters at the conversation's rate."""
         rate = self.calibration.tokens_per_char if self.calibration else TokenRate().rate
+        anchor = TokenAnchor(chars, tokens, rate)  # the live history's rule, from this call
         history = self.history
         measure = self.server.chars
 
@@ -572,7 +573,7 @@ class Run:
             else:
                 total = sum(chars_of(m) for m in messages)
                 delta = list_chars(total, len(messages)) - chars
-            return max(tokens + round(rate * delta), 1)
+            return max(anchored_tokens(chars + delta, anchor), 1)
 
         return count
 

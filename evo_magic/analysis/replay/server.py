@@ -28,8 +28,7 @@ from typing import Any
 
 from evo_magic.compact.server_edits import Memo, apply_edits
 from evo_magic.measure import to_json
-
-Message = dict[str, Any]
+from evo_magic.messages import Message
 
 
 @dataclass
