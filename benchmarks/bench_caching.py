@@ -48,7 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the loopback fake lives with the tests
 
-from fake_api import FakeAnthropic, Reply, text, tool_use, unmarked  # noqa: E402
+from support.fake_api import FakeAnthropic, Reply, text, tool_use, unmarked  # noqa: E402
 
 from evo_magic.compact.policy import CompactPolicy  # noqa: E402
 from evo_magic.cost import call_cost  # noqa: E402

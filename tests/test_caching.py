@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_api import FakeAnthropic, reply, text, tool_use, unmarked
+from support.fake_api import FakeAnthropic, reply, text, tool_use, unmarked
 
 from evo_magic import render
 from evo_magic.compact.base import Context

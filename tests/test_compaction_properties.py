@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fake_api import validate_messages, validate_request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.fake_api import validate_messages, validate_request
 
 from evo_magic.compact.base import Context
 from evo_magic.compact.policy import PLACEHOLDER, CompactPolicy

@@ -30,7 +30,7 @@ TESTS = Path(__file__).parent
 CHILD = """
 import json, os, sys
 sys.path.insert(0, {tests!r})
-from fake_api import FakeAnthropic, reply, text, tool_use
+from support.fake_api import FakeAnthropic, reply, text, tool_use
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from evo_magic.demo import make_demo_workspace
@@ -171,7 +171,7 @@ def test_without_the_sandbox_redaction_still_holds_but_the_rot13_key_leaks(tmp_p
 
 def test_a_key_passed_in_code_is_redacted_everywhere(workspace: Path):
     """No key in the environment: the one given to the model in code is known all the same."""
-    from fake_api import FakeAnthropic, reply, text, tool_use
+    from support.fake_api import FakeAnthropic, reply, text, tool_use
 
     from evo_magic.models import AnthropicModel
     from evo_magic.render import TextRenderer

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from claude_code_session import SID, write_session
+from support.claude_code_session import SID, write_session
 
 from evo_magic import load_transcripts, replay
 from evo_magic.analysis import lake_transcripts, transcripts

@@ -14,9 +14,9 @@ from typing import Any
 import anthropic
 import pytest
 from anthropic.types import Message
-from fake_api import FakeAnthropic, validate_request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.fake_api import FakeAnthropic, validate_request
 
 from evo_magic.cost import DEFAULT_PRICES, Price
 from evo_magic.prompt_cache import (

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from claude_code_session import SID, write_session
-from sweep_work import die_once, reader, square
+from support.claude_code_session import SID, write_session
+from support.sweep_work import die_once, reader, square
 
 from evo_magic import load_transcripts, replay, retention
 from evo_magic.analysis.sweep import SweepError, Unit, run_sweep

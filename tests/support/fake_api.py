@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-import fake_context
+from support import fake_context
 
 if TYPE_CHECKING:
     import anthropic
