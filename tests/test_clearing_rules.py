@@ -1,13 +1,21 @@
 """The API's clearing edits: the documented rules (`support.clearing`, which the loopback fake
-applies) on the documents' own cases."""
+applies) on the documents' own cases, then the project's implementation
+(`evo_magic.compact.server_edits`, which replay's modelled server runs) against them on
+generated conversations."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support import clearing
 from support.clearing import CLEARED_PLACEHOLDER
+
+from evo_magic.compact import server_edits
+
+TOOLS = ("bash", "read_file", "recall")
 
 
 def count(messages: list[dict]) -> int:
@@ -145,3 +153,49 @@ def test_thinking_is_kept_for_the_newest_turns_and_a_tool_loop_is_one_turn():
     }
     for keep in ("all", {"type": "all"}, {"type": "thinking_turns", "value": 2}):
         assert clearing.clear_thinking(messages, {**thinking_edit, "keep": keep}, count) is None
+
+
+# -- the project's implementation against the documented rules --------------------------------
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[dict]:
+    """Requests as an agent sends them: user turns, each answered by a loop of tool uses (one
+    or two at a time, some with thinking or text) and maybe a closing text; the request ends
+    on a user message (a new request, or tool results mid-loop). A tool result is longer than
+    the placeholder (clearing a shorter one grows the prompt: the documents do not say what the
+    API does then)."""
+    messages: list[dict] = []
+    n = 0
+    for _ in range(draw(st.integers(1, 4))):
+        if messages and messages[-1]["role"] == "user":
+            messages.append(assistant(text("Noted.")))
+        messages.append(user(text("Ask " + "q" * draw(st.integers(0, 200)))))
+        for step in range(draw(st.integers(0, 4))):
+            blocks = [thinking("t" * draw(st.integers(1, 300)))] if draw(st.booleans()) else []
+            blocks += [text("Let me look.")] if draw(st.booleans()) else []
+            ids = list(range(n, n + draw(st.integers(1, 2))))
+            n += len(ids)
+            blocks += [use(i, draw(st.sampled_from(TOOLS))) for i in ids]
+            messages.append(assistant(*blocks))
+            messages.append(user(*[result(i, draw(st.integers(40, 2_000))) for i in ids]))
+            if step and draw(st.booleans()):
+                break
+        if messages[-1]["role"] == "user" and draw(st.booleans()):
+            closing = [thinking("c" * 40)] if draw(st.booleans()) else []
+            messages.append(assistant(*closing, text("Done.")))
+    if messages[-1]["role"] == "assistant":
+        messages.append(user(text("Go on.")))
+    return messages
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversations(), st.integers(1, 4))
+def test_the_projects_thinking_clearing_is_the_documented_rule(messages, keep):
+    thinking_edit = {
+        "type": "clear_thinking_20251015",
+        "keep": {"type": "thinking_turns", "value": keep},
+    }
+    assert server_edits.clear_thinking(messages, thinking_edit, count) == clearing.clear_thinking(
+        messages, thinking_edit, count
+    )
