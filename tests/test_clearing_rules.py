@@ -189,6 +189,34 @@ def conversations(draw: st.DrawFn) -> list[dict]:
     return messages
 
 
+tool_edits = st.builds(
+    lambda trigger, keep, excluded, inputs, at_least: {
+        "type": "clear_tool_uses_20250919",
+        "trigger": trigger,
+        "keep": {"type": "tool_uses", "value": keep},
+        **({"exclude_tools": excluded} if excluded is not None else {}),
+        **({"clear_tool_inputs": inputs} if inputs is not None else {}),
+        **({"clear_at_least": tokens(at_least)} if at_least is not None else {}),
+    },
+    st.one_of(
+        st.builds(tokens, st.integers(1, 3_000)),
+        st.builds(lambda v: {"type": "tool_uses", "value": v}, st.integers(1, 8)),
+    ),
+    st.integers(0, 5),
+    st.none() | st.lists(st.sampled_from(TOOLS), max_size=2, unique=True),
+    st.none() | st.booleans() | st.lists(st.sampled_from(TOOLS), max_size=2, unique=True),
+    st.none() | st.integers(0, 1_500),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversations(), tool_edits)
+def test_the_projects_tool_result_clearing_is_the_documented_rule(messages, tool_edit):
+    assert server_edits.clear_tool_uses(messages, tool_edit, count) == clearing.clear_tool_uses(
+        messages, tool_edit, count
+    )
+
+
 @settings(max_examples=300, deadline=None)
 @given(conversations(), st.integers(1, 4))
 def test_the_projects_thinking_clearing_is_the_documented_rule(messages, keep):

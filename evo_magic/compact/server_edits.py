@@ -159,7 +159,7 @@ def clear_tool_uses(
     ]
     before = count(list(messages))
     measure = len(uses) if trigger.get("type") == "tool_uses" else before
-    if measure < int(trigger["value"]):
+    if measure <= int(trigger["value"]):  # "once the prompt exceeds this threshold"
         return None
     keep = int((edit.get("keep") or {"value": 3})["value"])
     excluded = set(edit.get("exclude_tools") or [])
