@@ -289,6 +289,7 @@ def test_default_micro_compaction_waits_for_a_clearing_that_pays_and_without_cac
     assert uncached_sent == eager_sent and len(uncached) == len(eager)
 
 
+@pytest.mark.slow
 def test_cache_aware_masking_waits_for_a_masking_that_pays(workspace: Path):
     """Observation masking before every call rewrites the cached tail each time one more
     result leaves the window; cache-aware, it waits until masking pays for the cache write:

@@ -690,6 +690,7 @@ def test_compact_takes_a_quoted_strategy_spec(ip, api):
     assert len(session.messages) < before
 
 
+@pytest.mark.slow
 def test_a_running_tool_ticks_in_a_real_kernel(workspace):
     """The seconds of a running tool reach the cell's output through ipykernel (the updates
     come from a thread while the cell's thread runs the tool)."""

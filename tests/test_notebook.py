@@ -17,6 +17,7 @@ from support.kernels import TESTS, kernel, kernel_env
 NOTEBOOKS = sorted((TESTS.parent / "notebooks").glob("*.ipynb"))
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+pytestmark = pytest.mark.slow  # every test starts a kernel (nbclient, or one of its own)
 
 
 def run_notebook(cells: list[str], workspace: Path) -> nbformat.NotebookNode:

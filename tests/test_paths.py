@@ -82,6 +82,7 @@ def start_swapper(workspace: Path, outside: Path, seconds: float) -> subprocess.
     return swapper
 
 
+@pytest.mark.slow
 def test_racing_swaps_never_read_or_write_outside(
     empty_workspace: Path, outside: Path, ctx: ToolContext, tmp_path: Path
 ) -> None:

@@ -265,6 +265,7 @@ TOOL_SETS = st.sampled_from(
     cache=SETTINGS,
     model=st.sampled_from([MODEL, "claude-opus-4-6", "someone-elses-model"]),
 )
+@pytest.mark.slow
 def test_every_placement_is_a_request_the_api_accepts(
     messages: list[dict], system: Any, tools: list[dict], cache: CacheSettings, model: str
 ) -> None:

@@ -146,6 +146,7 @@ def test_compactions_frame_shows_before_and_after_first(compacted: Session):
 # -- the lab notebook ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_lab_plot_legends_cover_no_bar_and_no_line(tmp_path: Path, monkeypatch):
     """Run the lab's code (Agg backend) and check every legend lies clear of the bars and the
     lines of its plot."""

@@ -137,6 +137,7 @@ print(json.dumps(report))
 """
 
 
+@pytest.mark.slow
 def test_a_full_disk_mid_batch_loses_nothing_once_space_returns(tmp_path: Path):
     script = FULL_DISK_SCRIPT.format(tests=str(TESTS), workspace=str(tmp_path / "work"))
     done = subprocess.run(
@@ -249,6 +250,7 @@ with FakeAnthropic() as server:
 """
 
 
+@pytest.mark.slow
 def test_a_crash_mid_batch_keeps_every_finished_output(tmp_path: Path):
     root = tmp_path / "transcripts"
     script = CRASH_SCRIPT.format(tests=str(TESTS), workspace=str(tmp_path / "work"), root=str(root))
