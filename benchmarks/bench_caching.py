@@ -3,7 +3,7 @@ micro-compaction adds.
 
 One 40-call session under the default pipeline (large outputs to files, micro-compaction before
 every call, a summary over the limit), offline: a real `Session` talks through the real
-`anthropic` SDK to the loopback fake of the Messages API (tests/fake_api.py), which validates
+`anthropic` SDK to the loopback fake of the Messages API (tests/support/fake_api), which validates
 every request and emulates the prompt cache on its own clock (the model "thinks" 20 seconds a
 call). The scripted model reviews a project: each call it says a sentence or two and, in a
 cycle of three, reads 60 lines of a module (about 3,500 characters), reads its settings (300

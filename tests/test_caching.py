@@ -1,7 +1,7 @@
 """Prompt caching and cost in the agent loop, through the real SDK and the loopback fake.
 
 The fake validates every request's breakpoints as the real API does and emulates the prompt
-cache (tests/fake_api.py, independent of evo_magic's own cache model), so these tests see the
+cache (tests/support/fake_api, independent of evo_magic's own cache model), so these tests see the
 usage a real server would report for what the session sent.
 """
 

@@ -1,10 +1,15 @@
-"""The test suite's helpers, each once: the loopback fake of the Messages API (`fake_api`, its
-server-side context management `fake_context`, the documented clearing rules `clearing`), the
-responders and environments the fixtures of `tests/conftest.py` are made of, a started Jupyter
-kernel (`kernels`), and the modules that other processes import by name (`sweep_work` for sweep
-workers, `example_strategy` for strategies rebuilt from a dotted path).
+"""The test suite's helpers, each once.
 
-The test run puts `tests/` on `sys.path` (`pythonpath` in pyproject.toml), and a test kernel's
-`PYTHONPATH` (`kernels.kernel_env`), so `support` imports the same way in the tests, in the
-processes they start, and in the benchmarks (which add `tests/` themselves).
+- `fake_api`: the loopback fake of the Messages API; `fake_context`, its server-side context
+  management; `clearing`, the API's documented clearing rules written on their own (the oracle
+  the fake applies, so the project's implementation is checked against a rule it does not share);
+- `responders` and `sandbox`: what the fixtures of `tests/conftest.py` and some tests are made of;
+- `kernels`: a started Jupyter kernel with the tests' environment;
+- `claude_code_session`: realistic Claude Code sessions, written for replay's tests and benchmarks;
+- `sweep_work` and `example_strategy`: modules other processes import by name (sweep workers;
+  a strategy rebuilt from its dotted path).
+
+The test run puts `tests/` on `sys.path` (`pythonpath` in pyproject.toml), and so does a test
+kernel's `PYTHONPATH` (`kernels.kernel_env`), so `support` imports the same way in the tests, in
+the processes they start, and in the benchmarks (which add `tests/` themselves).
 """
