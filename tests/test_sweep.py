@@ -123,6 +123,7 @@ def test_a_sweep_resumes_where_it_was_interrupted(tmp_path: Path):
     assert (again.reused, again.ran) == (8, 0)
 
 
+@pytest.mark.slow
 def test_results_of_other_settings_are_not_mixed(corpus: Path, tmp_path: Path):
     out = tmp_path / "out"
     replay(corpus, {"none": []}, engine="local", workers=1, out=out, progress=False)
@@ -263,6 +264,7 @@ def test_a_reader_that_cannot_go_to_the_workers_is_refused_before_the_sweep(
     assert not (tmp_path / "out").exists()  # refused before anything ran
 
 
+@pytest.mark.slow
 def test_an_interrupted_retention_sweep_resumes_where_it_stopped(corpus: Path, tmp_path: Path):
     out = tmp_path / "out"
     out.mkdir()
