@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import offline_responder
-from fake_api import FakeAnthropic, unmarked
 from IPython.utils.capture import capture_output
+from support.fake_api import FakeAnthropic, unmarked
+from support.responders import offline_responder
 
 from evo_magic import load_transcripts, replay
 from evo_magic.compact.policy import CompactPolicy
@@ -151,7 +151,7 @@ def _lines(directory: Path) -> list[str]:
 def test_a_call_over_the_models_context_window_is_flagged(workspace: Path):
     """Recorded prompts of 190k tokens and more: on a 200k model the calls above the window
     are flagged and counted; on a 1M model none is; on an unknown model the window is NA."""
-    from fake_api import Reply
+    from support.fake_api import Reply
 
     answer = offline_responder()
     calls = []
