@@ -3,7 +3,7 @@ micro-compaction adds.
 
 One 40-call session under the default pipeline (large outputs to files, micro-compaction before
 every call, a summary over the limit), offline: a real `Session` talks through the real
-`anthropic` SDK to the loopback fake of the Messages API (tests/fake_api.py), which validates
+`anthropic` SDK to the loopback fake of the Messages API (tests/support/fake_api), which validates
 every request and emulates the prompt cache on its own clock (the model "thinks" 20 seconds a
 call). The scripted model reviews a project: each call it says a sentence or two and, in a
 cycle of three, reads 60 lines of a module (about 3,500 characters), reads its settings (300
@@ -48,7 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the loopback fake lives with the tests
 
-from fake_api import FakeAnthropic, Reply, text, tool_use, unmarked  # noqa: E402
+from support.fake_api import FakeAnthropic, Reply, text, tool_use, unmarked  # noqa: E402
 
 from evo_magic.compact.policy import CompactPolicy  # noqa: E402
 from evo_magic.cost import call_cost  # noqa: E402

@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from claude_code_session import SID, write_session  # noqa: E402
+from support.claude_code_session import SID, write_session  # noqa: E402
 
 SESSIONS = 2_000
 TEMPLATES = 40

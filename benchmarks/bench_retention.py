@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from claude_code_session import write_session  # noqa: E402
+from support.claude_code_session import write_session  # noqa: E402
 
 from benchmarks.bench_replay import CALLS, SWEEP  # noqa: E402
 from evo_magic import Fact, load_transcripts, replay, retention  # noqa: E402

@@ -1,20 +1,25 @@
-"""Shared fixtures: a loopback fake of the Messages API, a Claude model pointed at it, and a
-workspace holding the sample project."""
+"""The suite's fixtures, each defined once: a loopback fake of the Messages API (`fake`, and `api`
+reached through the environment), a Claude model pointed at it, the sample project
+(`workspace`) or an empty folder (`empty_workspace`), and a real IPython shell with the
+extension loaded (`ip`). Their parts live in the `support` package.
+
+Markers (registered in pyproject.toml) adjust a fixture for a test or a module:
+`provokes_rejections` (its `fake` does not fail the test for requests it rejected),
+`agent_config(name=value, ...)` (the `ip` shell's AgentMagics settings) and
+`responder.with_args(function)` (how `api` answers).
+"""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.fake_api import FakeAnthropic
+from support.responders import offline_responder
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fake_api import FakeAnthropic, Reply  # noqa: E402
-
-from evo_magic.demo import make_demo_workspace  # noqa: E402
-from evo_magic.models import AnthropicModel, ModelRequest, OfflineModel  # noqa: E402
+from evo_magic.demo import make_demo_workspace
+from evo_magic.models import AnthropicModel
 
 
 @pytest.fixture(autouse=True)
@@ -25,11 +30,13 @@ def _no_real_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    """A started fake; at teardown it asserts that it rejected nothing."""
+def fake(request: pytest.FixtureRequest) -> Iterator[FakeAnthropic]:
+    """A started fake; at teardown it asserts that it rejected nothing (unless the test is
+    marked `provokes_rejections`)."""
     with FakeAnthropic() as server:
         yield server
-        server.assert_no_rejections()
+        if request.node.get_closest_marker("provokes_rejections") is None:
+            server.assert_no_rejections()
 
 
 @pytest.fixture
@@ -38,60 +45,49 @@ def claude(fake: FakeAnthropic) -> AnthropicModel:
     return AnthropicModel("claude-sonnet-5-5", client=fake.client())
 
 
-def sandbox_here() -> str:
-    """The sandbox setting for tests of bash's own behaviour (exit codes, timeouts, output): the
-    default where bubblewrap works; "off" elsewhere, so that the one-time warning of a machine
-    without it (tested in test_sandbox.py) does not stand in front of the output they read."""
-    from evo_magic.tools import DEFAULT_SANDBOX, sandbox_status
-
-    return DEFAULT_SANDBOX if sandbox_status().available else "off"
-
-
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
+    """The sample project (`evo_magic.demo`), in a folder of its own."""
     return make_demo_workspace(tmp_path / "work")
 
 
-def offline_responder() -> object:
-    """A fake responder that answers like the offline model, so whole scripted sessions can run
-    through the real SDK and the fake's validation."""
-    model = OfflineModel()
-
-    def respond(body: dict) -> Reply:
-        request = ModelRequest(
-            messages=body["messages"],
-            max_tokens=body["max_tokens"],
-            system=body.get("system", "") if isinstance(body.get("system"), str) else "",
-            tools=body.get("tools", []),
-            tool_choice=body.get("tool_choice"),
-        )
-        reply = model.respond(request)
-        return Reply(content=reply.content, stop_reason=reply.stop_reason or "end_turn")
-
-    return respond
+@pytest.fixture
+def empty_workspace(tmp_path: Path) -> Path:
+    """An empty folder for a workspace, next to nothing else the test made yet."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
 
 
 @pytest.fixture
-def ip(workspace: Path, monkeypatch: pytest.MonkeyPatch):
-    """A real IPython shell with the extension loaded, working in the sample workspace (one
-    shell per process, as IPython keeps it)."""
-    from IPython.core.interactiveshell import InteractiveShell
-    from IPython.testing.globalipapp import start_ipython
-
-    shell = start_ipython() or InteractiveShell.instance()
-    monkeypatch.chdir(workspace)
-    shell.run_line_magic("load_ext", "evo_magic")
-    shell.run_line_magic("config", "AgentMagics.display_mode = 'plain'")
-    yield shell
-    shell.run_line_magic("unload_ext", "evo_magic")
-    shell.config.pop("AgentMagics", None)
-
-
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
-    """The fake, answering like the offline model, reached through ANTHROPIC_BASE_URL."""
-    with FakeAnthropic(offline_responder()) as server:
+def api(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[FakeAnthropic]:
+    """The fake reached through ANTHROPIC_BASE_URL (with a key), answering like the offline
+    model or as the test's `responder` marker says; it must reject nothing."""
+    marker = request.node.get_closest_marker("responder")
+    responder = marker.args[0] if marker is not None else offline_responder()
+    with FakeAnthropic(responder) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-magics-0000")
         yield server
         server.assert_no_rejections()
+
+
+@pytest.fixture
+def ip(workspace: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest):
+    """A real IPython shell with the extension loaded, working in the sample workspace, plain
+    output, and the settings of the test's `agent_config` marker (one shell per process, as
+    IPython keeps it)."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.testing.globalipapp import start_ipython
+
+    settings: dict[str, object] = {"display_mode": "plain"}
+    if (marker := request.node.get_closest_marker("agent_config")) is not None:
+        settings.update(marker.kwargs)
+    shell = start_ipython() or InteractiveShell.instance()
+    monkeypatch.chdir(workspace)
+    shell.run_line_magic("load_ext", "evo_magic")
+    for name, value in settings.items():
+        shell.run_line_magic("config", f"AgentMagics.{name} = {value!r}")
+    yield shell
+    shell.run_line_magic("unload_ext", "evo_magic")
+    shell.config.pop("AgentMagics", None)

@@ -1,7 +1,7 @@
 """Prompt caching and cost in the agent loop, through the real SDK and the loopback fake.
 
 The fake validates every request's breakpoints as the real API does and emulates the prompt
-cache (tests/fake_api.py, independent of evo_magic's own cache model), so these tests see the
+cache (tests/support/fake_api, independent of evo_magic's own cache model), so these tests see the
 usage a real server would report for what the session sent.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_api import FakeAnthropic, reply, text, tool_use, unmarked
+from support.fake_api import FakeAnthropic, reply, text, tool_use, unmarked
 
 from evo_magic import render
 from evo_magic.compact.base import Context
@@ -296,6 +296,7 @@ def test_default_micro_compaction_waits_for_a_clearing_that_pays_and_without_cac
     assert uncached_sent == eager_sent and len(uncached) == len(eager)
 
 
+@pytest.mark.slow
 def test_cache_aware_masking_waits_for_a_masking_that_pays(workspace: Path):
     """Observation masking before every call rewrites the cached tail each time one more
     result leaves the window; cache-aware, it waits until masking pays for the cache write:

@@ -7,8 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import offline_responder
-from fake_api import (
+from support.fake_api import (
     FakeAnthropic,
     Reply,
     reply,
@@ -18,6 +17,7 @@ from fake_api import (
     unmarked,
     validate_messages,
 )
+from support.responders import offline_responder
 
 from evo_magic.compact.layout import FILES_HEADER, FOCUS_PREFIX, REQUEST_HEADER
 from evo_magic.compact.policy import CompactPolicy

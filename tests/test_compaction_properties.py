@@ -14,9 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fake_api import validate_messages, validate_request
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.fake_api import validate_messages, validate_request
 
 from evo_magic.compact.base import Context
 from evo_magic.compact.layout import (
@@ -250,6 +251,7 @@ def shape(messages: list[dict[str, Any]]) -> list[list[tuple[Any, ...]]]:
 # -- layer 1 ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @examples(200)
 @given(histories(), policies)
 def test_micro_compact_properties(messages: list[dict[str, Any]], policy: MicroCompact) -> None:
@@ -314,6 +316,7 @@ def test_micro_compact_properties(messages: list[dict[str, Any]], policy: MicroC
     assert to_json(messages) == compacted
 
 
+@pytest.mark.slow
 @examples(100)
 @given(histories(), policies)
 def test_micro_compact_in_a_loop_only_ever_clears(
@@ -376,6 +379,7 @@ OMITTED_MARKER = re.compile(
 )
 
 
+@pytest.mark.slow
 @examples(150)
 @given(histories(), st.data())
 def test_conversation_text_keeps_head_and_tail_within_the_limit(

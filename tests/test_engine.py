@@ -10,8 +10,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from claude_code_session import SID, write_session
-from sweep_work import reader, square
+from support.claude_code_session import SID, write_session
+from support.sweep_work import reader, square
 
 from evo_magic import Engine, replay, retention
 from evo_magic.analysis.engine import OPTIONS, EngineOptions, SweepError, Unit
@@ -91,6 +91,7 @@ def _same(left: pd.DataFrame, right: pd.DataFrame) -> None:
     )
 
 
+@pytest.mark.slow  # a Dask cluster and process pools
 def test_an_engine_value_gives_what_its_keywords_give(corpus: Path, tmp_path: Path):
     model = "claude-sonnet-4-5"
     on_dask = Engine("dask", workers=2, out=tmp_path / "value", progress=False)
@@ -128,6 +129,7 @@ def test_an_engine_value_gives_what_its_keywords_give(corpus: Path, tmp_path: Pa
         _same(swept.frames[name], swept_too.frames[name])
 
 
+@pytest.mark.slow  # a sweep's process pool
 def test_an_engine_is_one_value_to_keep_and_pass_on(corpus: Path, tmp_path: Path):
     """The same Engine, given again, resumes its sweep: what is done under `out` is read back."""
     runs = tmp_path / "runs"

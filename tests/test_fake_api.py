@@ -1,4 +1,4 @@
-"""Tests of the loopback fake Anthropic API (tests/fake_api.py), through the real SDK."""
+"""Tests of the loopback fake Anthropic API (tests/support/fake_api.py), through the real SDK."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import anthropic
 import httpx2
 import pytest
 from anthropic.types import Message
-from fake_api import (
+from support.fake_api import (
     FakeAnthropic,
     FakeClock,
     Fault,
@@ -31,13 +31,7 @@ from fake_api import (
 
 MODEL = "claude-fake-model"
 HI = {"role": "user", "content": "hi"}
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    """A started fake that tolerates rejections (these tests provoke them on purpose)."""
-    with FakeAnthropic() as server:
-        yield server
+pytestmark = pytest.mark.provokes_rejections
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import sandbox_here
+from support.sandbox import sandbox_here
 
 from evo_magic.tools import ToolContext, default_tools, run_tool
 from evo_magic.tools.guard import refusal_reason

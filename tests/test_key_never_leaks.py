@@ -30,7 +30,7 @@ TESTS = Path(__file__).parent
 CHILD = """
 import json, os, sys
 sys.path.insert(0, {tests!r})
-from fake_api import FakeAnthropic, reply, text, tool_use
+from support.fake_api import FakeAnthropic, reply, text, tool_use
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from evo_magic.demo import make_demo_workspace
@@ -134,6 +134,7 @@ def places(report: dict) -> dict[str, str]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sandbox_status().available, reason="bubblewrap is not usable here")
 def test_the_sandboxed_agent_never_gets_the_key(tmp_path: Path):
     report = run_kernel(tmp_path, "require")
@@ -159,6 +160,7 @@ def tool_result(report: dict, index: int) -> str:
     return found["block"]["content"]
 
 
+@pytest.mark.slow
 def test_without_the_sandbox_redaction_still_holds_but_the_rot13_key_leaks(tmp_path: Path):
     """The control: unsandboxed, the agent reads the kernel's environment. Redaction keeps the
     key and what a command trivially makes of it (reversed) out of everything, but not every
@@ -171,7 +173,7 @@ def test_without_the_sandbox_redaction_still_holds_but_the_rot13_key_leaks(tmp_p
 
 def test_a_key_passed_in_code_is_redacted_everywhere(workspace: Path):
     """No key in the environment: the one given to the model in code is known all the same."""
-    from fake_api import FakeAnthropic, reply, text, tool_use
+    from support.fake_api import FakeAnthropic, reply, text, tool_use
 
     from evo_magic.models import AnthropicModel
     from evo_magic.render import TextRenderer
@@ -233,6 +235,7 @@ def derived(secret: str) -> set[str]:
     return {text[i : i + 12] for text in texts for i in range(len(text) - 11)}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sandbox_status().available, reason="bubblewrap is not usable here")
 def test_a_key_in_a_workspace_notebook_never_reaches_the_agent(tmp_path: Path):
     """The notebook and its checkpoint hold the key (a cell ran %env); a plain notes file too.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from claude_code_session import SID, write_session
+from support.claude_code_session import SID, write_session
 
 from evo_magic import load_transcripts, replay
 from evo_magic.analysis import lake_transcripts, transcripts
@@ -66,6 +66,7 @@ def _same(left: pd.DataFrame, right: pd.DataFrame, *, any_order: bool = False) -
     pd.testing.assert_frame_equal(_plain(left), _plain(right), check_dtype=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, lake_transcripts.BATCH_BYTES])
 def test_frames_over_a_lake_equal_frames_without_one(
     corpus: Path, tmp_path: Path, batch: int, monkeypatch: pytest.MonkeyPatch
@@ -136,6 +137,7 @@ def test_what_a_load_keeps_of_a_batch_holds_no_memory_of_the_batch():
     assert pa.total_allocated_bytes() - before < 1 << 20  # the 24 MB made are gone
 
 
+@pytest.mark.slow
 def test_a_lake_reads_only_new_and_changed_sessions(corpus: Path, tmp_path: Path):
     lake = tmp_path / "lake"
     first = load_transcripts(corpus, lake=lake)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fake_api import FakeAnthropic, reply, text, tool_use
+from support.fake_api import FakeAnthropic, reply, text, tool_use
 
 from evo_magic.session import Session
 from evo_magic.strategies import LargeOutputs, MicroCompact, Summarise

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from fake_api import (
+from support.fake_api import (
     FakeAnthropic,
     StreamCut,
     overloaded,

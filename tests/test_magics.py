@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from example_strategy import KeepLastTurns
-from fake_api import FakeAnthropic, reply, text, tool_use, validate_messages
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
-from kernels import kernel_env
+from support.example_strategy import KeepLastTurns
+from support.fake_api import FakeAnthropic, reply, text, tool_use, validate_messages
+from support.kernels import kernel
 
 from evo_magic.cost import call_cost
 from evo_magic.notebook.magics import AgentMagics, CompactArgs, parse_compact_line
@@ -560,7 +560,7 @@ def test_an_interrupt_is_said_once(ip, mode, monkeypatch):
 
 
 def test_model_error_is_shown_plainly_and_history_stays_valid(ip, monkeypatch):
-    from fake_api import server_error
+    from support.fake_api import server_error
 
     with FakeAnthropic() as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
@@ -842,21 +842,14 @@ def test_compact_takes_a_quoted_strategy_spec(ip, api):
     assert len(session.messages) < before
 
 
+@pytest.mark.slow
 def test_a_running_tool_ticks_in_a_real_kernel(workspace):
     """The seconds of a running tool reach the cell's output through ipykernel (the updates
     come from a thread while the cell's thread runs the tool)."""
-
-    from jupyter_client.manager import KernelManager
-
     with FakeAnthropic() as api:
         api.queue(reply(tool_use("bash", {"command": "sleep 3.3"})), reply(text("done")))
-        env = kernel_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-ant-test-kernel-00")
-        km = KernelManager(kernel_name="python3")
-        km.start_kernel(cwd=str(workspace), env=env)
-        kc = km.client()
-        kc.start_channels()
-        try:
-            kc.wait_for_ready(timeout=60)
+        env = {"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "sk-ant-test-kernel-00"}
+        with kernel(workspace, **env) as (_, kc):
             setup = "%load_ext evo_magic\n%config AgentMagics.display_mode = 'rich'"
             assert kc.execute_interactive(setup, timeout=60)["content"]["status"] == "ok"
             shown: list[dict] = []
@@ -865,9 +858,6 @@ def test_a_running_tool_ticks_in_a_real_kernel(workspace):
             )
             assert done["content"]["status"] == "ok"
             api.assert_no_rejections()
-        finally:
-            kc.stop_channels()
-            km.shutdown_kernel(now=True)
     cell = done["parent_header"]["msg_id"]
     updates = [
         m["content"]["data"].get("text/plain", "")

@@ -9,14 +9,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from fake_api import FakeAnthropic, reply, text, tool_use
 from jupyter_client.manager import KernelManager
-from kernels import TESTS, kernel_env
 from nbclient import NotebookClient
+from support.fake_api import FakeAnthropic, reply, text, tool_use
+from support.kernels import TESTS, kernel, kernel_env
 
 NOTEBOOKS = sorted((TESTS.parent / "notebooks").glob("*.ipynb"))
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+pytestmark = pytest.mark.slow  # every test starts a kernel (nbclient, or one of its own)
 
 
 def run_notebook(cells: list[str], workspace: Path) -> nbformat.NotebookNode:
@@ -155,21 +156,13 @@ def test_meter_is_a_live_widget_while_the_cell_runs(workspace: Path):
     """On the wire: the cell first displays the widget, updates its view as the session
     goes, then replaces that display with the static snapshot (the very HTML the widget
     showed last) and closes the widget."""
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(workspace), env=kernel_env())
-    kc = km.client()
-    kc.start_channels()
     messages: list[dict] = []
-    try:
-        kc.wait_for_ready(timeout=60)
+    with kernel(workspace) as (_, kc):
         setup = "%load_ext evo_magic\n%config AgentMagics.context_limit = 9000"
         assert kc.execute_interactive(setup, timeout=60)["content"]["status"] == "ok"
         cell = "%%agent\nSurvey the project and keep notes."
         reply = kc.execute_interactive(cell, timeout=60, output_hook=messages.append)
         assert reply["content"]["status"] == "ok"
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
     displays = [
         (m["msg_type"], m["content"]["transient"].get("display_id"), m["content"]["data"])
         for m in messages
@@ -239,13 +232,8 @@ def json_text(output: dict) -> str:
 def test_kernel_interrupt_mid_agent_keeps_a_valid_history(workspace: Path):
     with FakeAnthropic() as api:
         api.queue(reply(text("Running it."), tool_use("bash", {"command": "sleep 60"})))
-        env = kernel_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-ant-test-kernel-00")
-        km = KernelManager(kernel_name="python3")
-        km.start_kernel(cwd=str(workspace), env=env)
-        kc = km.client()
-        kc.start_channels()
-        try:
-            kc.wait_for_ready(timeout=60)
+        env = {"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "sk-ant-test-kernel-00"}
+        with kernel(workspace, **env) as (km, kc):
             setup = "%load_ext evo_magic\n%config AgentMagics.display_mode = 'plain'"
             assert kc.execute_interactive(setup, timeout=60)["content"]["status"] == "ok"
             msg_id = kc.execute("%%agent\nRun the slow command.")
@@ -264,7 +252,7 @@ def test_kernel_interrupt_mid_agent_keeps_a_valid_history(workspace: Path):
             streamed = "".join(m["content"].get("text", "") for m in _iopub_of(kc, msg_id))
             assert "Running it." in streamed and "nterrupted" not in streamed
             check = (
-                "from fake_api import validate_messages\n"
+                "from support.fake_api import validate_messages\n"
                 "m = next(c for c in get_ipython().configurables "
                 "if type(c).__name__ == 'AgentMagics')\n"
                 "h = m.sessions['default'].messages\n"
@@ -276,9 +264,6 @@ def test_kernel_interrupt_mid_agent_keeps_a_valid_history(workspace: Path):
             again = kc.execute_interactive("%%agent\nGo on.", timeout=60)
             assert again["content"]["status"] == "ok"
             api.assert_no_rejections()
-        finally:
-            kc.stop_channels()
-            km.shutdown_kernel(now=True)
 
 
 def _wait_for_request(api: FakeAnthropic, count: int, timeout: float = 60) -> None:

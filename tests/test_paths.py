@@ -20,13 +20,6 @@ from evo_magic.tools.paths import open_beneath
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 def outside(tmp_path: Path) -> Path:
     other = tmp_path / "outside"
     other.mkdir()
@@ -35,8 +28,8 @@ def outside(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def ctx(workspace: Path) -> ToolContext:
-    return ToolContext(workspace=workspace, bash_timeout=10)
+def ctx(empty_workspace: Path) -> ToolContext:
+    return ToolContext(workspace=empty_workspace, bash_timeout=10)
 
 
 def call(name: str, tool_input: Any, ctx: ToolContext) -> ToolResult:
@@ -89,12 +82,13 @@ def start_swapper(workspace: Path, outside: Path, seconds: float) -> subprocess.
     return swapper
 
 
+@pytest.mark.slow
 def test_racing_swaps_never_read_or_write_outside(
-    workspace: Path, outside: Path, ctx: ToolContext, tmp_path: Path
+    empty_workspace: Path, outside: Path, ctx: ToolContext, tmp_path: Path
 ) -> None:
     if not renameat2_exchange_works(tmp_path):
         pytest.skip("renameat2(RENAME_EXCHANGE) is not available to drive the race")
-    swapper = start_swapper(workspace, outside, seconds=60)
+    swapper = start_swapper(empty_workspace, outside, seconds=60)
     reads = writes = refused = 0
     try:
         deadline = time.monotonic() + 8
@@ -117,9 +111,9 @@ def test_racing_swaps_never_read_or_write_outside(
 
 
 def test_a_hardlink_to_an_outside_file_is_not_written_through(
-    workspace: Path, outside: Path, ctx: ToolContext
+    empty_workspace: Path, outside: Path, ctx: ToolContext
 ) -> None:
-    os.link(outside / "f.txt", workspace / "h.txt")
+    os.link(outside / "f.txt", empty_workspace / "h.txt")
     result = call("write_file", {"path": "h.txt", "content": "pwned\n"}, ctx)
     assert result.is_error and "h.txt has 2 hard links" in result.content
     assert "Nothing was written" in result.content
@@ -131,8 +125,8 @@ def test_a_hardlink_to_an_outside_file_is_not_written_through(
     assert call("read_file", {"path": "h.txt"}, ctx).content == "outside-secret\n"
 
 
-def test_a_fifo_is_refused_without_hanging(workspace: Path, ctx: ToolContext) -> None:
-    os.mkfifo(workspace / "pipe")
+def test_a_fifo_is_refused_without_hanging(empty_workspace: Path, ctx: ToolContext) -> None:
+    os.mkfifo(empty_workspace / "pipe")
     result = call("read_file", {"path": "pipe"}, ctx)
     assert result.is_error and "pipe is not a regular file" in result.content
     result = call("write_file", {"path": "pipe", "content": "x"}, ctx)
@@ -140,13 +134,15 @@ def test_a_fifo_is_refused_without_hanging(workspace: Path, ctx: ToolContext) ->
 
 
 @pytest.mark.parametrize("use_openat2", [True, False])
-def test_open_beneath_follows_no_link(workspace: Path, outside: Path, use_openat2: bool) -> None:
-    (workspace / "real").mkdir()
-    (workspace / "real" / "f.txt").write_text("inside\n")
-    (workspace / "link").symlink_to(outside)
-    (workspace / "inner").symlink_to("real")  # a link inside the workspace
-    (workspace / "file-link").symlink_to("real/f.txt")
-    root = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+def test_open_beneath_follows_no_link(
+    empty_workspace: Path, outside: Path, use_openat2: bool
+) -> None:
+    (empty_workspace / "real").mkdir()
+    (empty_workspace / "real" / "f.txt").write_text("inside\n")
+    (empty_workspace / "link").symlink_to(outside)
+    (empty_workspace / "inner").symlink_to("real")  # a link inside the workspace
+    (empty_workspace / "file-link").symlink_to("real/f.txt")
+    root = os.open(empty_workspace, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fd = open_beneath(root, "real/f.txt", os.O_RDONLY, use_openat2=use_openat2)
         assert os.read(fd, 100) == b"inside\n"
@@ -161,7 +157,7 @@ def test_open_beneath_follows_no_link(workspace: Path, outside: Path, use_openat
         flags = os.O_WRONLY | os.O_CREAT
         fd = open_beneath(root, "new/deep/g.txt", flags, create_dirs=True, use_openat2=use_openat2)
         os.close(fd)
-        assert (workspace / "new" / "deep" / "g.txt").is_file()
+        assert (empty_workspace / "new" / "deep" / "g.txt").is_file()
         with pytest.raises(OSError):
             open_beneath(root, "link/new.txt", flags, create_dirs=True, use_openat2=use_openat2)
     finally:
@@ -169,16 +165,16 @@ def test_open_beneath_follows_no_link(workspace: Path, outside: Path, use_openat
     assert sorted(p.name for p in outside.iterdir()) == ["f.txt"]
 
 
-def test_symlinks_inside_the_workspace_still_work(workspace: Path, ctx: ToolContext) -> None:
+def test_symlinks_inside_the_workspace_still_work(empty_workspace: Path, ctx: ToolContext) -> None:
     # The path is resolved first (links inside are followed), then opened without links.
-    (workspace / "real").mkdir()
-    (workspace / "alias").symlink_to(workspace / "real")
+    (empty_workspace / "real").mkdir()
+    (empty_workspace / "alias").symlink_to(empty_workspace / "real")
     result = call("write_file", {"path": "alias/f.txt", "content": "via alias\n"}, ctx)
     assert result.content == "Wrote 10 bytes to real/f.txt"
     assert call("read_file", {"path": "alias/f.txt"}, ctx).content == "via alias\n"
 
 
-def test_a_path_through_a_file_is_a_clear_error(workspace: Path, ctx: ToolContext) -> None:
-    (workspace / "plain").write_text("x")
+def test_a_path_through_a_file_is_a_clear_error(empty_workspace: Path, ctx: ToolContext) -> None:
+    (empty_workspace / "plain").write_text("x")
     result = call("write_file", {"path": "plain/f.txt", "content": "y"}, ctx)
     assert result.is_error and "cannot write plain/f.txt: Not a directory" in result.content

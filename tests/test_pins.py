@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_api import FakeAnthropic, Reply, reply, text, tool_use
+from support.fake_api import FakeAnthropic, Reply, reply, text, tool_use
 
 from evo_magic import load_transcripts, replay
 from evo_magic.compact.layout import FILE_PIN_PREFIX, PIN_PREFIX
@@ -286,7 +286,7 @@ def test_a_too_long_prompt_compacts_and_retries_once(workspace: Path):
         session = session_on(fake, workspace)
         events = collect(session)
         session.ask("Read inventory.py.")
-        from fake_api import estimate_input_tokens
+        from support.fake_api import estimate_input_tokens
 
         fake.context_window = estimate_input_tokens(agent_requests(fake)[-1]) + 150
         result = session.ask("Read it again, please.")

@@ -14,9 +14,9 @@ from typing import Any
 import anthropic
 import pytest
 from anthropic.types import Message
-from fake_api import FakeAnthropic, validate_request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.fake_api import FakeAnthropic, validate_request
 
 from evo_magic.cost import DEFAULT_PRICES, Price
 from evo_magic.prompt_cache import (
@@ -265,6 +265,7 @@ TOOL_SETS = st.sampled_from(
     cache=SETTINGS,
     model=st.sampled_from([MODEL, "claude-opus-4-6", "someone-elses-model"]),
 )
+@pytest.mark.slow
 def test_every_placement_is_a_request_the_api_accepts(
     messages: list[dict], system: Any, tools: list[dict], cache: CacheSettings, model: str
 ) -> None:

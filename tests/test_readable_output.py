@@ -11,8 +11,6 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
-from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
 
 from evo_magic import CompactPolicy, Session, load_transcripts
@@ -28,19 +26,7 @@ LAB = Path(__file__).parents[1] / "notebooks" / "compaction_lab.ipynb"
 # and monospace font covers, and the two check marks of the tool lines (DejaVu, Segoe UI
 # Symbol, Apple Symbols, Noto). An "ⓘ" shows as a box in many fonts.
 GLYPHS = set("·→←↑↓…—–×•●▲►▼◄“”‘’¦│≈✓✗")
-
-
-@pytest.fixture
-def ip(workspace: Path, monkeypatch: pytest.MonkeyPatch):
-    shell = start_ipython() or InteractiveShell.instance()
-    monkeypatch.chdir(workspace)
-    shell.run_line_magic("load_ext", "evo_magic")
-    shell.run_line_magic("config", "AgentMagics.offline = True")
-    shell.run_line_magic("config", "AgentMagics.context_limit = 12_000")
-    shell.run_line_magic("config", "AgentMagics.display_mode = 'plain'")
-    yield shell
-    shell.run_line_magic("unload_ext", "evo_magic")
-    shell.config.pop("AgentMagics", None)
+pytestmark = pytest.mark.agent_config(offline=True, context_limit=12_000)
 
 
 @pytest.fixture
@@ -160,6 +146,7 @@ def test_compactions_frame_shows_before_and_after_first(compacted: Session):
 # -- the lab notebook ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_lab_plot_legends_cover_no_bar_and_no_line(tmp_path: Path, monkeypatch):
     """Run the lab's code (Agg backend) and check every legend lies clear of the bars and the
     lines of its plot."""

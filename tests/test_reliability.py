@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import offline_responder
-from fake_api import (
+from support.fake_api import (
     FakeAnthropic,
     RawStream,
     Reply,
@@ -29,6 +28,7 @@ from fake_api import (
     tool_use,
     validate_messages,
 )
+from support.responders import offline_responder
 
 from evo_magic import load_transcripts
 from evo_magic.compact.policy import CompactPolicy
@@ -106,8 +106,8 @@ def test_an_observer_that_raises_mid_batch(workspace: Path):
 FULL_DISK_SCRIPT = """
 import json, os, resource, signal, sys
 sys.path.insert(0, {tests!r})
-from conftest import offline_responder
-from fake_api import FakeAnthropic, validate_messages
+from support.responders import offline_responder
+from support.fake_api import FakeAnthropic, validate_messages
 from evo_magic.demo import make_demo_workspace
 from evo_magic.models import AnthropicModel
 from evo_magic.session import Session
@@ -137,6 +137,7 @@ print(json.dumps(report))
 """
 
 
+@pytest.mark.slow
 def test_a_full_disk_mid_batch_loses_nothing_once_space_returns(tmp_path: Path):
     script = FULL_DISK_SCRIPT.format(tests=str(TESTS), workspace=str(tmp_path / "work"))
     done = subprocess.run(
@@ -231,7 +232,7 @@ def test_normalising_never_reuses_an_id_of_the_session():
 CRASH_SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
-from fake_api import FakeAnthropic, reply, text, tool_use
+from support.fake_api import FakeAnthropic, reply, text, tool_use
 from evo_magic.demo import make_demo_workspace
 from evo_magic.models import AnthropicModel
 from evo_magic.session import Session
@@ -249,6 +250,7 @@ with FakeAnthropic() as server:
 """
 
 
+@pytest.mark.slow
 def test_a_crash_mid_batch_keeps_every_finished_output(tmp_path: Path):
     root = tmp_path / "transcripts"
     script = CRASH_SCRIPT.format(tests=str(TESTS), workspace=str(tmp_path / "work"), root=str(root))

@@ -9,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from claude_code_session import write_session
-from conftest import offline_responder
-from fake_api import FakeAnthropic
+from support.claude_code_session import write_session
+from support.fake_api import FakeAnthropic
+from support.responders import offline_responder
 
 from evo_magic import load_transcripts, replay
 from evo_magic.compact.policy import CompactPolicy

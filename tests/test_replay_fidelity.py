@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import offline_responder
-from fake_api import FakeAnthropic, Reply, reply, text, tool_use, unmarked
 from IPython.utils.capture import capture_output
+from support.fake_api import FakeAnthropic, Reply, reply, text, tool_use, unmarked
+from support.responders import offline_responder
 
 from evo_magic import load_transcripts, replay
 from evo_magic.compact.policy import CompactPolicy

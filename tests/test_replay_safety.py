@@ -10,9 +10,9 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import offline_responder
-from example_strategy import KeepLastTurns
-from fake_api import FakeAnthropic
+from support.example_strategy import KeepLastTurns
+from support.fake_api import FakeAnthropic
+from support.responders import offline_responder
 
 from evo_magic import load_transcripts, replay
 from evo_magic.analysis.replay import ReplayWarning

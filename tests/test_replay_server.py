@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import fake_context
 import pandas as pd
 import pytest
-from conftest import offline_responder
-from fake_api import FakeAnthropic, estimate_input_tokens
+from support import fake_context
+from support.fake_api import FakeAnthropic, estimate_input_tokens
+from support.responders import offline_responder
 from test_replay_fidelity import agent_requests, replayed, sent
 
 from evo_magic import load_transcripts, replay

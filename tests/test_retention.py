@@ -8,9 +8,10 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from claude_code_session import _Writer
-from conftest import offline_responder, sandbox_here
-from fake_api import FakeAnthropic
+from support.claude_code_session import _Writer
+from support.fake_api import FakeAnthropic
+from support.responders import offline_responder
+from support.sandbox import sandbox_here
 
 from evo_magic import Fact, load_transcripts, replay, retention
 from evo_magic.compact.layout import COMPACTED_HEADER

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import sandbox_here
+from support.sandbox import sandbox_here
 
 from evo_magic.tools import ToolContext, default_tools, run_tool
 from evo_magic.tools.bash import command_environment
@@ -103,31 +103,24 @@ def run_kernel(command: str, workspace: Path, sandbox: str, key: str) -> dict:
     return json.loads(done.stdout)
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
 @needs_sandbox
-def test_the_agent_cannot_read_the_kernels_environment_or_memory(workspace: Path) -> None:
+def test_the_agent_cannot_read_the_kernels_environment_or_memory(empty_workspace: Path) -> None:
     key = new_key()
-    result = run_kernel(HUNT.format(kernel="$(cat kernel.pid)"), workspace, "require", key)
+    result = run_kernel(HUNT.format(kernel="$(cat kernel.pid)"), empty_workspace, "require", key)
     assert "hunt-done" in result["content"], result["content"]
     assert "sk-ant-test-" not in result["content"]
 
 
-def test_the_hunt_finds_the_key_without_the_sandbox(workspace: Path) -> None:
+def test_the_hunt_finds_the_key_without_the_sandbox(empty_workspace: Path) -> None:
     # The same hunt, unsandboxed, finds the key (in /proc/$PPID/environ at least): the hunt
     # above would see it if the sandbox let it.
     key = new_key()
-    result = run_kernel(HUNT.format(kernel="$(cat kernel.pid)"), workspace, "off", key)
+    result = run_kernel(HUNT.format(kernel="$(cat kernel.pid)"), empty_workspace, "off", key)
     assert key in result["content"]
 
 
 @needs_sandbox
-def test_commands_write_only_the_workspace(workspace: Path, tmp_path: Path) -> None:
+def test_commands_write_only_the_workspace(empty_workspace: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("secret\n")
@@ -140,7 +133,7 @@ def test_commands_write_only_the_workspace(workspace: Path, tmp_path: Path) -> N
         "echo inside > inside.txt; echo tmp > /tmp/t && cat /tmp/t"
     )
     try:
-        result = run_kernel(command, workspace, "require", new_key())
+        result = run_kernel(command, empty_workspace, "require", new_key())
         assert not system_file.exists() and not home_file.exists()
     finally:
         system_file.unlink(missing_ok=True)
@@ -148,13 +141,13 @@ def test_commands_write_only_the_workspace(workspace: Path, tmp_path: Path) -> N
     text = result["content"]
     assert (outside / "secret.txt").read_text() == "secret\n"  # /tmp is private
     assert "Read-only file system" in text
-    assert (workspace / "inside.txt").read_text() == "inside\n"
+    assert (empty_workspace / "inside.txt").read_text() == "inside\n"
     assert "\ntmp\n" in text
 
 
 @needs_sandbox
 def test_the_jupyter_runtime_directory_is_hidden(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
+    empty_workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Kernel connection files hold the key that lets a client run code in the kernel. The test
     # directory is under the home directory because /tmp is private in the sandbox anyway.
@@ -163,7 +156,7 @@ def test_the_jupyter_runtime_directory_is_hidden(
     try:
         (runtime / "kernel-1.json").write_text('{"key": "connection-secret"}')
         monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
-        ctx = ToolContext(workspace=workspace, sandbox="require")
+        ctx = ToolContext(workspace=empty_workspace, sandbox="require")
         result = run_tool(default_tools(), "t", "bash", {"command": f"cat {runtime}/*"}, ctx)
     finally:
         shutil.rmtree(runtime)
@@ -171,9 +164,9 @@ def test_the_jupyter_runtime_directory_is_hidden(
 
 
 @needs_sandbox
-def test_the_sandbox_kills_processes_that_leave_the_group(workspace: Path) -> None:
+def test_the_sandbox_kills_processes_that_leave_the_group(empty_workspace: Path) -> None:
     marker = f"sleep 1000.{secrets.randbelow(10**9):09d}"
-    ctx = ToolContext(workspace=workspace, sandbox="require")
+    ctx = ToolContext(workspace=empty_workspace, sandbox="require")
     command = f"setsid {marker} > /dev/null 2>&1 & sleep 0.3; echo started"
     result = run_tool(default_tools(), "t", "bash", {"command": command}, ctx)
     assert "started" in result.content
@@ -197,9 +190,9 @@ def _running(marker: str) -> list[int]:
 
 
 @needs_sandbox
-def test_a_signal_death_reads_the_same_sandboxed_or_not(workspace: Path) -> None:
+def test_a_signal_death_reads_the_same_sandboxed_or_not(empty_workspace: Path) -> None:
     for mode in ("require", "off"):
-        ctx = ToolContext(workspace=workspace, sandbox=mode)
+        ctx = ToolContext(workspace=empty_workspace, sandbox=mode)
         result = run_tool(default_tools(), "t", "bash", {"command": "kill -9 $$"}, ctx)
         assert result.content.endswith("[exit code: 137]"), (mode, result.content)
 
@@ -244,22 +237,22 @@ def bash(ctx: ToolContext, command: str) -> tuple[str, bool]:
 
 
 @pytest.mark.usefixtures("bin_without_bwrap")
-def test_require_refuses_to_run_without_bwrap(workspace: Path) -> None:
+def test_require_refuses_to_run_without_bwrap(empty_workspace: Path) -> None:
     status = sandbox_status()
     assert not status.available and "bwrap was not found on PATH" in status.reason
-    ctx = ToolContext(workspace=workspace, sandbox="require")
+    ctx = ToolContext(workspace=empty_workspace, sandbox="require")
     text, is_error = bash(ctx, "echo ran > marker")
     assert is_error and "the sandbox is required but not available" in text
     assert "Nothing was run" in text and "apt-get install bubblewrap" in text
-    assert not (workspace / "marker").exists()
+    assert not (empty_workspace / "marker").exists()
     assert describe_sandbox("require").startswith("bash is disabled")
 
 
 @pytest.mark.usefixtures("bin_without_bwrap")
-def test_warn_runs_unsandboxed_and_says_so_once(workspace: Path) -> None:
-    ctx = ToolContext(workspace=workspace, sandbox="warn")
+def test_warn_runs_unsandboxed_and_says_so_once(empty_workspace: Path) -> None:
+    ctx = ToolContext(workspace=empty_workspace, sandbox="warn")
     first, is_error = bash(ctx, "echo ran > marker; echo one")
-    assert not is_error and (workspace / "marker").exists()
+    assert not is_error and (empty_workspace / "marker").exists()
     assert first.startswith("[warning: bash runs WITHOUT a sandbox: bwrap was not found on PATH")
     assert "read the notebook kernel's memory and environment" in first
     assert first.endswith("one\n\n[exit code: 0]")
@@ -269,28 +262,28 @@ def test_warn_runs_unsandboxed_and_says_so_once(workspace: Path) -> None:
 
 
 @pytest.mark.usefixtures("bin_without_bwrap")
-def test_off_runs_unsandboxed_silently(workspace: Path) -> None:
-    ctx = ToolContext(workspace=workspace, sandbox="off")
+def test_off_runs_unsandboxed_silently(empty_workspace: Path) -> None:
+    ctx = ToolContext(workspace=empty_workspace, sandbox="off")
     assert bash(ctx, "echo ran") == ("ran\n\n[exit code: 0]", False)
 
 
-def test_a_bwrap_that_cannot_create_namespaces(workspace: Path, broken_bwrap: Path) -> None:
+def test_a_bwrap_that_cannot_create_namespaces(empty_workspace: Path, broken_bwrap: Path) -> None:
     status = sandbox_status()
     assert not status.available and status.bwrap == str(broken_bwrap)
     assert "cannot create its namespaces here" in status.reason
     assert "non-privileged user namespaces" in status.reason
-    text, is_error = bash(ToolContext(workspace=workspace, sandbox="require"), "echo ran")
+    text, is_error = bash(ToolContext(workspace=empty_workspace, sandbox="require"), "echo ran")
     assert is_error and "cannot create its namespaces" in text
-    text, is_error = bash(ToolContext(workspace=workspace, sandbox="warn"), "echo ran")
+    text, is_error = bash(ToolContext(workspace=empty_workspace, sandbox="warn"), "echo ran")
     assert not is_error and text.startswith("[warning: bash runs WITHOUT a sandbox")
     assert text.endswith("ran\n\n[exit code: 0]")
 
 
-def test_the_setting_is_checked(workspace: Path) -> None:
+def test_the_setting_is_checked(empty_workspace: Path) -> None:
     assert DEFAULT_SANDBOX == "warn" and SANDBOX_MODES == ("require", "warn", "off")
-    assert ToolContext(workspace=workspace).sandbox == "warn"
+    assert ToolContext(workspace=empty_workspace).sandbox == "warn"
     with pytest.raises(ValueError, match="sandbox must be one of 'require', 'warn', 'off'"):
-        ToolContext(workspace=workspace, sandbox="strict")  # type: ignore[arg-type]
+        ToolContext(workspace=empty_workspace, sandbox="strict")  # type: ignore[arg-type]
 
 
 def test_the_environment_holds_no_known_credential(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -314,7 +307,7 @@ def env_of(ctx: ToolContext) -> str:
 
 @pytest.mark.parametrize("mode", ["require", "off"])
 def test_variables_named_like_credentials_do_not_reach_bash(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+    empty_workspace: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     if mode == "require" and not STATUS.available:
         pytest.skip(STATUS.reason)
@@ -332,7 +325,7 @@ def test_variables_named_like_credentials_do_not_reach_bash(
     monkeypatch.setenv("EVO_VISIBLE", "yes")
     # A proxy password in the base URL is a credential: the variable does not reach bash.
     monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://proxyuser:{password}@127.0.0.1:9")
-    shown = env_of(ToolContext(workspace=workspace, sandbox=mode))
+    shown = env_of(ToolContext(workspace=empty_workspace, sandbox=mode))
     assert "EVO_VISIBLE=yes" in shown
     assert not [name for name in named if name in shown]
     assert not [value for value in named.values() if value in shown]
@@ -343,7 +336,7 @@ def test_variables_named_like_credentials_do_not_reach_bash(
     settings = BashSettings(
         env_keep=("hf_token", "ANTHROPIC_*"), env_drop=(*DEFAULT_ENV_DROP, "EVO_*")
     )
-    shown = env_of(ToolContext(workspace=workspace, sandbox=mode, bash=settings))
+    shown = env_of(ToolContext(workspace=empty_workspace, sandbox=mode, bash=settings))
     assert f"HF_TOKEN={named['HF_TOKEN']}" in shown
     assert "EVO_VISIBLE" not in shown and "GITHUB_TOKEN" not in shown
     assert "ANTHROPIC_API_KEY" not in shown and password not in shown
@@ -422,16 +415,18 @@ def host_sockets(monkeypatch: pytest.MonkeyPatch):
 
 
 @needs_sandbox
-def test_the_hosts_sockets_are_hidden(workspace: Path, host_sockets: tuple[Path, Path]) -> None:
+def test_the_hosts_sockets_are_hidden(
+    empty_workspace: Path, host_sockets: tuple[Path, Path]
+) -> None:
     agent, bus = host_sockets
     command = CONNECT + f"{agent} {bus}; env | grep -E 'SSH_AUTH|DBUS|XDG_RUNTIME' ; echo done"
-    text, _ = bash(ToolContext(workspace=workspace, sandbox="require"), command)
+    text, _ = bash(ToolContext(workspace=empty_workspace, sandbox="require"), command)
     assert "done" in text and f"{agent} unreachable" in text and f"{bus} unreachable" in text
     assert "agent-here" not in text and "bus-here" not in text
     assert "SSH_AUTH_SOCK" not in text and "DBUS_SESSION" not in text and "XDG_RUNTIME" not in text
     # The control: unsandboxed, the same command reaches both (the variables are unset all
     # the same: they are never passed on).
-    text, _ = bash(ToolContext(workspace=workspace, sandbox="off"), command)
+    text, _ = bash(ToolContext(workspace=empty_workspace, sandbox="off"), command)
     assert "agent-here" in text and "bus-here" in text and "SSH_AUTH_SOCK" not in text
 
 
@@ -458,7 +453,7 @@ def loopback_server():
 
 
 @needs_sandbox
-def test_the_network_can_be_cut(workspace: Path, loopback_server: int) -> None:
+def test_the_network_can_be_cut(empty_workspace: Path, loopback_server: int) -> None:
     command = (
         "python3 -c 'import socket, sys\n"
         "try:\n"
@@ -469,10 +464,10 @@ def test_the_network_can_be_cut(workspace: Path, loopback_server: int) -> None:
         'socket.create_connection(own.getsockname()).sendall(b"x")\n'
         f'print("own loopback:", own.accept()[0].recv(1))\' {loopback_server}'
     )
-    on, _ = bash(ToolContext(workspace=workspace, sandbox="require"), command)
+    on, _ = bash(ToolContext(workspace=empty_workspace, sandbox="require"), command)
     assert "host-service" in on
     off = BashSettings(network="off")
-    ctx = ToolContext(workspace=workspace, sandbox="require", bash=off)
+    ctx = ToolContext(workspace=empty_workspace, sandbox="require", bash=off)
     text, _ = bash(ctx, command)
     assert text.startswith("[notice: commands have no network (sandbox_network is 'off')")
     assert "pip install, git clone and downloads fail" in text
@@ -487,18 +482,20 @@ def test_the_network_can_be_cut(workspace: Path, loopback_server: int) -> None:
 
 @needs_sandbox
 def test_workspace_files_holding_a_key_are_hidden_with_a_notice_once(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
+    empty_workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = new_key()
     monkeypatch.setenv("ANTHROPIC_API_KEY", key)
-    (workspace / "analysis.ipynb").write_text(f'{{"source": ["%env ANTHROPIC_API_KEY={key}"]}}')
-    (workspace / "clean.ipynb").write_text('{"source": ["print(1)"]}')
-    (workspace / "sub").mkdir()
-    (workspace / "sub" / ".env").write_text(f"KEY={key}\n")
-    (workspace / ".zsh_history").write_text(f"export ANTHROPIC_API_KEY={key}\n")
-    (workspace / "sub" / ".ipynb_checkpoints").mkdir()
-    (workspace / "sub" / ".ipynb_checkpoints" / "x-checkpoint.ipynb").write_text("{}")
-    ctx = ToolContext(workspace=workspace, sandbox="require")
+    (empty_workspace / "analysis.ipynb").write_text(
+        f'{{"source": ["%env ANTHROPIC_API_KEY={key}"]}}'
+    )
+    (empty_workspace / "clean.ipynb").write_text('{"source": ["print(1)"]}')
+    (empty_workspace / "sub").mkdir()
+    (empty_workspace / "sub" / ".env").write_text(f"KEY={key}\n")
+    (empty_workspace / ".zsh_history").write_text(f"export ANTHROPIC_API_KEY={key}\n")
+    (empty_workspace / "sub" / ".ipynb_checkpoints").mkdir()
+    (empty_workspace / "sub" / ".ipynb_checkpoints" / "x-checkpoint.ipynb").write_text("{}")
+    ctx = ToolContext(workspace=empty_workspace, sandbox="require")
     command = "cat analysis.ipynb sub/.env .zsh_history; ls sub/.ipynb_checkpoints; cat clean.ipynb"
     first, _ = bash(ctx, command)
     assert first.startswith(
@@ -509,16 +506,18 @@ def test_workspace_files_holding_a_key_are_hidden_with_a_notice_once(
     assert '"print(1)"' in first  # a notebook without a credential is seen as it is
     second, _ = bash(ctx, command)
     assert not second.startswith("[notice") and key not in second
-    assert (workspace / "analysis.ipynb").read_text().count(key) == 1  # the user's file is kept
+    assert (empty_workspace / "analysis.ipynb").read_text().count(
+        key
+    ) == 1  # the user's file is kept
 
 
 # The bounds a command cannot exceed
 
 
 @needs_sandbox
-def test_a_fork_bomb_is_stopped_at_the_process_bound(workspace: Path) -> None:
+def test_a_fork_bomb_is_stopped_at_the_process_bound(empty_workspace: Path) -> None:
     bounded = BashSettings(processes=32)
-    ctx = ToolContext(workspace=workspace, sandbox="require", bash=bounded, bash_timeout=60)
+    ctx = ToolContext(workspace=empty_workspace, sandbox="require", bash=bounded, bash_timeout=60)
     started = time.monotonic()
     bomb = "python3 -c 'import os\nwhile True:\n    os.fork()'"
     text, is_error = bash(ctx, bomb)
@@ -539,7 +538,7 @@ def test_a_fork_bomb_is_stopped_at_the_process_bound(workspace: Path) -> None:
 
 
 def test_as_root_without_a_pids_cgroup_the_process_bound_is_not_enforced_and_said(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
+    empty_workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What happens as root where no cgroup can be made: the per-user process limit does not
     apply to root, so the bound does not hold; bash says so once."""
@@ -548,7 +547,9 @@ def test_as_root_without_a_pids_cgroup_the_process_bound_is_not_enforced_and_sai
     from evo_magic.tools import bounds
 
     monkeypatch.setattr(bounds, "_CGROUP_MOUNT", Path("/nonexistent/cgroup"))
-    ctx = ToolContext(workspace=workspace, sandbox=sandbox_here(), bash=BashSettings(processes=16))
+    ctx = ToolContext(
+        workspace=empty_workspace, sandbox=sandbox_here(), bash=BashSettings(processes=16)
+    )
     text, _ = bash(ctx, "for i in $(seq 40); do sleep 5 & done; jobs | wc -l")
     assert "[warning: the process bound is not enforced" in text
     assert "\n40\n" in text  # 40 processes ran beyond a bound of 16
@@ -557,20 +558,20 @@ def test_as_root_without_a_pids_cgroup_the_process_bound_is_not_enforced_and_sai
 
 
 @pytest.mark.parametrize("mode", ["require", "off"])
-def test_a_memory_hog_hits_the_memory_bound(workspace: Path, mode: str) -> None:
+def test_a_memory_hog_hits_the_memory_bound(empty_workspace: Path, mode: str) -> None:
     if mode == "require" and not STATUS.available:
         pytest.skip(STATUS.reason)
     bounded = BashSettings(memory=128 << 20)
-    ctx = ToolContext(workspace=workspace, sandbox=mode, bash=bounded)
+    ctx = ToolContext(workspace=empty_workspace, sandbox=mode, bash=bounded)
     text, _ = bash(ctx, "python3 -c 'b = bytearray(1 << 30); print(\"allocated\")'")
     assert "MemoryError" in text and "allocated" not in text
     assert "[the command hit the memory bound (128 MiB of address space per process" in text
 
 
 @needs_sandbox
-def test_files_and_ram_disks_are_bounded(workspace: Path) -> None:
+def test_files_and_ram_disks_are_bounded(empty_workspace: Path) -> None:
     bounded = BashSettings(tmp_size=4 << 20, file_size=2 << 20)
-    ctx = ToolContext(workspace=workspace, sandbox="require", bash=bounded)
+    ctx = ToolContext(workspace=empty_workspace, sandbox="require", bash=bounded)
     text, _ = bash(ctx, "head -c 5000000 /dev/zero > big; stat -c %s big")
     assert "\n2097152\n" in text
     assert "[stopped: the command hit the file size bound (2 MiB per file" in text
@@ -584,24 +585,28 @@ def test_files_and_ram_disks_are_bounded(workspace: Path) -> None:
 
 
 def test_without_a_usable_sandbox_the_bounds_degrade_and_say_so(
-    workspace: Path, broken_bwrap: Path
+    empty_workspace: Path, broken_bwrap: Path
 ) -> None:
     (broken_bwrap.parent / "python3").symlink_to(sys.executable)
-    ctx = ToolContext(workspace=workspace, sandbox="warn", bash=BashSettings(memory=128 << 20))
+    ctx = ToolContext(
+        workspace=empty_workspace, sandbox="warn", bash=BashSettings(memory=128 << 20)
+    )
     text, _ = bash(ctx, "python3 -c 'b = bytearray(1 << 30)'")
     assert text.startswith("[warning: bash runs WITHOUT a sandbox")
     assert "/tmp is the host's, unbounded" in text
     assert "hit the memory bound" in text  # set by the command's shell, sandboxed or not
     off = BashSettings(network="off")
-    text, _ = bash(ToolContext(workspace=workspace, sandbox="warn", bash=off), "true")
+    text, _ = bash(ToolContext(workspace=empty_workspace, sandbox="warn", bash=off), "true")
     assert "The network cannot be cut" in text
-    text, is_error = bash(ToolContext(workspace=workspace, sandbox="require", bash=off), "true")
+    text, is_error = bash(
+        ToolContext(workspace=empty_workspace, sandbox="require", bash=off), "true"
+    )
     assert is_error and "Nothing was run" in text
 
 
 @needs_sandbox
 def test_a_bubblewrap_too_old_to_size_ram_disks_still_sandboxes_and_says_so(
-    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    empty_workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """bubblewrap before 0.6 has no `--size`: the sandbox still runs, without that bound."""
     directory = tmp_path / "old-bwrap"
@@ -619,7 +624,7 @@ def test_a_bubblewrap_too_old_to_size_ram_disks_still_sandboxes_and_says_so(
     monkeypatch.setenv("PATH", f"{directory}:{os.environ['PATH']}")
     status = sandbox_status()
     assert status.available and status.bwrap == str(old) and not status.sizes_tmpfs
-    ctx = ToolContext(workspace=workspace, sandbox="require")
+    ctx = ToolContext(workspace=empty_workspace, sandbox="require")
     text, is_error = bash(ctx, "cat /proc/1/cmdline | tr '\\0' ' '; echo")
     assert not is_error and text.startswith("[warning: ") and "cannot bound the size" in text
     assert "bwrap" in text  # it ran in the sandbox: its PID 1 is bubblewrap

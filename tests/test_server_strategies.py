@@ -13,7 +13,7 @@ import anthropic
 import pandas as pd
 import pytest
 from anthropic.types.beta import BetaMessage, BetaMessageTokensCount
-from fake_api import FakeAnthropic, Reply, reply, text, tool_use
+from support.fake_api import FakeAnthropic, Reply, reply, text, tool_use
 
 from evo_magic.compact.server import named_in
 from evo_magic.cost import DEFAULT_PRICES, call_cost
@@ -585,10 +585,10 @@ def test_the_meter_shows_the_servers_compaction(fake: FakeAnthropic, workspace: 
 def test_server_strategies_from_config_and_percent_compact_in_a_real_shell(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from conftest import offline_responder
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.testing.globalipapp import start_ipython
     from IPython.utils.capture import capture_output
+    from support.responders import offline_responder
 
     from evo_magic.notebook.magics import AgentMagics
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import offline_responder
-from example_strategy import KeepLastTurns
-from fake_api import FakeAnthropic, validate_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.example_strategy import KeepLastTurns
+from support.fake_api import FakeAnthropic, validate_messages
+from support.responders import offline_responder
 
 from evo_magic import load_transcripts
 from evo_magic.compact.base import Context

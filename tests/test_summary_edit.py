@@ -8,12 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import offline_responder
-from fake_api import FakeAnthropic, reply, text
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
-from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
+from support.fake_api import FakeAnthropic, reply, text
+from support.responders import offline_responder
 
 from evo_magic.analysis import load_transcripts
 from evo_magic.compact.layout import COMPACTED_HEADER, FOCUS_PREFIX
@@ -38,6 +36,10 @@ def respond_with_summary(body: dict) -> object:
     if is_summary(body):
         return reply(text(PROPOSED))
     return offline_responder()(body)
+
+
+# The shells of the magics' tests below (`ip`, with `api`) talk to a fake that proposes PROPOSED.
+pytestmark = pytest.mark.responder.with_args(respond_with_summary)
 
 
 def session_on(server: FakeAnthropic, workspace: Path) -> Session:
@@ -147,23 +149,6 @@ def test_a_proposal_needs_a_strategy_that_summarises(workspace: Path):
 # -- the magics, in a real InteractiveShell ----------------------------------------------------
 
 
-@pytest.fixture
-def ip(workspace: Path, monkeypatch: pytest.MonkeyPatch):
-    """A real IPython shell with the extension loaded, on the fake (real SDK), plain output."""
-    with FakeAnthropic(respond_with_summary) as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-summary-edit-0000")
-        shell = start_ipython() or InteractiveShell.instance()
-        monkeypatch.chdir(workspace)
-        shell.run_line_magic("load_ext", "evo_magic")
-        shell.run_line_magic("config", "AgentMagics.display_mode = 'plain'")
-        shell.server = server
-        yield shell
-        shell.run_line_magic("unload_ext", "evo_magic")
-        shell.config.pop("AgentMagics", None)
-        server.assert_no_rejections()
-
-
 def the_session(shell) -> Session:
     magics = next(m for m in shell.configurables if isinstance(m, AgentMagics))
     return magics.sessions["default"]
@@ -173,7 +158,7 @@ def first_text(session: Session) -> str:
     return session.messages[0]["content"][0]["text"]
 
 
-def test_terminal_round_trip_edit_the_file_then_apply_it(ip):
+def test_terminal_round_trip_edit_the_file_then_apply_it(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 3", "Survey the project.")
     session = the_session(ip)
@@ -194,7 +179,7 @@ def test_terminal_round_trip_edit_the_file_then_apply_it(ip):
     assert 'compaction (user) focus "the TODOs"' in shown.stdout
     text = first_text(session)
     assert EDITED in text and PROPOSED not in text and f"{FOCUS_PREFIX}the TODOs" in text
-    assert len([b for b in ip.server.accepted if is_summary(b)]) == 1, "one call: the proposal"
+    assert len([b for b in api.accepted if is_summary(b)]) == 1, "one call: the proposal"
 
     shown = ip.run_line_magic("agent", "summaries")
     assert EDITED in repr(shown) and EDITED in shown._repr_html_()  # whole, not cut
@@ -220,7 +205,7 @@ def test_terminal_round_trip_edit_the_file_then_apply_it(ip):
     assert row.when.year >= 2024
 
 
-def test_apply_as_proposed_and_what_apply_refuses(ip):
+def test_apply_as_proposed_and_what_apply_refuses(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 3", "Survey the project.")
     with pytest.raises(UsageError, match="no proposed summary"):
@@ -247,7 +232,7 @@ def test_apply_as_proposed_and_what_apply_refuses(ip):
     assert not record["summary_edited"] and record["summary"] == record["summary_proposed"]
 
 
-def test_jupyter_text_area_edit_and_apply(ip):
+def test_jupyter_text_area_edit_and_apply(ip, api):
     from ipywidgets.widgets.widget import _instances
 
     with capture_output():
@@ -275,7 +260,7 @@ def test_jupyter_text_area_edit_and_apply(ip):
     assert EDITED in record["text/html"] and "Applied the edited summary" in record["text/plain"]
 
 
-def test_an_editor_whose_proposal_is_no_longer_current_applies_nothing(ip):
+def test_an_editor_whose_proposal_is_no_longer_current_applies_nothing(ip, api):
     from evo_magic.notebook.summary_edit import SummaryEditor
 
     with capture_output():

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from claude_code_session import SID, write_session
-from sweep_work import die_once, reader, square
+from support.claude_code_session import SID, write_session
+from support.sweep_work import die_once, reader, square
 
 from evo_magic import load_transcripts, replay, retention
 from evo_magic.analysis.sweep import SweepError, Unit, run_sweep
@@ -73,6 +73,7 @@ def _same(left: pd.DataFrame, right: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(plain(left), plain(right), check_dtype=False)
 
 
+@pytest.mark.slow
 def test_a_sweep_gives_the_numbers_of_one_replay_on_every_engine(corpus: Path, tmp_path: Path):
     whole = replay(corpus, STRATEGIES, model="claude-sonnet-4-5")
     assert whole.calls["session_id"].nunique() == 5
@@ -100,6 +101,7 @@ def test_a_sweep_gives_the_numbers_of_one_replay_on_every_engine(corpus: Path, t
     assert not any(sid in str(p) for p in written for sid in whole.calls["session_id"].unique())
 
 
+@pytest.mark.slow
 def test_a_sweep_resumes_where_it_was_interrupted(tmp_path: Path):
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -121,6 +123,7 @@ def test_a_sweep_resumes_where_it_was_interrupted(tmp_path: Path):
     assert (again.reused, again.ran) == (8, 0)
 
 
+@pytest.mark.slow
 def test_results_of_other_settings_are_not_mixed(corpus: Path, tmp_path: Path):
     out = tmp_path / "out"
     replay(corpus, {"none": []}, engine="local", workers=1, out=out, progress=False)
@@ -128,6 +131,7 @@ def test_results_of_other_settings_are_not_mixed(corpus: Path, tmp_path: Path):
         replay(corpus, {"seed": None}, engine="local", workers=1, out=out, progress=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["local", "dask"])
 def test_a_failing_session_is_a_row_and_the_sweep_goes_on(engine: str, tmp_path: Path):
     units = [Unit(f"s{n}", {"n": n, "fail": [2, 5]}) for n in range(7)]
@@ -148,6 +152,7 @@ def test_a_failed_session_is_run_again_on_resume(tmp_path: Path):
     assert list(second.frames["one"]["n"]) == [0, 1, 2]
 
 
+@pytest.mark.slow
 def test_dask_retries_a_session_whose_worker_died(tmp_path: Path):
     units = [Unit(f"s{n}", {"n": n, "mark": str(tmp_path / "died")}) for n in range(4)]
     result = run_sweep(units, die_once, engine="dask", workers=2, progress=False)
@@ -187,6 +192,7 @@ def test_bad_arguments_are_clear_errors(tmp_path: Path):
         run_sweep(units, square, out=tmp_path)
 
 
+@pytest.mark.slow
 def test_a_partial_of_a_module_function_is_work(tmp_path: Path):
     units = [Unit(f"s{n}", {"n": n}) for n in range(3)]
     work = functools.partial(square)
@@ -212,6 +218,7 @@ def _same_retention(left, right) -> None:
     _same(left.totals, right.totals)
 
 
+@pytest.mark.slow
 def test_a_retention_sweep_gives_the_numbers_of_one_retention_on_every_engine(
     corpus: Path, tmp_path: Path
 ):
@@ -257,6 +264,7 @@ def test_a_reader_that_cannot_go_to_the_workers_is_refused_before_the_sweep(
     assert not (tmp_path / "out").exists()  # refused before anything ran
 
 
+@pytest.mark.slow
 def test_an_interrupted_retention_sweep_resumes_where_it_stopped(corpus: Path, tmp_path: Path):
     out = tmp_path / "out"
     out.mkdir()

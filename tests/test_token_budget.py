@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import offline_responder
-from fake_api import FakeAnthropic, validate_messages
+from support.fake_api import FakeAnthropic, validate_messages
+from support.responders import offline_responder
 
 from evo_magic import load_transcripts, render, replay
 from evo_magic.compact.base import Context

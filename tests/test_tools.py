@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import sandbox_here
+from support.sandbox import sandbox_here
 
 from evo_magic.tools import (
     BASH,
@@ -33,13 +33,6 @@ from evo_magic.tools.paths import display_path, resolve_in_workspace
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 def outside(tmp_path: Path) -> Path:
     """A directory next to the workspace, holding a secret file."""
     other = tmp_path / "outside"
@@ -54,9 +47,12 @@ def files_seen() -> list[str]:
 
 
 @pytest.fixture
-def ctx(workspace: Path, files_seen: list[str]) -> ToolContext:
+def ctx(empty_workspace: Path, files_seen: list[str]) -> ToolContext:
     return ToolContext(
-        workspace=workspace, on_file=files_seen.append, bash_timeout=10, sandbox=sandbox_here()
+        workspace=empty_workspace,
+        on_file=files_seen.append,
+        bash_timeout=10,
+        sandbox=sandbox_here(),
     )
 
 
@@ -110,43 +106,45 @@ def wait_gone(marker: str, seconds: float = 3.0) -> bool:
 # sandbox
 
 
-def test_resolve_accepts_relative_absolute_inside_and_new_paths(workspace: Path) -> None:
-    root = workspace.resolve()
-    assert resolve_in_workspace(workspace, "a/b.txt") == root / "a" / "b.txt"
-    assert resolve_in_workspace(workspace, str(root / "x.py")) == root / "x.py"
-    assert resolve_in_workspace(workspace, "a/../c.txt") == root / "c.txt"
-    assert display_path(workspace, root / "a" / "b.txt") == "a/b.txt"
-    assert display_path(workspace, root) == "."
+def test_resolve_accepts_relative_absolute_inside_and_new_paths(empty_workspace: Path) -> None:
+    root = empty_workspace.resolve()
+    assert resolve_in_workspace(empty_workspace, "a/b.txt") == root / "a" / "b.txt"
+    assert resolve_in_workspace(empty_workspace, str(root / "x.py")) == root / "x.py"
+    assert resolve_in_workspace(empty_workspace, "a/../c.txt") == root / "c.txt"
+    assert display_path(empty_workspace, root / "a" / "b.txt") == "a/b.txt"
+    assert display_path(empty_workspace, root) == "."
 
 
 @pytest.mark.parametrize("path", ["../x", "a/../../x", "/etc/passwd", "~/x", ""])
-def test_resolve_refuses_escapes(workspace: Path, path: str) -> None:
+def test_resolve_refuses_escapes(empty_workspace: Path, path: str) -> None:
     with pytest.raises(ToolError):
-        resolve_in_workspace(workspace, path)
+        resolve_in_workspace(empty_workspace, path)
 
 
-def test_resolve_refuses_symlinks_leading_outside(workspace: Path, outside: Path) -> None:
-    (workspace / "link.txt").symlink_to(outside / "secret.txt")
-    (workspace / "linkdir").symlink_to(outside)
+def test_resolve_refuses_symlinks_leading_outside(empty_workspace: Path, outside: Path) -> None:
+    (empty_workspace / "link.txt").symlink_to(outside / "secret.txt")
+    (empty_workspace / "linkdir").symlink_to(outside)
     with pytest.raises(ToolError, match="outside the workspace"):
-        resolve_in_workspace(workspace, "link.txt")
+        resolve_in_workspace(empty_workspace, "link.txt")
     with pytest.raises(ToolError, match="outside the workspace"):
-        resolve_in_workspace(workspace, "linkdir/new.txt")
+        resolve_in_workspace(empty_workspace, "linkdir/new.txt")
 
 
-def test_resolve_follows_symlinks_inside(workspace: Path) -> None:
-    (workspace / "real").mkdir()
-    (workspace / "alias").symlink_to(workspace / "real")
-    assert resolve_in_workspace(workspace, "alias/f") == workspace.resolve() / "real" / "f"
+def test_resolve_follows_symlinks_inside(empty_workspace: Path) -> None:
+    (empty_workspace / "real").mkdir()
+    (empty_workspace / "alias").symlink_to(empty_workspace / "real")
+    assert (
+        resolve_in_workspace(empty_workspace, "alias/f") == empty_workspace.resolve() / "real" / "f"
+    )
 
 
 ESCAPES = ["../outside/secret.txt", "linkdir/secret.txt", "link.txt", "ABS"]
 
 
 @pytest.fixture
-def escapes(workspace: Path, outside: Path) -> list[str]:
-    (workspace / "link.txt").symlink_to(outside / "secret.txt")
-    (workspace / "linkdir").symlink_to(outside)
+def escapes(empty_workspace: Path, outside: Path) -> list[str]:
+    (empty_workspace / "link.txt").symlink_to(outside / "secret.txt")
+    (empty_workspace / "linkdir").symlink_to(outside)
     return [path.replace("ABS", str(outside / "secret.txt")) for path in ESCAPES]
 
 
@@ -167,17 +165,19 @@ def test_file_tools_refuse_paths_outside(
 
 
 def test_read_file_returns_exact_text_and_reports_the_file(
-    ctx: ToolContext, workspace: Path, files_seen: list[str]
+    ctx: ToolContext, empty_workspace: Path, files_seen: list[str]
 ) -> None:
-    (workspace / "src").mkdir()
-    (workspace / "src" / "a.py").write_bytes(b"x = 1\r\ny = 2\n")
+    (empty_workspace / "src").mkdir()
+    (empty_workspace / "src" / "a.py").write_bytes(b"x = 1\r\ny = 2\n")
     assert ok("read_file", {"path": "src/a.py"}, ctx) == "x = 1\r\ny = 2\n"
-    assert ok("read_file", {"path": str(workspace / "src" / "a.py")}, ctx).startswith("x = 1")
+    assert ok("read_file", {"path": str(empty_workspace / "src" / "a.py")}, ctx).startswith("x = 1")
     assert files_seen == ["src/a.py", "src/a.py"]
 
 
-def test_read_file_offset_limit_and_continuation_note(ctx: ToolContext, workspace: Path) -> None:
-    (workspace / "n.txt").write_text("".join(f"line {i}\n" for i in range(1, 321)))
+def test_read_file_offset_limit_and_continuation_note(
+    ctx: ToolContext, empty_workspace: Path
+) -> None:
+    (empty_workspace / "n.txt").write_text("".join(f"line {i}\n" for i in range(1, 321)))
     text = ok("read_file", {"path": "n.txt", "offset": 101, "limit": 100}, ctx)
     lines = text.splitlines()
     assert lines[0] == "line 101" and lines[99] == "line 200"
@@ -187,9 +187,9 @@ def test_read_file_offset_limit_and_continuation_note(ctx: ToolContext, workspac
     assert "at least 1" in error("read_file", {"path": "n.txt", "offset": 0}, ctx)
 
 
-def test_read_file_caps_large_files(ctx: ToolContext, workspace: Path) -> None:
+def test_read_file_caps_large_files(ctx: ToolContext, empty_workspace: Path) -> None:
     line = "x" * 99 + "\n"
-    (workspace / "big.txt").write_text(line * 2000)  # 200,000 characters
+    (empty_workspace / "big.txt").write_text(line * 2000)  # 200,000 characters
     text = ok("read_file", {"path": "big.txt"}, ctx)
     body, note = text.rsplit("\n[", 1)
     assert body + "\n" == line * 500 and len(body) < READ_CAP
@@ -198,18 +198,18 @@ def test_read_file_caps_large_files(ctx: ToolContext, workspace: Path) -> None:
     assert "offset=1001" in rest
 
 
-def test_read_file_cuts_a_single_overlong_line(ctx: ToolContext, workspace: Path) -> None:
-    (workspace / "min.js").write_text("a" * (READ_CAP + 10) + "\nnext\n")
+def test_read_file_cuts_a_single_overlong_line(ctx: ToolContext, empty_workspace: Path) -> None:
+    (empty_workspace / "min.js").write_text("a" * (READ_CAP + 10) + "\nnext\n")
     text = ok("read_file", {"path": "min.js"}, ctx)
     assert text.startswith("a" * READ_CAP + "\n[line 1 is longer than")
     assert "offset=2" in text
 
 
-def test_read_file_refusals(ctx: ToolContext, workspace: Path) -> None:
-    (workspace / "dir").mkdir()
-    (workspace / "nul.bin").write_bytes(b"abc\0def")
-    (workspace / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
-    (workspace / "empty.txt").write_text("")
+def test_read_file_refusals(ctx: ToolContext, empty_workspace: Path) -> None:
+    (empty_workspace / "dir").mkdir()
+    (empty_workspace / "nul.bin").write_bytes(b"abc\0def")
+    (empty_workspace / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    (empty_workspace / "empty.txt").write_text("")
     assert "does not exist" in error("read_file", {"path": "missing.txt"}, ctx)
     assert "is a directory" in error("read_file", {"path": "dir"}, ctx)
     assert "binary" in error("read_file", {"path": "nul.bin"}, ctx)
@@ -221,11 +221,11 @@ def test_read_file_refusals(ctx: ToolContext, workspace: Path) -> None:
 
 
 def test_write_file_creates_parents_and_counts_utf8_bytes(
-    ctx: ToolContext, workspace: Path, files_seen: list[str]
+    ctx: ToolContext, empty_workspace: Path, files_seen: list[str]
 ) -> None:
     text = ok("write_file", {"path": "deep/er/é.txt", "content": "héllo\n"}, ctx)
     assert text == "Wrote 7 bytes to deep/er/é.txt"
-    assert (workspace / "deep" / "er" / "é.txt").read_text() == "héllo\n"
+    assert (empty_workspace / "deep" / "er" / "é.txt").read_text() == "héllo\n"
     assert ok("write_file", {"path": "deep/er/é.txt", "content": ""}, ctx).startswith("Wrote 0")
     assert files_seen == ["deep/er/é.txt", "deep/er/é.txt"]
     assert "is a directory" in error("write_file", {"path": "deep", "content": "x"}, ctx)
@@ -235,79 +235,87 @@ def test_write_file_creates_parents_and_counts_utf8_bytes(
 
 
 def test_edit_file_replaces_a_unique_occurrence(
-    ctx: ToolContext, workspace: Path, files_seen: list[str]
+    ctx: ToolContext, empty_workspace: Path, files_seen: list[str]
 ) -> None:
-    (workspace / "m.py").write_text("def f():\n    return 1\n\n\ndef g():\n    return 2\n")
+    (empty_workspace / "m.py").write_text("def f():\n    return 1\n\n\ndef g():\n    return 2\n")
     edit = {"path": "m.py", "old_str": "    return 2\n", "new_str": "    x = 2\n    return x\n"}
     text = ok("edit_file", edit, ctx)
     assert text == "Edited m.py: replaced 1 occurrence at line 6 (1 lines -> 2 lines)"
-    assert (workspace / "m.py").read_text().endswith("def g():\n    x = 2\n    return x\n")
+    assert (empty_workspace / "m.py").read_text().endswith("def g():\n    x = 2\n    return x\n")
     assert files_seen == ["m.py"]
 
 
-def test_edit_file_refuses_ambiguous_and_missing_matches(ctx: ToolContext, workspace: Path) -> None:
-    (workspace / "m.py").write_text("return 1\nreturn 1\n")
+def test_edit_file_refuses_ambiguous_and_missing_matches(
+    ctx: ToolContext, empty_workspace: Path
+) -> None:
+    (empty_workspace / "m.py").write_text("return 1\nreturn 1\n")
     many = error("edit_file", {"path": "m.py", "old_str": "return 1", "new_str": "x"}, ctx)
     assert "2 times" in many and "surrounding lines" in many
     none = error("edit_file", {"path": "m.py", "old_str": "return 3", "new_str": "x"}, ctx)
     assert "0 occurrences" in none
-    assert (workspace / "m.py").read_text() == "return 1\nreturn 1\n"
+    assert (empty_workspace / "m.py").read_text() == "return 1\nreturn 1\n"
 
 
 def test_edit_file_empty_old_str_creates_only_new_files(
-    ctx: ToolContext, workspace: Path, files_seen: list[str]
+    ctx: ToolContext, empty_workspace: Path, files_seen: list[str]
 ) -> None:
     created = ok("edit_file", {"path": "new/f.txt", "old_str": "", "new_str": "a\nb\n"}, ctx)
     assert created == "Created new/f.txt (2 lines)"
-    assert (workspace / "new" / "f.txt").read_text() == "a\nb\n"
+    assert (empty_workspace / "new" / "f.txt").read_text() == "a\nb\n"
     again = error("edit_file", {"path": "new/f.txt", "old_str": "", "new_str": "z"}, ctx)
     assert "already exists" in again
-    assert (workspace / "new" / "f.txt").read_text() == "a\nb\n"
+    assert (empty_workspace / "new" / "f.txt").read_text() == "a\nb\n"
     assert files_seen == ["new/f.txt"]
 
 
-def test_edit_file_missing_file_and_binary(ctx: ToolContext, workspace: Path) -> None:
+def test_edit_file_missing_file_and_binary(ctx: ToolContext, empty_workspace: Path) -> None:
     missing = error("edit_file", {"path": "nope.txt", "old_str": "a", "new_str": "b"}, ctx)
     assert "does not exist" in missing and "write_file" in missing
-    (workspace / "b.bin").write_bytes(b"a\0b")
+    (empty_workspace / "b.bin").write_bytes(b"a\0b")
     assert "binary" in error("edit_file", {"path": "b.bin", "old_str": "a", "new_str": "c"}, ctx)
 
 
 # bash
 
 
-def test_bash_runs_in_workspace_and_reports_exit_code(ctx: ToolContext, workspace: Path) -> None:
-    (workspace / "here.txt").write_text("")
+def test_bash_runs_in_workspace_and_reports_exit_code(
+    ctx: ToolContext, empty_workspace: Path
+) -> None:
+    (empty_workspace / "here.txt").write_text("")
     assert ok("bash", {"command": "ls; echo err >&2"}, ctx) == "here.txt\nerr\n\n[exit code: 0]"
     assert ok("bash", {"command": "exit 3"}, ctx) == "(no output)\n[exit code: 3]"
 
 
-def test_bash_timeout_kills_the_whole_process_group(ctx: ToolContext, workspace: Path) -> None:
+def test_bash_timeout_kills_the_whole_process_group(
+    ctx: ToolContext, empty_workspace: Path
+) -> None:
     child = unique_sleep()
     command = f"echo started; {child} & touch child.started; sleep 100"
     started = time.monotonic()
     text = error("bash", {"command": command, "timeout": 1}, ctx)
     assert time.monotonic() - started < 5
     assert text.startswith("started\n") and "timed out after 1 s and was killed" in text
-    assert (workspace / "child.started").exists() and wait_gone(child)
+    assert (empty_workspace / "child.started").exists() and wait_gone(child)
 
 
-def test_bash_timeout_is_capped_by_the_context(workspace: Path) -> None:
-    short = ToolContext(workspace=workspace, bash_timeout=0.5)
+def test_bash_timeout_is_capped_by_the_context(empty_workspace: Path) -> None:
+    short = ToolContext(workspace=empty_workspace, bash_timeout=0.5)
     assert "timed out after 0.5 s" in error("bash", {"command": "sleep 5", "timeout": 60}, short)
 
 
 def test_bash_kills_background_processes_when_the_command_ends(
-    ctx: ToolContext, workspace: Path
+    ctx: ToolContext, empty_workspace: Path
 ) -> None:
     child = unique_sleep()
     text = ok("bash", {"command": f"{child} & touch bg.started; echo done"}, ctx)
     assert text == "done\n\n[exit code: 0]"
-    assert (workspace / "bg.started").exists() and wait_gone(child)
+    assert (empty_workspace / "bg.started").exists() and wait_gone(child)
 
 
-def test_bash_interrupt_kills_the_group_and_propagates(ctx: ToolContext, workspace: Path) -> None:
-    pid_file = workspace / "child.started"
+def test_bash_interrupt_kills_the_group_and_propagates(
+    ctx: ToolContext, empty_workspace: Path
+) -> None:
+    pid_file = empty_workspace / "child.started"
     child = unique_sleep()
 
     def interrupt() -> None:
@@ -361,8 +369,10 @@ def test_bash_reads_huge_output_with_bounded_memory(ctx: ToolContext) -> None:
         ":(){ :|:& };:",
     ],
 )
-def test_bash_refuses_destructive_commands(ctx: ToolContext, workspace: Path, command: str) -> None:
-    marker = workspace / "ran"
+def test_bash_refuses_destructive_commands(
+    ctx: ToolContext, empty_workspace: Path, command: str
+) -> None:
+    marker = empty_workspace / "ran"
     text = error("bash", {"command": f"touch {marker}; {command}"}, ctx)
     assert "refused" in text and "Nothing was run" in text
     assert not marker.exists()
@@ -372,15 +382,17 @@ def test_bash_refuses_destructive_commands(ctx: ToolContext, workspace: Path, co
     "command",
     ["rm -rf ./build", "rm -rf build/", "echo sudo reboot", "dd if=/dev/zero of=/dev/null count=1"],
 )
-def test_bash_runs_harmless_lookalikes(ctx: ToolContext, workspace: Path, command: str) -> None:
-    (workspace / "build").mkdir()
+def test_bash_runs_harmless_lookalikes(
+    ctx: ToolContext, empty_workspace: Path, command: str
+) -> None:
+    (empty_workspace / "build").mkdir()
     assert ok("bash", {"command": command}, ctx).endswith("[exit code: 0]")
 
 
-def test_bash_rm_of_a_build_directory_really_runs(ctx: ToolContext, workspace: Path) -> None:
-    (workspace / "build" / "sub").mkdir(parents=True)
+def test_bash_rm_of_a_build_directory_really_runs(ctx: ToolContext, empty_workspace: Path) -> None:
+    (empty_workspace / "build" / "sub").mkdir(parents=True)
     ok("bash", {"command": "rm -rf ./build"}, ctx)
-    assert not (workspace / "build").exists()
+    assert not (empty_workspace / "build").exists()
 
 
 def test_bash_hides_the_api_key(ctx: ToolContext, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -394,9 +406,9 @@ def test_bash_hides_the_api_key(ctx: ToolContext, monkeypatch: pytest.MonkeyPatc
 # compact
 
 
-def test_compact_requests_compaction(workspace: Path) -> None:
+def test_compact_requests_compaction(empty_workspace: Path) -> None:
     requested: list[str | None] = []
-    ctx = ToolContext(workspace=workspace, request_compaction=requested.append)
+    ctx = ToolContext(workspace=empty_workspace, request_compaction=requested.append)
     assert ok("compact", {}, ctx) == "Compaction scheduled: it runs after this tool batch."
     text = ok("compact", {"focus": "the failing test"}, ctx)
     assert text.endswith("\nFocus: the failing test")
@@ -460,7 +472,7 @@ def test_run_tool_measures_duration(ctx: ToolContext) -> None:
 
 
 def test_a_sessions_bash_settings_reach_every_command(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
+    empty_workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The bash settings given to Session apply to the commands its agent runs."""
     from evo_magic.models import FunctionModel, ModelRequest
@@ -478,7 +490,7 @@ def test_a_sessions_bash_settings_reach_every_command(
         return [{"type": "text", "text": "done"}]
 
     session = Session(
-        workspace,
+        empty_workspace,
         model=FunctionModel(agent),
         sandbox=sandbox_here(),
         bash_env_keep=["*_KEEP_*"],
@@ -492,4 +504,4 @@ def test_a_sessions_bash_settings_reach_every_command(
     assert output.startswith("262144\n8192\nEVO_SESSION_KEEP_TOKEN=kept\n"), output
     assert "EVO_SESSION_DROPPED" not in output
     with pytest.raises(ValueError, match="sandbox_network must be 'on' or 'off'"):
-        Session(workspace, model=FunctionModel(agent), sandbox_network="no")  # type: ignore[arg-type]
+        Session(empty_workspace, model=FunctionModel(agent), sandbox_network="no")  # type: ignore[arg-type]

@@ -650,7 +650,7 @@ def test_a_subagent_file_alone_is_not_empty(tmp_path: Path, layout: str):
 
 
 def test_a_compaction_gets_its_size_after_and_its_own_call(tmp_path: Path):
-    from claude_code_session import SID, write_session
+    from support.claude_code_session import SID, write_session
 
     project = write_session(tmp_path, calls=30, seed=3)
     main = [json.loads(line) for line in (project / f"{SID}.jsonl").read_text().splitlines()]

@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import offline_responder
-from fake_api import FakeAnthropic, reply, text, tool_use
+from support.fake_api import FakeAnthropic, reply, text, tool_use
+from support.responders import offline_responder
 
 import evo_magic.analysis as analysis
 import evo_magic.transcript as transcript_module

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import offline_responder
-from fake_api import FakeAnthropic, reply, text, tool_use, validate_messages
+from support.fake_api import FakeAnthropic, reply, text, tool_use, validate_messages
+from support.responders import offline_responder
 
 from evo_magic.compact.base import Context
 from evo_magic.compact.layout import (

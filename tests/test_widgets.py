@@ -428,7 +428,7 @@ def test_numbers_have_units_and_singular_nouns(session: Session):
 
 
 def test_cell_cost_is_the_asks_cost(new_session, claude, fake):
-    from conftest import offline_responder
+    from support.responders import offline_responder
 
     fake.responder = offline_responder()
     session = new_session(model=claude, policy=CompactPolicy(context_limit=12_000))

@@ -1,13 +1,14 @@
 """What the API's context management does to a prompt: the one implementation of the clearing
-edits and of the compaction trigger, used by replay's modelled server (and by the test suite's
-loopback fake, which validates requests on its own).
+edits and of the compaction trigger, used by replay's modelled server (the test suite's loopback
+fake applies the documented rules written on their own, and checks this against them).
 
 From the platform's context editing and compaction pages and the SDK's edit types
 (`beta_clear_tool_uses_20250919_edit_param.py`, `beta_clear_thinking_20251015_edit_param.py`,
 `beta_compact_20260112_edit_param.py`):
 
 - `clear_thinking_20251015` drops the thinking blocks of all but the newest `keep` assistant
-  turns (`keep: "all"` keeps them);
+  turns, a turn being the model's whole answer with its tool use loop (`keep: "all"` keeps
+  them);
 - `clear_tool_uses_20250919`, once the prompt passes its trigger (input tokens, or tool uses),
   replaces the oldest tool results (all but the newest `keep` tool uses, those of
   `exclude_tools` aside) by a placeholder, their inputs too with `clear_tool_inputs`; nothing
@@ -98,25 +99,49 @@ def clear_thinking(
     keep = edit.get("keep", {"type": "thinking_turns", "value": 1})
     if keep == "all" or (isinstance(keep, Mapping) and keep.get("type") == "all"):
         return None
-    turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
-    older = set(turns[: max(len(turns) - int(keep["value"]), 0)])
+    turns = _assistant_turns(messages)
     edited = list(messages)
     cleared = 0
-    for i in older:
-        content = messages[i].get("content")
-        if not isinstance(content, list):
-            continue
-        kept = [b for b in content if b.get("type") not in ("thinking", "redacted_thinking")]
-        if len(kept) != len(content):
-            cleared += 1
-            blocks = kept or [{"type": "text", "text": CLEARED_PLACEHOLDER}]
-            edited[i] = {**messages[i], "content": blocks}
+    for turn in turns[: max(len(turns) - int(keep["value"]), 0)]:
+        thinking = False
+        for i in turn:
+            content = messages[i].get("content")
+            if not isinstance(content, list):
+                continue
+            kept = [b for b in content if b.get("type") not in ("thinking", "redacted_thinking")]
+            if len(kept) != len(content):
+                thinking = True
+                blocks = kept or [{"type": "text", "text": CLEARED_PLACEHOLDER}]
+                edited[i] = {**messages[i], "content": blocks}
+        cleared += thinking
     if not cleared:
         return None
     freed = count(list(messages)) - count(edited)
     applied = {"type": CLEAR_THINKING, "cleared_thinking_turns": cleared,
                "cleared_input_tokens": freed}  # fmt: skip
     return edited, applied
+
+
+def _assistant_turns(messages: list[Message]) -> list[list[int]]:
+    """The indexes of each assistant turn's messages, oldest first. A turn is the model's whole
+    answer to a request, its tool use loop included (the extended thinking page: "tool use loops
+    are part of the assistant turn"): a user message of tool results continues it."""
+    turns: list[list[int]] = []
+    open_turn = False
+    for i, message in enumerate(messages):
+        if message.get("role") == "assistant":
+            if not open_turn:
+                turns.append([])
+            turns[-1].append(i)
+            open_turn = True
+        else:
+            content = message.get("content")
+            open_turn = (
+                open_turn
+                and isinstance(content, list)
+                and any(b.get("type") == "tool_result" for b in content)
+            )
+    return turns
 
 
 def clear_tool_uses(
@@ -134,7 +159,7 @@ def clear_tool_uses(
     ]
     before = count(list(messages))
     measure = len(uses) if trigger.get("type") == "tool_uses" else before
-    if measure < int(trigger["value"]):
+    if measure <= int(trigger["value"]):  # "once the prompt exceeds this threshold"
         return None
     keep = int((edit.get("keep") or {"value": 3})["value"])
     excluded = set(edit.get("exclude_tools") or [])

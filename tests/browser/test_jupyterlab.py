@@ -70,6 +70,9 @@ SHOTS = {
 # -- fixtures ------------------------------------------------------------------------------
 
 
+pytestmark = pytest.mark.slow  # a JupyterLab server and headless Chromium
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     """Headless Chromium, launched once per test session."""

@@ -4,12 +4,13 @@ The server strategies of a setting (`ServerClearThinking`, `ServerClearToolUses`
 `ServerCompact`) edit no history: the live loop sends their edits and the server applies them.
 Replay builds the same edits (`ServerSide.params`, the code the live loop sends, which
 also hands a strategy the capability table says the model lacks over to its fallback) and
-applies them with the one implementation of their rules (`compact.server_edits`, which the test
-suite's loopback fake runs too) to the prompt each call would send, counted in tokens as the API
-counts it (the whole prompt, calibrated on the recorded usage). What the server cleared is not
-in the prompt the model reads, so the prompt cache is modelled on the edited prompt: a clearing
-changes the prefix from the first cleared result on (a cache write there, read again by the
-next calls while the same results stay cleared), as the context editing docs say.
+applies them with the one implementation of their rules (`compact.server_edits`; the test
+suite's loopback fake applies the documented rules, written again on their own, to check it)
+to the prompt each call would send, counted in tokens as the API counts it (the whole prompt,
+calibrated on the recorded usage). What the server cleared is not in the prompt the model reads,
+so the prompt cache is modelled on the edited prompt: a clearing changes the prefix from the
+first cleared result on (a cache write there, read again by the next calls while the same
+results stay cleared), as the context editing docs say.
 
 A compaction (the prompt reaching `compact_20260112`'s trigger) is modelled as the API's
 iterations: a `compaction` iteration that reads the whole prompt and writes a stand-in summary

@@ -18,9 +18,10 @@ editing pages:
   a block from the on-demand ``compaction`` parameter cannot meet a ``compact_`` edit;
 - ``clear_thinking`` drops the thinking of older assistant turns, ``clear_tool_uses`` (over its
   trigger) replaces the oldest tool results by a placeholder, keeping the newest ``keep``; both
-  are reported in ``context_management.applied_edits``. The clearing rule itself is the
-  project's (``evo_magic.compact.server_edits``, which replay's modelled server runs too); the
-  validation above is the fake's own;
+  are reported in ``context_management.applied_edits``. Both rules are the documentation's,
+  written again without the project's code (`support.clearing`), so that the project's own
+  (``evo_magic.compact.server_edits``, which replay's modelled server runs) is checked against
+  them; the validation above is the fake's own too;
 - ``compact_20260112`` over its trigger summarises (deterministically) the effective prompt into a
   signed ``compaction`` block that opens the reply (alone, ``stop_reason: "compaction"``, with
   ``pause_after_compaction``); ``usage.iterations`` gets a ``compaction`` entry (not in the
@@ -38,7 +39,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from evo_magic.compact import server_edits
+from support import clearing
 
 COMPACT_BETA = "compact-2026-01-12"
 SUMMARIZE_BETA = "compact-2026-09-04"
@@ -50,7 +51,7 @@ EDIT_BETAS = {
 }
 MIN_COMPACT_TRIGGER = 50_000
 DEFAULT_COMPACT_TRIGGER = 150_000
-CLEARED_PLACEHOLDER = server_edits.CLEARED_PLACEHOLDER
+CLEARED_PLACEHOLDER = clearing.CLEARED_PLACEHOLDER
 COMPACTION_MODELS = (
     "mythos",
     "fable",
@@ -341,14 +342,14 @@ def _after_last_compaction(body: dict) -> dict:
 def _clear_thinking(result: Plan, edit: dict, estimate: Any) -> None:
     _cleared(
         result,
-        server_edits.clear_thinking(result.body["messages"], edit, _counter(result, estimate)),
+        clearing.clear_thinking(result.body["messages"], edit, _counter(result, estimate)),
     )
 
 
 def _clear_tool_uses(result: Plan, edit: dict, estimate: Any) -> None:
     _cleared(
         result,
-        server_edits.clear_tool_uses(result.body["messages"], edit, _counter(result, estimate)),
+        clearing.clear_tool_uses(result.body["messages"], edit, _counter(result, estimate)),
     )
 
 
