@@ -18,6 +18,7 @@ from typing import Any
 
 from evo_magic.compact.layout import FILE_PIN_PREFIX, PIN_PREFIX
 from evo_magic.events import Notice
+from evo_magic.history import History
 from evo_magic.messages import Message, as_blocks, with_blocks
 
 
@@ -96,17 +97,23 @@ def restore_edited_pins(
     return fixed, restored
 
 
-def carried_pins(view: Sequence[Message], texts: Sequence[str]) -> tuple[Message, int] | None:
-    """After the API's own compaction (which keeps only its block and what follows), the
-    newest message with the pins it left out added after its blocks, and how many: the model
-    has not seen that message yet, so nothing sent before is rewritten. None when none is
-    missing, or when the newest message is not the user's."""
+def carry_pins(history: History, texts: Sequence[str]) -> Notice | None:
+    """After the API's own compaction (which keeps only its block and what follows), the pins
+    it left out join the newest message, the user's: the model has not seen it, so nothing
+    sent before is rewritten. Returns the Notice saying so (None when none was missing)."""
+    view = history.view()
     if not texts or not view or view[-1].get("role") != "user":
         return None
     missing = missing_pins(view, texts)
     if not missing:
         return None
-    return with_blocks(view[-1], ({"type": "text", "text": t} for t in missing)), len(missing)
+    blocks = ({"type": "text", "text": text} for text in missing)
+    history.rewrite({len(view) - 1: with_blocks(view[-1], blocks)})
+    return Notice(
+        "pins_carried",
+        f"{len(missing)} pinned text(s) were not in the history (the API's compaction keeps "
+        "only its summary and what follows it); they were added to the newest message.",
+    )
 
 
 class Pins:

@@ -72,6 +72,16 @@ def check_replacement(
             )
 
 
+def reason_of(strategy: str, exc: Exception) -> str:
+    """Why the strategy named `strategy` failed, in one line: a refusal's reason, a model's or
+    summariser's own message, or the exception's type and message."""
+    if isinstance(exc, CompactionRefused):
+        return f"{strategy}: {exc}"
+    if type(exc).__name__ in ("ModelError", "SummaryError"):
+        return f"{strategy}: {exc}"
+    return f"{strategy} raised {type(exc).__name__}: {exc}"
+
+
 def block_id(block: dict[str, Any]) -> str | None:
     """The tool_use id a tool_use or tool_result block belongs to (None for other blocks)."""
     return block.get("tool_use_id") or (

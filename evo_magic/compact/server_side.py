@@ -9,12 +9,12 @@ the history must be sent with, and which configured strategy stands in for which
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
 from evo_magic.compact import server
+from evo_magic.compact.attempt import Attempt
 from evo_magic.compact.base import Context, Strategy, server_edit
 from evo_magic.events import CompactionFinished, Event, MicroCompacted, Notice
 from evo_magic.history import History
@@ -35,11 +35,7 @@ class _Compactor(Protocol):
 
     def adopt(self, new: Sequence[Message], summary: str | None, trigger: str = ...) -> None: ...
 
-    def failed(
-        self, trigger: str, focus: str | None, before: ContextSize, started: float,
-        strategy: str, layer: str, reason: str, usage: Usage | None = ...,
-        cost: float | None = ...,
-    ) -> CompactionFinished: ...  # fmt: skip
+    def failed(self, attempt: Attempt, reason: str) -> CompactionFinished: ...
 
 
 class ServerSide:
@@ -129,15 +125,13 @@ class ServerSide:
         reads from now on (the reply from that block on, then the pending request verbatim),
         the original on disk first. A block with null content failed: it stays, as it came."""
         compactor = self._compactor
-        started = time.perf_counter()
         self._block_betas.add(server.COMPACT_BETA)
         strategies = server.server_strategies(compactor.strategies)
         name = next((s.name for s in strategies), "server-compact")
+        attempt = Attempt(name, "every_call", "server", None, before, usage=usage, cost_usd=cost)
         if summary is None:
             why = "the server's summary failed (its compaction block has null content)"
-            return compactor.failed(
-                "server", None, before, started, name, "every_call", why, usage, cost
-            )
+            return compactor.failed(attempt, why)
         history = compactor.history
         messages = history.messages
         snapshot = compactor.snapshot(messages)
@@ -149,11 +143,7 @@ class ServerSide:
         after = history.size()
         if after_tokens:
             after = replace(after, tokens=after_tokens, tokens_exact=True)
-        event = CompactionFinished(
-            trigger="server", focus=None, before=before, after=after, success=True,
-            duration=time.perf_counter() - started, summary=summary, snapshot_path=snapshot,
-            summary_usage=usage, strategy=name, layer="every_call", summary_cost_usd=cost,
-        )  # fmt: skip
+        event = attempt.succeeded(after, summary=summary, snapshot_path=snapshot)
         compactor.emit(event)
         return event
 

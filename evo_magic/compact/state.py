@@ -35,6 +35,9 @@ class CompactState:
     two calls; at `max_refills` automatic compaction pauses (thrash detection)."""
     calls_since_auto: int | None = None
     """Model calls since the last automatic full compaction, while a refill is watched for."""
+    strategy_failures: dict[str, int] = field(default_factory=dict)
+    """Failures in a row of each every-call strategy; at `max_failures` it stops running
+    before each call until the strategies are set again or the session is reset."""
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -115,6 +118,30 @@ class CompactState:
             "strategy that keeps less, or raise max_refills; %compact (Session.compact) still "
             "works.",
         )
+
+    def strategy_paused(self, name: str, policy: CompactPolicy) -> bool:
+        """True when the every-call strategy `name` failed `max_failures` times in a row."""
+        return self.strategy_failures.get(name, 0) >= policy.max_failures
+
+    def strategy_ok(self, name: str) -> None:
+        """The strategy `name` did its work: its failures in a row are over."""
+        self.strategy_failures.pop(name, None)
+
+    def strategy_failed(self, name: str, policy: CompactPolicy) -> Notice | None:
+        """The every-call strategy `name` failed; at `max_failures` in a row it stops running
+        before each call: the Notice saying so (once), else None."""
+        failures = self.strategy_failures[name] = self.strategy_failures.get(name, 0) + 1
+        if failures != policy.max_failures:
+            return None
+        return Notice(
+            "strategy_paused",
+            f"The strategy {name!r} failed {failures} times in a row and no longer runs before "
+            "each call; set the strategies again or reset the session to retry it.",
+        )
+
+    def strategies_changed(self) -> None:
+        """New strategies: none has failed yet."""
+        self.strategy_failures.clear()
 
     def limits_changed(self) -> None:
         """New limits: a pause for refilling is lifted."""
