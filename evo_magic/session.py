@@ -10,22 +10,20 @@ but the front ends.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evo_magic.compact import server
+from evo_magic.ask_result import AskResult
 from evo_magic.compact.base import Strategy, check_strategy, server_edit
-from evo_magic.compact.compactor import CompactionServices, Compactor
+from evo_magic.compact.compactor import Compactor
 from evo_magic.compact.pins import Pins, pin_message
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.compact.preview import GivenSummary, Preview
+from evo_magic.compact.preview import GivenSummary, Preview, SummaryProposal
 from evo_magic.compact.state import CompactState
 from evo_magic.cost import Ledger, PriceTable, Spending, price_table
+from evo_magic.deprecated import SettersOf01
 from evo_magic.events import (
-    AskFinished,
     CompactionFinished,
     CompactionSkipped,
     ContextSize,
@@ -38,111 +36,32 @@ from evo_magic.loop import LoopParts, Totals, answer_left_over, run_ask
 from evo_magic.measure import to_json
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.log import follow
-from evo_magic.models import Model, ModelRequest, resolve_model
+from evo_magic.models import Model, resolve_model
+from evo_magic.observers import Observer, ObserverError, Observers
 from evo_magic.prompt_cache import PrefixTracker
 from evo_magic.records import Record, change_records, pin_record, start_records, strategies_record
 from evo_magic.secrets import add_secret, known_secrets, redact
+from evo_magic.session_services import SessionServices
 from evo_magic.settings import SessionSettings
 from evo_magic.strategies import default_pipeline
 from evo_magic.strategies.registry import describe
-from evo_magic.summariser import AgentPrompt, Summariser, Summary
-from evo_magic.tools import Tool, ToolContext, default_tools
-from evo_magic.tools.files import read_text
-from evo_magic.transcript import DEFAULT_ROOT, Transcript, output_shown, outputs_shown
+from evo_magic.summariser import Summariser
+from evo_magic.tools import Tool, default_tools
+from evo_magic.transcript import DEFAULT_ROOT, Transcript
 from evo_magic.usage import Usage
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-Observer = Callable[[Event], None]
-
-PIN_FILE_MAX_CHARS = 100_000
-"""A pinned file holds at most this many characters (about 25,000 tokens in every request)."""
 
 PARTS = ("model", "strategies", "summariser")
 """What `configure` changes besides the settings: the session's parts."""
 
-RENAMED: dict[str, str] = {
-    "system": "system_prompt",
-    "max_turns": "max_turns",
-    "max_tokens": "max_tokens",
-    "bash_timeout": "bash_timeout",
-    "sandbox": "sandbox",
-    "bash_settings": "bash",
-    "policy": "policy",
-    "cache": "cache",
-    "prices": "prices",
-    "settings": "settings",
-    "model": "model",
-    "strategies": "strategies",
-    "summariser": "summariser",
-}
-"""Attributes 0.1 let you assign (deprecated: `configure` takes the name on the right)."""
+
+__all__ = ["AskResult", "ObserverError", "Session", "SummaryProposal"]
 
 
-@dataclass(frozen=True)
-class SummaryProposal:
-    """A summary the summariser proposed (see `Session.propose_summary`)."""
-
-    text: str
-    focus: str | None
-    strategy: str
-    """The strategy that asked for it (and that `compact` runs with it)."""
-    before: ContextSize
-    after: ContextSize
-    """The history's size before, and after the summary applied as proposed."""
-    chosen: Strategy | None = field(default=None, repr=False, compare=False)
-    """The strategy passed to `propose_summary` (None: the configured ones): apply the text
-    with `compact(focus, chosen, summary=...)`."""
-
-
-class ObserverError(RuntimeError):
-    """An observer raised while handling an event. The history is kept (and valid); the
-    message names the observer and its error."""
-
-
-@dataclass(frozen=True)
-class AskResult:
-    """What one `ask` did: its `AskFinished` event and every event it emitted."""
-
-    finished: AskFinished
-    events: list[Event] = field(default_factory=list)
-
-    @property
-    def text(self) -> str:
-        """The model's final text."""
-        return self.finished.text
-
-    @property
-    def stop_reason(self) -> str:
-        """ "end_turn", "max_turns", "max_tokens", "refusal", ... as the loop saw it."""
-        return self.finished.stop_reason
-
-    @property
-    def turns(self) -> int:
-        return self.finished.turns
-
-    @property
-    def usage(self) -> Usage:
-        return self.finished.usage
-
-    @property
-    def duration(self) -> float:
-        return self.finished.duration
-
-    @property
-    def context(self) -> ContextSize:
-        return self.finished.context
-
-    @property
-    def compactions(self) -> list[CompactionFinished]:
-        return [e for e in self.events if isinstance(e, CompactionFinished)]
-
-
-_UNSET: Any = object()
-
-
-class Session:
+class Session(SettersOf01):
     """A conversation with an agent in a workspace.
 
     Parameters:
@@ -190,31 +109,25 @@ class Session:
         self._summariser = summariser
         self._tools = list(tools) if tools is not None else default_tools()
         self._notices: set[str] = set()  # what tools have said once (sandbox warnings)
-        self._proposal: SummaryProposal | None = None
-        self._proposed_at: tuple[int, int, int] | None = None
         self._asking = False  # pins join the history between asks, never inside one
-        self._observers: list[Observer] = []
+        self._observers = Observers(lambda *record: self._transcript.write(*record))
         self._totals = Totals()
         self._ledger = Ledger(price_table(settings.prices or None))
         self._prefix = PrefixTracker()
         root = Path(transcripts_root) if transcripts_root else workspace / DEFAULT_ROOT
         self._transcript = Transcript(root.expanduser(), session_id, secrets=self.secrets)
-        self._outputs = outputs_shown(self._transcript.directory, workspace)
         self._history = History(self.emit, overhead_chars=self._prompt_overhead())
-        services = CompactionServices(
-            emit=self.emit,
-            summarise=self._summarise,
-            save_output=self._save_output,
-            snapshot=lambda messages: str(self._transcript.snapshot(messages)),
-            read_file=self._read_for_compaction,
-            model=lambda: self._model.name,
-            server_summarise=self._server_summarise,
+        self._services = SessionServices(
+            workspace, self._history, self._transcript, self._ledger, self._tools,
+            model=lambda: self._model, settings=lambda: self._settings,
+            summariser=lambda: self.summariser, emit=self.emit, redact=self.redact,
             pins=lambda reread: self._pins.texts(reread),
-        )
+        )  # fmt: skip
         self._compactor = Compactor(
-            self._history, services, policy=settings.policy, strategies=chosen, cache=self._prefix
-        )
-        self._pins = Pins(self._read_pinned_file, self.redact, self._record_pin, self.emit)
+            self._history, self._services.compaction(), policy=settings.policy,
+            strategies=chosen, cache=self._prefix,
+        )  # fmt: skip
+        self._pins = Pins(self._services.read_pinned_file, self.redact, self._record_pin, self.emit)
         self.secrets()  # the model's credentials are known (and redacted) from now on
         self.context_log = follow(self)
         """Every model call and compaction of the session, as the context meter and
@@ -256,32 +169,6 @@ class Session:
         if model is not None:
             self._model = model
             self.secrets()  # its credentials are known (and redacted) from now on
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in RENAMED:  # 0.1's setters: one more version, through `configure`
-            key = RENAMED[name]
-            warnings.warn(
-                f"assigning Session.{name} is deprecated; use session.configure({key}=...)",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            if key == "settings":
-                self.configure(value)
-            else:
-                self.configure(**{key: value})
-            return
-        object.__setattr__(self, name, value)
-
-    def __getattr__(self, name: str) -> Any:
-        # Only called when normal lookup fails: 0.1's reads of settings moved to `settings`.
-        if name in RENAMED and name not in PARTS and hasattr(SessionSettings, RENAMED[name]):
-            warnings.warn(
-                f"Session.{name} is deprecated; read session.settings.{RENAMED[name]}",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return getattr(self._settings, RENAMED[name])
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def model(self) -> Model:
@@ -428,30 +315,13 @@ class Session:
 
     def subscribe(self, observer: Observer) -> Callable[[], None]:
         """Call `observer(event)` for every event; returns a function that unsubscribes."""
-        self._observers.append(observer)
-        return lambda: self._observers.remove(observer) if observer in self._observers else None
+        return self._observers.subscribe(observer)
 
     def emit(self, event: Event) -> None:
-        """Record the event in the transcript, then pass it to every observer.
-
-        An observer that raises does not stop the others; the first failure is raised
-        afterwards as ObserverError (a failed transcript write as TranscriptWriteError).
-        """
-        if event.recorded:
-            record, raw = event.record_parts()
-            self._transcript.write(record.pop("kind"), record, raw)
-        failure: tuple[Observer, Exception] | None = None
-        for observer in list(self._observers):
-            try:
-                observer(event)
-            except Exception as exc:
-                failure = failure or (observer, exc)
-        if failure is not None:
-            observer, exc = failure
-            raise ObserverError(
-                f"the observer {_name(observer)} failed on a {event.kind} event "
-                f"({type(exc).__name__}: {exc}); the history is kept and the next ask continues"
-            ) from exc
+        """Record the event in the transcript, then pass it to every observer (`Observers`):
+        one that raises does not stop the others; the first failure is raised afterwards as
+        ObserverError (a failed transcript write as TranscriptWriteError)."""
+        self._observers.emit(event)
 
     # -- what users call -------------------------------------------------------------------
 
@@ -504,12 +374,9 @@ class Session:
             proposal = self.proposal
             given = GivenSummary(self.redact(summary), proposal.text if proposal else None)
         try:
-            event = self._compactor.request("user", focus, strategy, given)
+            return self._compactor.request("user", focus, strategy, given)
         finally:
             self._transcript.sync()
-        if event.success:
-            self._proposal = None
-        return event
 
     def propose_summary(
         self, focus: str | None = None, strategy: Strategy | None = None
@@ -523,33 +390,13 @@ class Session:
         """
         answer_left_over(self._history, "it was interrupted")  # as compact() would, first
         focus = self.redact(focus) if focus else None
-        preview = self._compactor.preview(strategy, focus, summarise=True)
-        if preview.error:
-            raise ValueError(f"no summary to propose: {preview.error}")
-        if len(preview.summaries) != 1:
-            made = "makes several summaries" if preview.summaries else "makes no summary"
-            if not preview.acts and not preview.summaries:
-                made = f"has nothing to compact now ({preview.reason or 'no change'})"
-            raise ValueError(f"no summary to propose: the strategy {preview.strategy!r} {made}")
-        proposal = SummaryProposal(
-            preview.summaries[0], focus, preview.strategy, preview.before, preview.after, strategy
-        )
-        self._proposal = proposal
-        self._proposed_at = self._history_mark()
-        return proposal
+        return self._compactor.requests.propose(strategy, focus)
 
     @property
     def proposal(self) -> SummaryProposal | None:
         """The last `propose_summary` result while the history is as it was then (None
         after the history changed, or after a compaction applied)."""
-        if self._proposal is None or self._proposed_at != self._history_mark():
-            return None
-        return self._proposal
-
-    def _history_mark(self) -> tuple[int, int, int]:
-        """Changes whenever the history does (a message, a result, an edit, a replacement)."""
-        history = self._history
-        return (history.generation, len(history), history.size().chars)
+        return self._compactor.requests.proposal()
 
     def preview(
         self,
@@ -562,7 +409,7 @@ class Session:
         tool results it would replace, the size before and after. No model call unless
         `summarise` (a summary is otherwise a stand-in of the right kind)."""
         if strategy is not None and server_edit(strategy) is not None:
-            return self._server_preview(strategy)
+            return self._services.server_preview(strategy)
         return self._compactor.preview(strategy, focus or None, summarise=summarise)
 
     def reset(self) -> None:
@@ -613,16 +460,6 @@ class Session:
         """The pinned texts as (id, text), oldest first (a file's text as last read)."""
         return [(pin.id, pin.text) for pin in self._pins]
 
-    def _read_pinned_file(self, path: str) -> str:
-        if not isinstance(path, str) or not path.strip():
-            raise ValueError("pin(path=...) needs a workspace file's path")
-        text = read_text(self.workspace, path, PIN_FILE_MAX_CHARS)  # raises ToolError saying why
-        if text is None:
-            raise ValueError(f"{path} is too large to pin (over {PIN_FILE_MAX_CHARS:,} characters)")
-        if not text.strip():
-            raise ValueError(f"{path} is empty: nothing to pin")
-        return text
-
     def _record_pin(self, kind: str, fields_: dict[str, Any]) -> None:
         history = self._history
         self._write([pin_record(kind, fields_, history.epoch, len(history))])
@@ -651,7 +488,7 @@ class Session:
             compactor=self._compactor,
             model=self._model,
             tools=self._tools,
-            tool_context=self._tool_context,
+            tool_context=lambda hook: self._services.tool_context(hook, self.state, self._notices),
             emit=self.emit,
             system=self.system,
             max_turns=settings.max_turns,
@@ -663,79 +500,6 @@ class Session:
             ledger=self._ledger,
             prefix=self._prefix,
         )
-
-    def _tool_context(self, request_compaction: Callable[[str | None], None]) -> ToolContext:
-        state, settings = self._compactor.state, self._settings
-        return ToolContext(
-            workspace=self.workspace,
-            on_file=lambda path: state.note_file(path, settings.policy.max_recent_files),
-            request_compaction=request_compaction,
-            bash_timeout=settings.bash_timeout,
-            sandbox=settings.sandbox,
-            read_only=(self._transcript.root,),
-            bash=settings.bash,
-            notices=self._notices,
-        )
-
-    def _summarise(self, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
-        prompt = None
-        if self._history.is_whole(messages):
-            # The whole history: the prompt the agent's last call cached. (Part of it, as
-            # SummariseOlder asks, ends where no cache entry is: asked as text.)
-            tools = [tool.definition() for tool in self._tools]
-            prompt = AgentPrompt(self.system, tools, self._settings.cache)
-        summary = self.summariser.summarise(messages, focus, self._model, prompt)
-        cost = self._ledger.charge(summary.usage, summary.model, summary=True)
-        if cost is None and (note := self._ledger.unpriced_notice(summary.model)):
-            self.emit(Notice("unpriced_model", note))
-        return replace(summary, text=self.redact(summary.text), cost_usd=cost)
-
-    def _read_for_compaction(self, path: str, max_chars: int) -> str | None:
-        """A workspace file as a compaction puts it back: read as read_file reads it, and
-        redacted as a tool result is."""
-        text = read_text(self.workspace, path, max_chars)
-        return None if text is None else self.redact(text)
-
-    def _server_summarise(
-        self, messages: Sequence[dict[str, Any]], focus: str | None
-    ) -> tuple[dict[str, Any], Summary]:
-        tools = [tool.definition() for tool in self._tools]
-        request = server.summary_request(
-            messages, focus, system=self.system, tools=tools,
-            max_tokens=self._settings.max_tokens,
-        )  # fmt: skip
-        reply = self._model.respond(request)
-        block, usage = server.summary_block(reply)
-        cost = self._ledger.charge(usage, reply.model, summary=True)
-        return block, Summary(block["content"], usage, reply.model, cost)
-
-    def _server_preview(self, strategy: Strategy) -> Preview:
-        """What a server strategy's edits would take out of the prompt now: `count_tokens`
-        with them (free) against the count without them."""
-        view = list(self._history.view())
-        before = self._history.size()
-        params = server.request_params([strategy])
-        tools = [tool.definition() for tool in self._tools]
-        request = ModelRequest(
-            messages=view, max_tokens=self._settings.max_tokens, system=self.system,
-            tools=tools, context_management=params.context_management, betas=params.betas,
-        )  # fmt: skip
-        count = getattr(self._model, "count_tokens", None)
-        if count is None or not view or params.context_management is None:
-            why = "no edit to count" if params.context_management is None else "nothing to count"
-            if count is None:
-                why = f"the model {self._model.name!r} cannot count tokens"
-            return Preview(strategy.name, strategy.when, before, before, view, why, original=view)
-        edited, original = count(request)
-        after = replace(before, tokens=edited, tokens_exact=True)
-        return Preview(
-            strategy.name, strategy.when, before, after, view, None, original=view,
-            input_tokens=edited, original_input_tokens=original,
-        )  # fmt: skip
-
-    def _save_output(self, tool_use_id: str, text: str) -> str:
-        self._transcript.save_tool_output(tool_use_id, text)
-        return output_shown(self._outputs, tool_use_id)
 
     def _prompt_overhead(self) -> int:
         """Characters of what every request sends besides the messages."""
@@ -755,13 +519,9 @@ class Session:
                 offline=self._model.offline,
                 workspace=str(self.workspace),
                 tools=[tool.name for tool in self._tools],
-                outputs=self._outputs,
+                outputs=self._services.outputs,
             )
         )
-
-
-def _name(observer: Observer) -> str:
-    return getattr(observer, "__qualname__", None) or type(observer).__name__
 
 
 def _settings_value(settings: SessionSettings | None) -> SessionSettings:

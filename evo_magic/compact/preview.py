@@ -44,6 +44,22 @@ class GivenSummary:
 
 
 @dataclass(frozen=True)
+class SummaryProposal:
+    """A summary the summariser proposed (see `Session.propose_summary`)."""
+
+    text: str
+    focus: str | None
+    strategy: str
+    """The strategy that asked for it (and that `compact` runs with it)."""
+    before: ContextSize
+    after: ContextSize
+    """The history's size before, and after the summary applied as proposed."""
+    chosen: Any = field(default=None, repr=False, compare=False)
+    """The strategy passed to `propose_summary` (None: the configured ones): apply the text
+    with `compact(focus, chosen, summary=...)`."""
+
+
+@dataclass(frozen=True)
 class Preview:
     """What a compaction would do now (see `Compactor.preview`)."""
 

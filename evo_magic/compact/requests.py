@@ -16,7 +16,7 @@ from evo_magic.compact.attempt import Attempt
 from evo_magic.compact.base import Context, Strategy, check_strategy
 from evo_magic.compact.pins import with_pins
 from evo_magic.compact.policy import CompactPolicy
-from evo_magic.compact.preview import GivenSummary, Preview, stand_in
+from evo_magic.compact.preview import GivenSummary, Preview, SummaryProposal, stand_in
 from evo_magic.compact.results import check_replacement, reason_of
 from evo_magic.compact.server_side import ServerSide
 from evo_magic.compact.state import CompactState
@@ -67,6 +67,8 @@ class Requests:
         self._compactor = compactor
         self._compacted_by: tuple[Any, ...] | None = None
         """The history a full compaction left: its generation, length, strategy and pins."""
+        self._proposal: tuple[SummaryProposal, tuple[int, int, int]] | None = None
+        """The last proposal, and the history it was made for."""
 
     def strategies(self) -> list[Strategy]:
         """What a request runs: the on-request strategies, else the over-limit ones."""
@@ -75,8 +77,9 @@ class Requests:
 
     def compacted(self, strategy: Strategy) -> None:
         """`strategy` just replaced the history: asking it again before anything changes is
-        nothing to compact."""
+        nothing to compact, and a proposal made before is for another history."""
         self._compacted_by = self._mark(strategy)
+        self._proposal = None
 
     def forget(self) -> None:
         """The history was emptied: nothing was compacted."""
@@ -166,6 +169,35 @@ class Requests:
                 f"({size.chars:,} of {state.retry_after_chars:,} characters); carry on"
             )
         return None
+
+    def propose(self, strategy: Strategy | None, focus: str | None) -> SummaryProposal:
+        """The summary a request would apply now, made by the real summariser with the very
+        request it would send, the history unchanged; kept as `proposal` until the history
+        changes. ValueError when the strategy would fail or makes no single summary."""
+        preview = self.preview(strategy, focus, summarise=True)
+        if preview.error:
+            raise ValueError(f"no summary to propose: {preview.error}")
+        if len(preview.summaries) != 1:
+            made = "makes several summaries" if preview.summaries else "makes no summary"
+            if not preview.acts and not preview.summaries:
+                made = f"has nothing to compact now ({preview.reason or 'no change'})"
+            raise ValueError(f"no summary to propose: the strategy {preview.strategy!r} {made}")
+        proposal = SummaryProposal(
+            preview.summaries[0], focus, preview.strategy, preview.before, preview.after, strategy
+        )
+        self._proposal = (proposal, self._history_mark())
+        return proposal
+
+    def proposal(self) -> SummaryProposal | None:
+        """The last proposal while the history is as it was then (None after it changed)."""
+        if self._proposal is None or self._proposal[1] != self._history_mark():
+            return None
+        return self._proposal[0]
+
+    def _history_mark(self) -> tuple[int, int, int]:
+        """Changes whenever the history does (a message, a result, an edit, a replacement)."""
+        history = self._compactor.history
+        return (history.generation, len(history), history.size().chars)
 
     def preview(self, strategy: Strategy | None, focus: str | None, summarise: bool) -> Preview:
         """See `Compactor.preview`."""
