@@ -4,7 +4,9 @@ answers the request; compact when the context does not fit the model's window.""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
+from evo_magic.cost import Spending
 from evo_magic.events import AskFinished, AskStarted, ErrorOccurred, Notice
 from evo_magic.loop.call import call_model, server_results
 from evo_magic.loop.parts import LoopParts
@@ -27,78 +29,119 @@ STILL_TOO_LONG = (
 )
 
 
+@dataclass
+class _Ask:
+    """One ask as it goes: what it has counted so far, and why it stopped if it stops now."""
+
+    started: float
+    """When the ask began (perf_counter)."""
+    spent_before: Spending
+    """What the session had spent when the ask began."""
+    usage: Usage = Usage()
+    stop_reason: str = "end_turn"
+    final_text: str = ""
+    turns: int = 0
+    refilled: bool = False
+    """A window-exceeded stop was answered by a compaction in this ask."""
+    why: str = "it was interrupted"
+    """Said in the result of every call left without one when the ask stops."""
+
+
 def run_ask(parts: LoopParts, text: str) -> AskFinished:
     """Run one user request to the end; see Session.ask."""
-    started = time.perf_counter()
-    history = parts.history
-    answer_left_over(history, "an earlier turn was stopped")
-    text = parts.redact(text)  # a key pasted into a request never reaches the model
-    parts.emit(AskStarted(text, history.size()))
-    spent_before = parts.ledger.spent
-    history.begin_request(text)
-    usage = Usage()
-    stop_reason = "end_turn"
-    final_text = ""
-    turns = 0
-    refilled = False  # a window-exceeded stop was answered by a compaction in this ask
-    why = "it was interrupted"
+    ask = _begin(parts, text)
     try:
-        while True:
-            if turns >= parts.max_turns:
-                stop_reason = "max_turns"
-                parts.emit(
-                    Notice(
-                        "max_turns",
-                        f"Stopped after {plural(turns, 'model call')} "
-                        f"(max_turns={parts.max_turns}); "
-                        "the next request continues this conversation.",
-                    )
-                )
-                break
-            turns += 1
-            reply, sent = _call_reactively(parts)
-            usage = usage + reply.usage
-            stop_reason = reply.stop_reason or "end_turn"
-            tool_uses, bad_inputs, content = append_reply(parts, reply)
-            server_results(parts, reply, sent)
-            final_text = text_of(content) or final_text
-            if stop_reason == WINDOW_EXCEEDED:
-                if refilled:
-                    raise ModelError(CONTEXT_EXCEEDED.format(model=reply.model))
-                refilled = True
-                why = "the model stopped: its context window is full"
-                if _compact_reactively(parts, why):
-                    raise ModelError(CONTEXT_EXCEEDED.format(model=reply.model))
-                continue
-            if not tool_uses:
-                if history.answered(stop_reason):
-                    break
-                continue  # cut off, or paused after a server compaction: the ask goes on
-            requested = run_tools(parts, tool_uses, bad_inputs)
-            if requested is not None:
-                compact_for_model(parts, requested or None)
+        _converse(parts, ask)
     except ModelError as exc:
-        why = "the model call failed"
+        ask.why = "the model call failed"
         parts.emit(ErrorOccurred("ModelError", str(exc)))
         raise
     except KeyboardInterrupt:
         parts.emit(Notice("interrupted", "Interrupted by the user; the history is kept."))
         raise
     except BaseException as exc:
-        why = f"{type(exc).__name__}: {exc}"
+        ask.why = f"{type(exc).__name__}: {exc}"
         raise
     finally:
         # Whatever stopped the turn, every call gets a result, so the next request is valid.
-        answer_left_over(history, why)
+        answer_left_over(parts.history, ask.why)
         parts.sync()
-    spent = parts.ledger.spent - spent_before
+    return _finish(parts, ask)
+
+
+def _begin(parts: LoopParts, text: str) -> _Ask:
+    """Answer what an earlier, stopped turn left unanswered, then make `text` the pending
+    request."""
+    started = time.perf_counter()
+    answer_left_over(parts.history, "an earlier turn was stopped")
+    text = parts.redact(text)  # a key pasted into a request never reaches the model
+    parts.emit(AskStarted(text, parts.history.size()))
+    ask = _Ask(started, parts.ledger.spent)
+    parts.history.begin_request(text)
+    return ask
+
+
+def _converse(parts: LoopParts, ask: _Ask) -> None:
+    """Model calls, each followed by the tools it asked for, until the model answers the
+    request or the ask reaches max_turns."""
+    while ask.turns < parts.max_turns:
+        ask.turns += 1
+        if _turn(parts, ask):
+            return
+    ask.stop_reason = "max_turns"
+    parts.emit(
+        Notice(
+            "max_turns",
+            f"Stopped after {plural(ask.turns, 'model call')} "
+            f"(max_turns={parts.max_turns}); "
+            "the next request continues this conversation.",
+        )
+    )
+
+
+def _turn(parts: LoopParts, ask: _Ask) -> bool:
+    """One model call and its tool calls. Returns True when the reply answered the request
+    (the history's rule, which replay shares)."""
+    reply, sent = _call_reactively(parts)
+    ask.usage = ask.usage + reply.usage
+    ask.stop_reason = reply.stop_reason or "end_turn"
+    tool_uses, bad_inputs, content = append_reply(parts, reply)
+    server_results(parts, reply, sent)
+    ask.final_text = text_of(content) or ask.final_text
+    if ask.stop_reason == WINDOW_EXCEEDED:
+        _make_room(parts, ask, reply.model)
+        return False
+    if not tool_uses:
+        # Not answered when cut off, or paused after a server compaction: the ask goes on.
+        return parts.history.answered(ask.stop_reason)
+    requested = run_tools(parts, tool_uses, bad_inputs)
+    if requested is not None:
+        compact_for_model(parts, requested or None)
+    return False
+
+
+def _make_room(parts: LoopParts, ask: _Ask, model: str) -> None:
+    """The model stopped because its context window is full: compact, once in an ask, so the
+    next call has room. A second full window, or a compaction that cannot be made, is a
+    ModelError."""
+    if ask.refilled:
+        raise ModelError(CONTEXT_EXCEEDED.format(model=model))
+    ask.refilled = True
+    ask.why = "the model stopped: its context window is full"
+    if _compact_reactively(parts, ask.why):
+        raise ModelError(CONTEXT_EXCEEDED.format(model=model))
+
+
+def _finish(parts: LoopParts, ask: _Ask) -> AskFinished:
+    """Say what the ask did and spent (the event, also returned)."""
+    spent = parts.ledger.spent - ask.spent_before
     finished = AskFinished(
-        final_text,
-        turns,
-        stop_reason,
-        usage,
-        time.perf_counter() - started,
-        history.size(),
+        ask.final_text,
+        ask.turns,
+        ask.stop_reason,
+        ask.usage,
+        time.perf_counter() - ask.started,
+        parts.history.size(),
         cost_usd=spent.calls_cost_usd,
         summary_cost_usd=spent.summaries_cost_usd,
         session_cost_usd=parts.ledger.spent.total_usd,
