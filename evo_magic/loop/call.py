@@ -24,14 +24,28 @@ INTERRUPTED_TEXT = "\n\n[interrupted by the user]"
 def call_model(parts: LoopParts) -> tuple[ModelReply, ContextSize]:
     """The strategies that are due, then one streamed model call. Nothing is appended here.
     Returns the reply and the size of the history it was sent."""
-    history = parts.history
-    before = history.size()
+    before = parts.history.size()
     parts.compactor.before_call()
-    sent = history.size()
+    sent = parts.history.size()
     parts.totals.calls += 1
     call = parts.totals.calls
     parts.emit(ModelCalled(call, sent))
-    request = ModelRequest(
+    request = _with_server_params(parts, _request(parts, sent))
+    call_started = time.perf_counter()
+    reply = _streamed(parts, request)
+    duration = time.perf_counter() - call_started
+    parts.totals.usage = parts.totals.usage + reply.usage
+    _anchor(parts, reply, sent)
+    cost = _account(parts, reply, request)
+    _report(parts, call, reply, duration, before, cost)
+    return reply, sent
+
+
+def _request(parts: LoopParts, sent: ContextSize) -> ModelRequest:
+    """The request for the history as it is now (`sent` is its size), before the server
+    strategies' part."""
+    history = parts.history
+    return ModelRequest(
         messages=history.messages,
         max_tokens=parts.max_tokens,
         system=parts.system,
@@ -40,7 +54,12 @@ def call_model(parts: LoopParts) -> tuple[ModelReply, ContextSize]:
         cache=parts.cache,
         edited_from=parts.prefix.edited_from if parts.prefix is not None else None,
     )
-    request = _with_server_params(parts, request)
+
+
+def _streamed(parts: LoopParts, request: ModelRequest) -> ModelReply:
+    """The model's reply to `request`, its text shown as it streams. An interrupt keeps the
+    text already streamed in the history; a model object's own failure is a ModelError, the
+    same promise as the API's."""
     streamed: list[str] = []
     # Streamed text is shown as it comes, minus any credential: a key split across deltas is
     # held back until it is known not to be one.
@@ -55,7 +74,6 @@ def call_model(parts: LoopParts) -> tuple[ModelReply, ContextSize]:
         if held := redactor.flush():
             parts.emit(TextDelta(held))
 
-    call_started = time.perf_counter()
     try:
         reply = _respond(parts, request, on_text)
     except KeyboardInterrupt:
@@ -70,13 +88,29 @@ def call_model(parts: LoopParts) -> tuple[ModelReply, ContextSize]:
         failure = f"{type(exc).__name__}: {exc}"
         raise ModelError(f"the model {parts.model.name!r} failed: {failure}") from exc
     flush()
-    duration = time.perf_counter() - call_started
-    parts.totals.usage = parts.totals.usage + reply.usage
+    return reply
+
+
+def _anchor(parts: LoopParts, reply: ModelReply, sent: ContextSize) -> None:
+    """Tie the history's size estimate to the prompt tokens the server counted for what was
+    sent, unless the server compacted the prompt (then it counted another one)."""
     if reply.usage.context_tokens > 0 and compaction_index(reply.content) is None:
         # The server's clearing edits counted the prompt without what they cleared.
         cleared = sum(int(edit.get("cleared_input_tokens") or 0) for edit in reply.applied_edits)
-        history.anchor(sent.chars, reply.usage.context_tokens + cleared)
-    cost = _account(parts, reply, request)
+        parts.history.anchor(sent.chars, reply.usage.context_tokens + cleared)
+
+
+def _report(
+    parts: LoopParts,
+    call: int,
+    reply: ModelReply,
+    duration: float,
+    before: ContextSize,
+    cost: float | None,
+) -> None:
+    """Say what the call did (ModelResponded), and, the first time, that its model has no
+    price."""
+    history = parts.history
     parts.emit(
         ModelResponded(
             call,
@@ -94,7 +128,6 @@ def call_model(parts: LoopParts) -> tuple[ModelReply, ContextSize]:
     )
     if cost is None and (note := parts.ledger.unpriced_notice(reply.model)):
         parts.emit(Notice("unpriced_model", note))
-    return reply, sent
 
 
 def _with_server_params(parts: LoopParts, request: ModelRequest) -> ModelRequest:
