@@ -80,6 +80,30 @@ class Part:
         )
 
 
+@dataclass
+class Position:
+    """Where the next block of a conversation goes: consecutive records of one role form one
+    message (a streamed response written a block a record, a response's tool calls, a batch
+    of results); a compaction opens an epoch with no message yet."""
+
+    epoch: int = 0
+    index: int = -1
+    """The message's index in its epoch (-1: none yet)."""
+    role: str | None = None
+    next_block: int = 0
+
+    def message(self, role: str) -> bool:
+        """Go to the message of `role`: the current one, or a new one after it (True)."""
+        if role == self.role:
+            return False
+        self.index, self.next_block, self.role = self.index + 1, 0, role
+        return True
+
+    def new_epoch(self) -> None:
+        self.epoch += 1
+        self.index, self.role, self.next_block = -1, None, 0
+
+
 def usage_count(value: Any) -> tuple[int | None, bool]:
     """A usage count as decoded from JSON: the count, and whether it was bad. A count is a
     whole number from 0 to `MAX_TOKENS`; anything else (negative, NaN, a string, 1e30) is bad

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from evo_magic.analysis.formats import Position
 from evo_magic.analysis.formats.claude_code import branches
 from evo_magic.analysis.formats.claude_code.calls import call_row, compaction_row
 from evo_magic.analysis.formats.claude_code.records import (
@@ -23,14 +24,10 @@ _WITHOUT_MESSAGES = "claude_code: file without messages"
 
 
 @dataclass
-class _State:
+class _State(Position):
     """Where a walk over one conversation (or branch) is."""
 
-    epoch: int = 0
     turn: int = 0
-    index: int = -1
-    role: str | None = None
-    next_block: int = 0
     # epoch -> (last message index, its role, next block) for records put back into an epoch
     ends: dict[int, tuple[int, str | None, int]] = field(default_factory=dict)
     boundary_ts: str | None = None
@@ -211,10 +208,8 @@ class _Walk:
         """A compaction: it opens the next epoch."""
         row = compaction_row(self._identity(record), record)
         self.file.compactions.append(row)
-        state = self.state
-        state.epoch += 1
-        state.index, state.role, state.next_block = -1, None, 0
-        state.boundary_ts = record.get("timestamp")
+        self.state.new_epoch()
+        self.state.boundary_ts = record.get("timestamp")
         self.pending = row
 
     def _message(self, record: dict[str, Any], kind: str, message: dict[str, Any]) -> None:
@@ -244,8 +239,7 @@ class _Walk:
             return self._put_back(record, role)
         if message_kind in ("prompt", "command"):
             state.turn += 1
-        if role != state.role:
-            state.index, state.next_block, state.role = state.index + 1, 0, role
+        state.message(role)
         index, first = state.index, state.next_block
         state.next_block += block_count(record)
         state.ends[state.epoch] = (state.index, state.role, state.next_block)
