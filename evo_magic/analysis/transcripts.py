@@ -377,7 +377,7 @@ def _format(source: SourceFile, single: bool, skipped: dict[str, int]) -> str | 
     )
     if single:
         raise TranscriptError(message)
-    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=7)
+    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=6)
     _count(skipped, "file in no known format")
     return None
 
