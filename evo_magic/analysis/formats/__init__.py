@@ -1,6 +1,8 @@
 """The transcript formats the loader reads, and how a file's format is recognised.
 
-Each format module has `SOURCE` (the `source` column's value) and `read(engine, files) -> Part`.
+Each format (one module, or a package when it reads in several steps) has `SOURCE` (the
+`source` column's value) and `read(engine, files) -> Part`. What they share is here: `Part`,
+`Position` (where the next block of a conversation goes), usage counts checked.
 """
 
 from __future__ import annotations

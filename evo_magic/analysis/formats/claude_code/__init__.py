@@ -28,6 +28,10 @@ one, and each subagent's, flagged `sidechain` with its `agent_id`):
 - **Not calls.** Claude Code's placeholders for failed requests (`isApiErrorMessage`, model
   `<synthetic>`) are neither messages nor calls; the failures themselves (`system` records,
   subtype `api_error`) are in `events`.
+
+`read` below takes the files together; the steps are modules: `records` (the fields read, the
+kinds of user message), `branches` (the conversation's records and its abandoned branches),
+`walk` (a file's conversations, record by record), `calls` (calls and compactions as rows).
 """
 
 from __future__ import annotations
