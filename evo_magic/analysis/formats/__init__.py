@@ -139,13 +139,13 @@ def detect(records: list[dict[str, Any]]) -> str | None:
     first = records[0]
     if "kind" in first and "v" in first:
         return "evo_magic"
-    if all(r.get("type") in CODEX_TYPES and "payload" in r for r in records[:5]):
+    if all(_type(r) in CODEX_TYPES and "payload" in r for r in records[:5]):
         return "codex"
     if _legacy_codex(records):
         return "codex"
     if any("type" in r and ("sessionId" in r or "uuid" in r) for r in records):
         return "claude_code"
-    if all(r.get("type") in CLAUDE_CODE_ONLY for r in records):
+    if all(_type(r) in CLAUDE_CODE_ONLY for r in records):
         return "claude_code"  # a title-only or snapshot-only file of a Claude Code project
     return None
 
@@ -155,6 +155,10 @@ def _legacy_codex(records: list[dict[str, Any]]) -> bool:
     then `{"record_type": "state"}` markers and response items as whole lines."""
     first, rest = records[0], records[1:6]
     header = "id" in first and "timestamp" in first and not {"type", "kind", "uuid"} & set(first)
-    return header and all(
-        r.get("record_type") == "state" or r.get("type") in CODEX_ITEMS for r in rest
-    )
+    return header and all(r.get("record_type") == "state" or _type(r) in CODEX_ITEMS for r in rest)
+
+
+def _type(record: dict[str, Any]) -> str | None:
+    """The record's `type` when it is a name (a file may hold anything there)."""
+    kind = record.get("type")
+    return kind if isinstance(kind, str) else None

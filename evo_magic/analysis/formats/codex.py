@@ -229,7 +229,8 @@ class _Rollout:
 
     def _item(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> None:
         """A response item (`_ITEMS` reads each type): its blocks, in the message of its role."""
-        reader = _ITEMS.get(item.get("type"))
+        kind = item.get("type")
+        reader = _ITEMS.get(kind) if isinstance(kind, str) else None
         if reader is not None:
             self._add(record, reader(self, record, item, new_turns), new_turns)
 
