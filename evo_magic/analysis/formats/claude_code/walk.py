@@ -189,6 +189,8 @@ class _Walk:
             self.file.calls.append(row)
 
     def _record(self, record: dict[str, Any]) -> None:
+        """A record, by what it is: a compaction's boundary, no message (an identity only), a
+        placeholder for a failed request, or a record of a message."""
         kind = record.get("type")
         message = record.get("message") or {}
         if kind == "system" and record.get("subtype") == "compact_boundary":
