@@ -270,18 +270,29 @@ def _files(tool: str, tool_input: Any) -> Iterator[str]:
     if not isinstance(tool_input, dict):
         return
     if _FILE_TOOL.search(tool):
-        for key in _PATH_KEYS:
-            value = tool_input.get(key)
-            if isinstance(value, str) and _looks_like_file(value):
-                yield value
+        yield from _path_arguments(tool_input)
     for value in tool_input.values():
         if isinstance(value, str) and "*** " in value:
             yield from _patched(value)
+    command = _command(tool_input)
+    if command is not None:
+        yield from _shell_files(command)
+
+
+def _path_arguments(tool_input: dict[str, Any]) -> Iterator[str]:
+    """The files a file tool names (`file_path`, `path`, ...)."""
+    for key in _PATH_KEYS:
+        value = tool_input.get(key)
+        if isinstance(value, str) and _looks_like_file(value):
+            yield value
+
+
+def _command(tool_input: dict[str, Any]) -> str | None:
+    """The shell command of a tool input (bash `command`, Codex `cmd`, a list joined)."""
     command = tool_input.get("command", tool_input.get("cmd"))
     if isinstance(command, list):
         command = " ".join(str(part) for part in command)
-    if isinstance(command, str):
-        yield from _shell_files(command)
+    return command if isinstance(command, str) else None
 
 
 def _patched(text: str) -> Iterator[str]:
