@@ -445,7 +445,7 @@ def _code_lines() -> int:
     """Lines of the loader: the analysis package and its formats (replay, which consumes the
     loader's frames, is not the loader)."""
     root = Path(__file__).resolve().parent.parent / "evo_magic" / "analysis"
-    files = [*root.glob("*.py"), *root.glob("formats/*.py")]
+    files = [*root.glob("*.py"), *root.glob("formats/**/*.py")]
     files = [p for p in files if p.name != "replay.py"]
     return sum(len(p.read_text().splitlines()) for p in files)
 

@@ -64,6 +64,30 @@ def test_folders_named_like_patterns_are_read_as_themselves(tmp_path: Path):
 # -- nesting -------------------------------------------------------------------------------------
 
 
+# -- a record's type is data ---------------------------------------------------------------------
+
+
+def test_a_type_that_is_not_a_name_skips_its_file_or_item_without_failing(tmp_path: Path):
+    # `type` as a list or an object: a file starting so is in no known format (skipped, said);
+    # a Codex response item of such a type is left out, as an item of an unknown type is.
+    for name, kind in (("list.jsonl", ["x"]), ("object.jsonl", {"a": 1})):
+        (tmp_path / name).write_text(json.dumps({"type": kind, "payload": {}}) + "\n")
+    lines = lines_of(CODEX)
+    at = next(i for i, line in enumerate(lines) if json.loads(line)["type"] == "response_item")
+    changed = json.loads(lines[at])
+    changed["payload"]["type"] = ["message"]
+    lines[at] = json.dumps(changed)
+    (tmp_path / CODEX.name).write_text("\n".join(lines) + "\n")
+    t, said = caught_load(tmp_path)
+    for name in ("list.jsonl", "object.jsonl"):
+        assert any(str(tmp_path / name) in s and "skipped" in s for s in said)
+    whole, _ = caught_load(CODEX)
+    line = at + 1
+    assert line in set(whole.blocks["line"]) and line not in set(t.blocks["line"])
+    assert len(t.blocks) == int((whole.blocks["line"] != line).sum())
+    assert line in set(t.events["line"])
+
+
 @pytest.mark.parametrize("source", [CODEX, CLAUDE])
 def test_a_line_nested_100000_deep_is_an_unreadable_line(tmp_path: Path, source: Path):
     lines = lines_of(source)

@@ -361,6 +361,20 @@ def test_a_file_of_another_format_is_an_error(tmp_path: Path):
         load_transcripts(path)
 
 
+def test_every_warning_of_a_load_points_at_the_code_that_loaded(tmp_path: Path):
+    # A torn line and a file in no known format: both warnings name this file and the line of
+    # the call, not a frame inside evo_magic or above the caller.
+    write_log(tmp_path / "s", [record(1), "this is not JSON"])
+    (tmp_path / "other.jsonl").write_text('{"name": "not a transcript"}\n')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_transcripts(tmp_path)
+    ours = [w for w in caught if issubclass(w.category, TranscriptWarning)]
+    assert len(ours) == 2
+    assert {w.filename for w in ours} == {__file__}
+    assert len({w.lineno for w in ours}) == 1
+
+
 # -- the writer --------------------------------------------------------------------------------
 
 CRASH_WRITER = textwrap.dedent(

@@ -99,7 +99,17 @@ def blocks_sql(units: str, compacted: str = "null") -> str:
         file="f.file",
         **{name: f"r.{name}" for name in ("agent_id", "tool_use_id", "line")},
     )
-    return f"""{prefix},
+    return f"""{prefix},{_STEPS}
+    select {columns}, r.file_id, r.branch, r.path, r.position, r.part_list,
+        case when r.block_type = 'tool_use' and not contains(r.raw, r.text)
+            then r.raw end as respell
+    from described r join files f on f.file_id = r.file_id
+    left join named n on r.block_type = 'tool_result' and r.tool_name is null
+        and n.tool_use_id = r.tool_use_id and n.file_id = r.file_id
+        and n.agent_id is not distinct from r.agent_id"""
+
+
+_STEPS = f"""
     named as (
         select file_id, agent_id, b.id as tool_use_id, arg_min(b.name, line) as name from (
             select u.file_id, u.agent_id, u.line, unnest(r.content) as b
@@ -120,16 +130,9 @@ def blocks_sql(units: str, compacted: str = "null") -> str:
                 then b.content end as part_list,
             b.source.media_type as media_type, length(b.source.data) as data_chars
         from unnested
-    )
-    select {columns}, r.file_id, r.branch, r.path, r.position, r.part_list,
-        case when r.block_type = 'tool_use' and not contains(r.raw, r.text)
-            then r.raw end as respell
-    from described r join files f on f.file_id = r.file_id
-    left join named n on r.block_type = 'tool_result' and r.tool_name is null
-        and n.tool_use_id = r.tool_use_id and n.file_id = r.file_id
-        and n.agent_id is not distinct from r.agent_id"""
-
-
+    )"""
+"""The query's steps after the units: each tool call's name (a result names its call), the
+units' blocks one per row, and each block's columns."""
 _TEXT = "coalesce(list_filter(r.earlier, lambda e: e.id = r.tool_use_id)[1].text, r.text)"
 _STATUS = """coalesce(r.status, case when r.is_error then 'error'
     when r.block_type = 'tool_result' then 'ok' end)"""

@@ -94,25 +94,14 @@ def conversation(
     """Yield one conversation's messages, calls and compactions in order: per segment and
     epoch, the compaction that opened the epoch, then its messages in order, each call just
     before the message it answered with (a call without a known position comes last)."""
-    blocks = _of(t.blocks, session_id, agent_id)
-    blocks = blocks[~blocks["abandoned"].fillna(False).astype(bool)]
-    calls = _of(t.calls, session_id, agent_id)
-    calls = calls[~calls["abandoned"].fillna(False).astype(bool)]
+    blocks = _active(_of(t.blocks, session_id, agent_id))
+    calls = _active(_of(t.calls, session_id, agent_id))
     compactions = _of(t.compactions, session_id, agent_id)
-    parts = _of(t.parts, session_id, agent_id) if len(t.parts) else t.parts
-    part_lists = _parts_by_block(parts)
+    parts = _parts_by_block(_of(t.parts, session_id, agent_id) if len(t.parts) else t.parts)
     # One pass over each frame (grouping in Python): filtering the frames per epoch and
     # grouping them per message cost more than everything else replay does.
-    messages: dict[tuple[int, int], dict[int, list[Any]]] = {}
-    order = blocks.sort_values(["segment", "epoch", "message_index"], kind="stable")
-    for row in order.itertuples():
-        epoch_rows = messages.setdefault((int(row.segment), int(row.epoch)), {})
-        epoch_rows.setdefault(int(row.message_index), []).append(row)
-    placed: dict[tuple[int, int], dict[int | None, list[Any]]] = {}
-    for row in calls.itertuples():
-        index = None if pd.isna(row.message_index) else int(row.message_index)
-        key = (int(row.segment), int(row.epoch))
-        placed.setdefault(key, {}).setdefault(index, []).append(row)
+    messages = _by_epoch(blocks.sort_values(["segment", "epoch", "message_index"], kind="stable"))
+    placed = _by_epoch(calls)
     done = {(int(r.segment), int(r.epoch)): r for r in compactions.itertuples() if r.success}
     for segment, epoch in sorted(messages.keys() | placed.keys()):
         opened = done.get((segment, epoch - 1))
@@ -122,29 +111,53 @@ def conversation(
         for index, rows in sorted(messages.get((segment, epoch), {}).items()):
             for call in pending.pop(index, []):
                 yield _call(call)
-            first = rows[0]
-            changed: dict[str, int] = {}
-            content = [
-                block for row in rows if (block := _block(row, part_lists, changed)) is not None
-            ]
-            if not content:
-                content = [{"type": "text", "text": "[no content kept]"}]
-                changed["empty message"] = changed.get("empty message", 0) + 1
-            yield Message(
-                role=str(first.role),
-                content=content,
-                changes=changed,
-                epoch=epoch,
-                index=index,
-                segment=segment,
-                turn=None if pd.isna(first.turn) else int(first.turn),
-                kind=None if pd.isna(first.message_kind) else str(first.message_kind),
-            )
-        for index in sorted(i for i in pending if i is not None):
-            for call in pending[index]:
-                yield _call(call)
-        for call in pending.get(None, []):
+            yield _message(rows, parts, segment, epoch, index)
+        yield from _unanswered(pending)
+
+
+def _active(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows not on an abandoned branch."""
+    return frame[~frame["abandoned"].fillna(False).astype(bool)]
+
+
+def _by_epoch(frame: pd.DataFrame) -> dict[tuple[int, int], dict[int | None, list[Any]]]:
+    """The rows of `frame` per (segment, epoch), then per message index (None: not known)."""
+    found: dict[tuple[int, int], dict[int | None, list[Any]]] = {}
+    for row in frame.itertuples():
+        index = None if pd.isna(row.message_index) else int(row.message_index)
+        found.setdefault((int(row.segment), int(row.epoch)), {}).setdefault(index, []).append(row)
+    return found
+
+
+def _message(
+    rows: list[Any], parts: dict[tuple[Any, ...], list[Any]], segment: int, epoch: int, index: int
+) -> Message:
+    """The message of its blocks' `rows`, made a valid request (see the module's docstring)."""
+    first = rows[0]
+    changed: dict[str, int] = {}
+    content = [block for row in rows if (block := _block(row, parts, changed)) is not None]
+    if not content:
+        content = [{"type": "text", "text": "[no content kept]"}]
+        _count(changed, "empty message")
+    return Message(
+        role=str(first.role),
+        content=content,
+        changes=changed,
+        epoch=epoch,
+        index=index,
+        segment=segment,
+        turn=None if pd.isna(first.turn) else int(first.turn),
+        kind=None if pd.isna(first.message_kind) else str(first.message_kind),
+    )
+
+
+def _unanswered(pending: dict[int | None, list[Any]]) -> Iterator[Call]:
+    """The calls of an epoch left after its messages: by message index, then those without."""
+    for index in sorted(i for i in pending if i is not None):
+        for call in pending[index]:
             yield _call(call)
+    for call in pending.get(None, []):
+        yield _call(call)
 
 
 def _of(frame: pd.DataFrame, session_id: str, agent_id: str | None) -> pd.DataFrame:

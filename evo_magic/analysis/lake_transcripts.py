@@ -9,31 +9,37 @@
 The files under the path are grouped by session (a Claude Code session with its subagents'
 files, one evo_magic or Codex file each). Each group is read on its own, so the memory a build
 needs is bounded by the largest session, not the folder, and written as one Parquet file per
-frame under `<lake>/<frame>/source=<source>/<group>.parquet`. A manifest records what was read:
-each file's path, size, modification time and a hash of its head and tail. A later load reads
-only the groups with a new or changed file (an appended session is read again, an unchanged one
-is not) and drops the groups whose files disappeared. The manifest is written after each group,
-so a build that was interrupted goes on where it stopped. The small frames (`calls`,
-`compactions`) are also kept as one file of the whole lake, brought up to date group by group:
-a load reads one file, not thousands.
+frame under `<lake>/<frame>/source=<source>/<group>.parquet`. A manifest (`lake_manifest`)
+records what was read: each file's path, size, modification time and a hash of its head and
+tail. A later load reads only the groups with a new or changed file (an appended session is
+read again, an unchanged one is not) and drops the groups whose files disappeared. The
+manifest is written after each group, so a build that was interrupted goes on where it
+stopped. The small frames (`calls`, `compactions`) are also kept as one file of the whole lake,
+brought up to date group by group: a load reads one file, not thousands (`lake_consolidated`).
 
 File and session names are data: the lake's own files are named by hashes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evo_magic.analysis.atomic import id_name, write_atomically, write_parquet_atomically
+from evo_magic.analysis.atomic import id_name, write_parquet_atomically
 from evo_magic.analysis.errors import TranscriptError
 from evo_magic.analysis.frames import FRAMES
-from evo_magic.analysis.groups import BATCH_BYTES, batches, group_key, groups
+from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
+from evo_magic.analysis.lake_consolidated import CONSOLIDATED, consolidated
+from evo_magic.analysis.lake_manifest import (
+    checked,
+    drop,
+    known_files,
+    read_manifest,
+    same_content,
+    write_manifest,
+)
 from evo_magic.analysis.loader import resolve
 from evo_magic.analysis.memory import drained, gather
 
@@ -46,16 +52,8 @@ Transcripts = Any
 Reader = Callable[[list[Path]], Any]
 """Reads exactly these files into a Transcripts (`transcripts.read_files`)."""
 
-MANIFEST = "manifest.json"
-LAKE_VERSION = 1
 STORED = (*FRAMES, "events")
 """The frames a lake holds for every group."""
-CONSOLIDATED = ("calls", "compactions")
-"""The small frames, also kept as one file of the whole lake (see `_consolidated`)."""
-_GROUP = "_group"
-"""The column of a consolidated file naming each row's group (dropped when read)."""
-_EDGE = 1 << 16
-"""Bytes of a file's head and of its tail that its fingerprint hashes."""
 _SOURCES = ("evo_magic", "claude_code", "codex")
 
 
@@ -79,90 +77,46 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
     files, _ = resolve(path)
     root = Path(lake).expanduser()
     root.mkdir(parents=True, exist_ok=True)
-    manifest = _read_manifest(root)
-    known = _known_files(manifest)
+    manifest = read_manifest(root)
+    known = known_files(manifest)
     stamps: dict[str, dict[str, Any]] = {}
     keys: dict[str, str] = {}
     for file in files:
         name = str(file)
-        stamps[name], keys[name] = _checked(file, known.get(name))
+        stamps[name], keys[name] = checked(file, known.get(name))
     by_group = dict(groups(files, key=lambda file: keys[str(file)]))
     done = LakeUpdate()
     gone = [k for k in manifest["groups"] if k not in by_group]
     for key in gone:
-        _drop(root, manifest["groups"].pop(key))
+        drop(root, manifest["groups"].pop(key))
         done.dropped += 1
     todo: list[tuple[str, list[Path], dict[str, Any]]] = []
     for key, members in by_group.items():
         mine = {str(file): stamps[str(file)] for file in members}
         entry = manifest["groups"].get(key)
-        if entry is not None and _same_content(entry.get("files"), mine):
+        if entry is not None and same_content(entry.get("files"), mine):
             entry["files"] = mine  # a touched file's new time, so it is not hashed again
             done.kept += 1
             continue
         if entry is not None:
-            _drop(root, manifest["groups"].pop(key))
+            drop(root, manifest["groups"].pop(key))
         todo.append((key, members, mine))
     if todo or gone:  # what the lake holds changes: its consolidated frames are out of date
         manifest["generation"] = int(manifest.get("generation") or 0) + 1
-    _write_manifest(root, manifest)
+    write_manifest(root, manifest)
     for batch in batches(todo, _files_size, BATCH_BYTES):
         written = _read_batch(root, batch, read)
         for entry in written.values():  # what a consolidated file of a later one lacks
             entry["generation"] = manifest["generation"]
         manifest["groups"].update(written)
-        _write_manifest(root, manifest)
+        write_manifest(root, manifest)
         done.read += len(batch)
         done.files_read += [name for _, _, stamps in batch for name in stamps]
     return done
 
 
-def _known_files(manifest: dict[str, Any]) -> dict[str, tuple[dict[str, Any], str]]:
-    """Each file the manifest lists: its stamp and its group."""
-    return {
-        name: (stamp, key)
-        for key, entry in manifest["groups"].items()
-        for name, stamp in (entry.get("files") or {}).items()
-        if isinstance(stamp, dict)
-    }
-
-
-def _checked(file: Path, seen: tuple[dict[str, Any], str] | None) -> tuple[dict[str, Any], str]:
-    """The file's stamp and group: the manifest's when its size and time are unchanged (the
-    file is not opened), else made afresh."""
-    info = file.stat()
-    if seen is not None:
-        stamp, key = seen
-        if stamp.get("size") == info.st_size and stamp.get("mtime_ns") == info.st_mtime_ns:
-            return stamp, key
-    return _stamp(file, info), group_key(file)
-
-
-def _same_content(recorded: Any, now: dict[str, dict[str, Any]]) -> bool:
-    """The same files with the same sizes and hashes (times aside)."""
-    if not isinstance(recorded, dict) or recorded.keys() != now.keys():
-        return False
-    return all(
-        isinstance(recorded[name], dict)
-        and recorded[name].get("size") == stamp["size"]
-        and recorded[name].get("hash") == stamp["hash"]
-        for name, stamp in now.items()
-    )
-
-
 def _files_size(item: tuple[str, list[Path], dict[str, Any]]) -> int:
     return sum(stamp["size"] for stamp in item[2].values())
-
-
-def _stamp(file: Path, info: os.stat_result) -> dict[str, Any]:
-    """Size, modification time and a hash of the first and last 64 KiB."""
-    digest = hashlib.sha256()
-    with open(file, "rb") as handle:
-        digest.update(handle.read(_EDGE))
-        if info.st_size > _EDGE:
-            handle.seek(max(info.st_size - _EDGE, _EDGE))
-            digest.update(handle.read(_EDGE))
-    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "hash": digest.hexdigest()}
 
 
 def _read_batch(
@@ -253,45 +207,10 @@ def _write_part(root: Path, frame_name: str, entry: dict[str, Any], part: pa.Tab
         entry["written"].append(f"{frame_name}/source={source or 'none'}/{name}.parquet")
 
 
-def _drop(root: Path, entry: dict[str, Any]) -> None:
-    for relative in entry.get("written", []):
-        target = (root / relative).resolve()
-        if target.is_relative_to(root.resolve()):  # the manifest is data too
-            target.unlink(missing_ok=True)
-
-
-def _read_manifest(root: Path) -> dict[str, Any]:
-    path = root / MANIFEST
-    if not path.exists():
-        if any(root.iterdir()):
-            raise TranscriptError(
-                f"{root} is not empty and holds no lake manifest: give an empty or new folder"
-            )
-        return {"version": LAKE_VERSION, "groups": {}}
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise TranscriptError(f"{path} is not a lake manifest ({exc})") from exc
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("groups"), dict):
-        raise TranscriptError(f"{path} is not a lake manifest")
-    if manifest.get("version") != LAKE_VERSION:
-        raise TranscriptError(
-            f"{path} is a lake of version {manifest.get('version')!r}; this evo_magic writes "
-            f"version {LAKE_VERSION}: give a new folder"
-        )
-    return manifest
-
-
 def _owned_frame(table: pa.Table) -> pd.DataFrame:
     """The frame of `table` as its pandas metadata says, its columns freed as they convert
     (the caller keeps no other table of the same columns)."""
     return table.to_pandas(split_blocks=True, self_destruct=True)
-
-
-def _generation(entry: dict[str, Any]) -> int:
-    """The lake's generation when the group was written (0: before lakes said it)."""
-    value = entry.get("generation")
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def to_frame(name: str, table: pa.Table | None) -> pd.DataFrame:
@@ -299,10 +218,6 @@ def to_frame(name: str, table: pa.Table | None) -> pd.DataFrame:
     from evo_magic.analysis.frames import EVENT_COLUMNS, to_pandas
 
     return to_pandas(table, FRAMES.get(name, EVENT_COLUMNS))
-
-
-def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
-    write_atomically(root / MANIFEST, json.dumps(manifest).encode())
 
 
 class LakeTranscripts:
@@ -315,7 +230,7 @@ class LakeTranscripts:
     ):
         self.lake = Path(lake).expanduser()
         self._make = make  # the Transcripts class
-        manifest = _read_manifest(self.lake)
+        manifest = read_manifest(self.lake)
         self.update = update or LakeUpdate(kept=len(manifest["groups"]))
         """What the load that opened the lake did (groups read, kept, dropped)."""
         self._groups: dict[str, dict[str, Any]] = manifest["groups"]
@@ -413,66 +328,11 @@ class LakeTranscripts:
         return self._cache[name]
 
     def _consolidated(self, name: str) -> pd.DataFrame:
-        """A small frame from one file of the whole lake (`_frames/<name>.parquet`): reading
-        thousands of small files costs seconds, one file milliseconds. When the lake changed
-        since the file was written, its rows of the groups still unchanged are kept and only
-        the other groups' files are read; the file is then written again."""
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
-        path = self.lake / "_frames" / f"{name}.parquet"
-        kept, since = None, None
-        try:
-            kept = pq.read_table(path)
-            written = (kept.schema.metadata or {}).get(b"evo_magic_generation", b"")
-            if _GROUP in kept.column_names and written.isdigit():
-                since = int(written)
-        except (OSError, pa.ArrowException):
-            pass  # none yet, or unreadable: made again below
-        if since is None:
-            kept = None
-        elif str(since) == self._generation:
-            rows = kept.drop_columns([_GROUP])
-            del kept  # the frame's columns then have one owner: each is freed as it converts
-            return _owned_frame(rows)
-        names = [entry["name"] for entry in self._groups.values()]  # the lake's order
-        rank = {group: n for n, group in enumerate(names)}
-        unchanged = {
-            entry["name"]
-            for entry in self._groups.values()
-            if since is not None and _generation(entry) <= since
-        }
-        tables, ranks = [], []
-        if kept is not None and unchanged:
-            tables.append(kept.filter(pc.is_in(kept.column(_GROUP), pa.array(sorted(unchanged)))))
-            ranks.append(pc.index_in(tables[-1].column(_GROUP), pa.array(names)).to_numpy())
-        del kept
-
-        def tagged() -> Iterator[pa.Table]:
-            todo = [key for key, entry in self._groups.items() if entry["name"] not in unchanged]
-            for key, table in self._tables(name, todo):
-                group = self._groups[key]["name"]
-                ranks.append(np.full(table.num_rows, rank[group]))
-                yield table.append_column(_GROUP, pa.array([group] * table.num_rows))
-
-        tables += gather(tagged())
-        whole = drained(tables)
-        if whole is None:
-            return to_frame(name, None)
-        order = np.concatenate(ranks)
-        if np.any(np.diff(order) < 0):  # rows in the order of the lake
-            whole = whole.take(pa.array(np.argsort(order, kind="stable")))
-        mark = {**(whole.schema.metadata or {}), b"evo_magic_generation": self._generation}
-        whole = whole.replace_schema_metadata(mark)
-        try:
-            path.parent.mkdir(exist_ok=True)
-            write_parquet_atomically(whole, path)
-        except OSError:
-            pass  # a read-only lake: read from the sessions' files every time
-        whole = whole.drop_columns([_GROUP])
-        return _owned_frame(whole)
+        """A small frame from the one file of the whole lake (see `lake_consolidated`)."""
+        table = consolidated(
+            self.lake, name, self._groups, self._generation, lambda keys: self._tables(name, keys)
+        )
+        return to_frame(name, None) if table is None else _owned_frame(table)
 
     def _read(self, name: str, keys: list[str], session_id: str | None) -> pd.DataFrame:
         import pandas as pd

@@ -225,39 +225,9 @@ def load_transcripts(
 def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
     """The Transcripts of exactly `files` (see `load_transcripts`; `label` names them in an
     error, `single` says a file was named on its own)."""
-    sources: list[SourceFile] = []
     skipped: dict[str, int] = {}
-    by_kind: dict[str, list[Part]] = {}
-    # A batch of sessions at a time, its files' bytes released once read: the memory a load
-    # needs beyond its frames is that of one batch, not of the folder.
-    for batch in _batches(files):
-        read = [SourceFile.read(i, files[i]) for i in batch]
-        by_format: dict[str, list[SourceFile]] = {}
-        for source in read:
-            kind = _format(source, single, skipped)
-            if kind is not None:
-                by_format.setdefault(kind, []).append(source)
-        engine = Engine()
-        try:
-            engine.con.register("files", _files_table(read))
-            for kind, group in by_format.items():
-                by_kind.setdefault(kind, []).append(_read(engine, kind, group).settled())
-        finally:
-            engine.close()
-        sources += [source.release() for source in read]
-        del read, by_format
-        give_back()
-    # The rows of each format together, formats in the order first met, as one read gives.
-    parts = [part for found in by_kind.values() for part in found]
-    for source in sources:
-        warn_bad_lines(source, stacklevel=4)
-        warn_bad_usage(source, stacklevel=4)
-        if source.bad:
-            skipped["unreadable line"] = skipped.get("unreadable line", 0) + len(set(source.bad))
-        if source.bad_usage:
-            skipped["usage count not a count"] = skipped.get("usage count not a count", 0) + len(
-                source.bad_usage
-            )
+    sources, parts = _read_batches(files, single, skipped)
+    _note_bad_lines(sources, skipped)
     empty = [s.name for s in sources if len(s.numbers) == 0]
     empty += [name for part in parts for name in part.without_messages]
     _warn_without_messages(empty)
@@ -266,10 +236,69 @@ def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
         raise TranscriptError(f"no transcript records in {label} (read {shown})")
     for part in parts:
         for reason, count in part.skipped.items():
-            skipped[reason] = skipped.get(reason, 0) + count
+            _count(skipped, reason, count)
+    return _transcripts(parts, files, skipped, sources)
+
+
+def _read_batches(
+    files: list[Path], single: bool, skipped: dict[str, int]
+) -> tuple[list[SourceFile], list[Part]]:
+    """Every file read, and the rows of each format together, formats in the order first met
+    (as one read gives). A batch of sessions at a time, its files' bytes released once read:
+    the memory a load needs beyond its frames is that of one batch, not of the folder."""
+    sources: list[SourceFile] = []
+    by_kind: dict[str, list[Part]] = {}
+    for batch in _batches(files):
+        read = [SourceFile.read(i, files[i]) for i in batch]
+        engine = Engine()
+        try:
+            engine.con.register("files", _files_table(read))
+            for kind, group in _by_format(read, single, skipped).items():
+                by_kind.setdefault(kind, []).append(_read(engine, kind, group).settled())
+        finally:
+            engine.close()
+        sources += [source.release() for source in read]
+        del read
+        give_back()
+    return sources, [part for found in by_kind.values() for part in found]
+
+
+def _by_format(
+    sources: list[SourceFile], single: bool, skipped: dict[str, int]
+) -> dict[str, list[SourceFile]]:
+    """The files of each format (see `_format`), formats in the order first met."""
+    by_format: dict[str, list[SourceFile]] = {}
+    for source in sources:
+        kind = _format(source, single, skipped)
+        if kind is not None:
+            by_format.setdefault(kind, []).append(source)
+    return by_format
+
+
+def _note_bad_lines(sources: list[SourceFile], skipped: dict[str, int]) -> None:
+    """A warning per file with unreadable lines or usage counts that are not counts, and their
+    counts in `skipped`."""
+    for source in sources:
+        warn_bad_lines(source, stacklevel=5)
+        warn_bad_usage(source, stacklevel=5)
+        if source.bad:
+            _count(skipped, "unreadable line", len(set(source.bad)))
+        if source.bad_usage:
+            _count(skipped, "usage count not a count", len(source.bad_usage))
+
+
+def _count(skipped: dict[str, int], reason: str, count: int = 1) -> None:
+    skipped[reason] = skipped.get(reason, 0) + count
+
+
+def _transcripts(
+    parts: list[Part], files: list[Path], skipped: dict[str, int], sources: list[SourceFile]
+) -> Transcripts:
+    """The Transcripts of the formats' `parts` (the list emptied: each frame's tables are then
+    held once, and converting one frees them)."""
     tables = {name: [getattr(part, name) for part in parts] for name in (*FRAMES, "events")}
+    parts.clear()
     events = tables.pop("events")
-    del parts, by_kind  # each frame's tables are then held once: converting one frees them
     frames = {name: _concat(tables.pop(name), spec) for name, spec in FRAMES.items()}
     return Transcripts(
         **frames,
@@ -335,7 +364,7 @@ def _format(source: SourceFile, single: bool, skipped: dict[str, int]) -> str | 
         return kind
     if not head:
         if len(source.numbers) == 0:
-            skipped["empty file"] = skipped.get("empty file", 0) + 1
+            _count(skipped, "empty file")
         elif len(source.numbers) <= 50:
             source.bad.extend(source.numbers.tolist())  # torn or corrupt throughout
         else:
@@ -348,8 +377,8 @@ def _format(source: SourceFile, single: bool, skipped: dict[str, int]) -> str | 
     )
     if single:
         raise TranscriptError(message)
-    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=5)
-    skipped["file in no known format"] = skipped.get("file in no known format", 0) + 1
+    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=6)
+    _count(skipped, "file in no known format")
     return None
 
 

@@ -13,7 +13,7 @@ turn, which answers nothing else.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 _ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -78,29 +78,51 @@ def message_problem(message: Any, index: int, seen_ids: set[str] | None = None) 
 
 
 def _block_problem(block: Any, role: str, seen_ids: set[str] | None) -> str | None:
+    """What is wrong with one content block of a `role` message (see `_BLOCK_RULES`)."""
     if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
         return "not a content block"
-    kind = block["type"]
-    if kind == "text" and not (isinstance(block.get("text"), str) and block["text"].strip()):
-        return "empty text"
-    if kind == "tool_use":
-        if role != "assistant":
-            return "a tool_use outside an assistant message"
-        block_id = block.get("id")
-        if not isinstance(block_id, str) or not _ID.fullmatch(block_id):
-            return f"tool_use id {block_id!r} is not valid"
-        if not isinstance(block.get("name"), str) or not isinstance(block.get("input"), dict):
-            return f"tool_use {block_id} needs a name and an object input"
-        if seen_ids is not None:
-            if block_id in seen_ids:
-                return f"tool_use id {block_id} is used twice"
-            seen_ids.add(block_id)
-    if kind == "tool_result":
-        if role != "user":
-            return "a tool_result outside a user message"
-        if not isinstance(block.get("tool_use_id"), str):
-            return "a tool_result without tool_use_id"
+    rule = _BLOCK_RULES.get(block["type"])
+    return None if rule is None else rule(block, role, seen_ids)
+
+
+def _text_problem(block: Mapping[str, Any], role: str, seen_ids: set[str] | None) -> str | None:
+    if isinstance(block.get("text"), str) and block["text"].strip():
+        return None
+    return "empty text"
+
+
+def _tool_use_problem(block: Mapping[str, Any], role: str, seen_ids: set[str] | None) -> str | None:
+    """Only from the assistant, a valid id never used before, a name and an object input."""
+    if role != "assistant":
+        return "a tool_use outside an assistant message"
+    block_id = block.get("id")
+    if not isinstance(block_id, str) or not _ID.fullmatch(block_id):
+        return f"tool_use id {block_id!r} is not valid"
+    if not isinstance(block.get("name"), str) or not isinstance(block.get("input"), dict):
+        return f"tool_use {block_id} needs a name and an object input"
+    if seen_ids is not None:
+        if block_id in seen_ids:
+            return f"tool_use id {block_id} is used twice"
+        seen_ids.add(block_id)
     return None
+
+
+def _tool_result_problem(
+    block: Mapping[str, Any], role: str, seen_ids: set[str] | None
+) -> str | None:
+    if role != "user":
+        return "a tool_result outside a user message"
+    if not isinstance(block.get("tool_use_id"), str):
+        return "a tool_result without tool_use_id"
+    return None
+
+
+_BLOCK_RULES: dict[str, Callable[[Mapping[str, Any], str, set[str] | None], str | None]] = {
+    "text": _text_problem,
+    "tool_use": _tool_use_problem,
+    "tool_result": _tool_result_problem,
+}
+"""The rules by kind of block; a block of another kind passes."""
 
 
 def _answers_problem(index: int, blocks: list[Mapping[str, Any]], calls: list[str]) -> str | None:

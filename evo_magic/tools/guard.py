@@ -20,7 +20,7 @@ import functools
 import os
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -276,36 +276,48 @@ def _shell_script(args: list[str]) -> str | None:
 
 
 def _check_program(name: str, args: list[str], scan: _Scan) -> str | None:
-    """The rules for one program (after its wrappers)."""
-    if name in ("cd", "pushd"):
-        scan.cwd = _change_directory(args, scan)
-        return None
-    if name in ("shutdown", "reboot", "halt", "poweroff"):
-        return _SHUTDOWN
-    if name == "systemctl" and {"poweroff", "reboot", "halt", "kexec"} & set(args):
-        return _SHUTDOWN
-    if name in ("init", "telinit") and args[:1] in (["0"], ["6"]):
-        return _SHUTDOWN
+    """The rules for one program (after its wrappers): see `_PROGRAMS`."""
     if name.startswith("mkfs") or name == "mke2fs":
         return "formats a filesystem"
-    if name == "dd":
-        for arg in args:
-            if arg.startswith("of=/dev/") and not _SAFE_DEVICE.fullmatch(arg[3:]):
-                return "writes raw data to a device"
-        return None
-    if name == "rm":
-        if "--no-preserve-root" in args:
-            return "disables rm's protection of /"
-        return _DELETES if any(_dangerous(arg, scan) for arg in _operands(args)) else None
-    if name in ("chmod", "chown", "chgrp"):
-        recursive = any(re.fullmatch(r"-\w*R\w*|--recursive", arg) for arg in args)
-        if recursive and any(_dangerous(arg, scan) for arg in _operands(args)):
-            return "changes permissions or ownership of the whole system or home directory"
-        return None
-    if name == "find":
-        return _check_find(args, scan)
-    if name == "kill":
-        return _check_kill(args)
+    rule = _PROGRAMS.get(name)
+    return None if rule is None else rule(args, scan)
+
+
+def _cd(args: list[str], scan: _Scan) -> str | None:
+    scan.cwd = _change_directory(args, scan)
+    return None
+
+
+def _shutdown(args: list[str], scan: _Scan) -> str | None:
+    return _SHUTDOWN
+
+
+def _check_systemctl(args: list[str], scan: _Scan) -> str | None:
+    return _SHUTDOWN if {"poweroff", "reboot", "halt", "kexec"} & set(args) else None
+
+
+def _check_init(args: list[str], scan: _Scan) -> str | None:
+    return _SHUTDOWN if args[:1] in (["0"], ["6"]) else None
+
+
+def _check_dd(args: list[str], scan: _Scan) -> str | None:
+    for arg in args:
+        if arg.startswith("of=/dev/") and not _SAFE_DEVICE.fullmatch(arg[3:]):
+            return "writes raw data to a device"
+    return None
+
+
+def _check_rm(args: list[str], scan: _Scan) -> str | None:
+    if "--no-preserve-root" in args:
+        return "disables rm's protection of /"
+    return _DELETES if any(_dangerous(arg, scan) for arg in _operands(args)) else None
+
+
+def _check_ownership(args: list[str], scan: _Scan) -> str | None:
+    """chmod, chown, chgrp: recursively over the root, the home or a system directory."""
+    recursive = any(re.fullmatch(r"-\w*R\w*|--recursive", arg) for arg in args)
+    if recursive and any(_dangerous(arg, scan) for arg in _operands(args)):
+        return "changes permissions or ownership of the whole system or home directory"
     return None
 
 
@@ -339,7 +351,7 @@ def _check_find(args: list[str], scan: _Scan) -> str | None:
     return None
 
 
-def _check_kill(args: list[str]) -> str | None:
+def _check_kill(args: list[str], scan: _Scan) -> str | None:
     index = 0
     if args[:1] and args[0] in ("-s", "-n", "--signal"):
         index = 2
@@ -352,6 +364,22 @@ def _check_kill(args: list[str]) -> str | None:
     if "-1" in args[index:]:
         return "signals every process it may (kill -1), the notebook kernel included"
     return None
+
+
+_PROGRAMS: dict[str, Callable[[list[str], _Scan], str | None]] = {
+    "cd": _cd,
+    "pushd": _cd,
+    **dict.fromkeys(("shutdown", "reboot", "halt", "poweroff"), _shutdown),
+    "systemctl": _check_systemctl,
+    "init": _check_init,
+    "telinit": _check_init,
+    "dd": _check_dd,
+    "rm": _check_rm,
+    **dict.fromkeys(("chmod", "chown", "chgrp"), _check_ownership),
+    "find": _check_find,
+    "kill": _check_kill,
+}
+"""The rule of each program the guard looks at (`cd` and `pushd` follow the directory)."""
 
 
 def _expand_home(value: str, home: str) -> str:

@@ -1,6 +1,8 @@
 """The transcript formats the loader reads, and how a file's format is recognised.
 
-Each format module has `SOURCE` (the `source` column's value) and `read(engine, files) -> Part`.
+Each format (one module, or a package when it reads in several steps) has `SOURCE` (the
+`source` column's value) and `read(engine, files) -> Part`. What they share is here: `Part`,
+`Position` (where the next block of a conversation goes), usage counts checked.
 """
 
 from __future__ import annotations
@@ -80,6 +82,30 @@ class Part:
         )
 
 
+@dataclass
+class Position:
+    """Where the next block of a conversation goes: consecutive records of one role form one
+    message (a streamed response written a block a record, a response's tool calls, a batch
+    of results); a compaction opens an epoch with no message yet."""
+
+    epoch: int = 0
+    index: int = -1
+    """The message's index in its epoch (-1: none yet)."""
+    role: str | None = None
+    next_block: int = 0
+
+    def message(self, role: str) -> bool:
+        """Go to the message of `role`: the current one, or a new one after it (True)."""
+        if role == self.role:
+            return False
+        self.index, self.next_block, self.role = self.index + 1, 0, role
+        return True
+
+    def new_epoch(self) -> None:
+        self.epoch += 1
+        self.index, self.role, self.next_block = -1, None, 0
+
+
 def usage_count(value: Any) -> tuple[int | None, bool]:
     """A usage count as decoded from JSON: the count, and whether it was bad. A count is a
     whole number from 0 to `MAX_TOKENS`; anything else (negative, NaN, a string, 1e30) is bad
@@ -113,13 +139,13 @@ def detect(records: list[dict[str, Any]]) -> str | None:
     first = records[0]
     if "kind" in first and "v" in first:
         return "evo_magic"
-    if all(r.get("type") in CODEX_TYPES and "payload" in r for r in records[:5]):
+    if all(_type(r) in CODEX_TYPES and "payload" in r for r in records[:5]):
         return "codex"
     if _legacy_codex(records):
         return "codex"
     if any("type" in r and ("sessionId" in r or "uuid" in r) for r in records):
         return "claude_code"
-    if all(r.get("type") in CLAUDE_CODE_ONLY for r in records):
+    if all(_type(r) in CLAUDE_CODE_ONLY for r in records):
         return "claude_code"  # a title-only or snapshot-only file of a Claude Code project
     return None
 
@@ -129,6 +155,10 @@ def _legacy_codex(records: list[dict[str, Any]]) -> bool:
     then `{"record_type": "state"}` markers and response items as whole lines."""
     first, rest = records[0], records[1:6]
     header = "id" in first and "timestamp" in first and not {"type", "kind", "uuid"} & set(first)
-    return header and all(
-        r.get("record_type") == "state" or r.get("type") in CODEX_ITEMS for r in rest
-    )
+    return header and all(r.get("record_type") == "state" or _type(r) in CODEX_ITEMS for r in rest)
+
+
+def _type(record: dict[str, Any]) -> str | None:
+    """The record's `type` when it is a name (a file may hold anything there)."""
+    kind = record.get("type")
+    return kind if isinstance(kind, str) else None

@@ -31,12 +31,13 @@ Each line is `{"timestamp", "type", "payload"}`. How the records map onto the fr
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evo_magic.analysis.formats import CODEX_ITEMS, Part, usage_count
+from evo_magic.analysis.formats import CODEX_ITEMS, Part, Position, usage_count
 from evo_magic.analysis.frames import (
     BLOCK_COLUMNS,
     CALL_COLUMNS,
@@ -57,8 +58,6 @@ _META_PREFIXES = (
     "# AGENTS.md",
     "<INSTRUCTIONS>",
 )
-_CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call"}
-_OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output"}
 
 
 def read(engine: Engine, sources: list[SourceFile]) -> Part:
@@ -123,6 +122,10 @@ def _text_of(parts: Any) -> str:
     )
 
 
+_Read = tuple[str, str, list[dict[str, Any]]]
+"""What a response item is: the role of its message, the message's kind, its blocks."""
+
+
 class _Rollout:
     """One rollout file read into rows."""
 
@@ -132,10 +135,8 @@ class _Rollout:
         self.session: str = source.path.stem
         self.agent: str | None = None
         self.model: str | None = None
-        self.epoch = self.turn = 0
-        self.index = -1
-        self.role: str | None = None
-        self.next_block = 0
+        self.turn = 0
+        self.at = Position()
         self.totals: Any = None
         self.call = 0
         self.answered: set[tuple[int, int]] = set()
@@ -150,32 +151,17 @@ class _Rollout:
         self.names: dict[str, str] = {}
 
     def read(self) -> None:
+        """Every record, in order, read by its type (`_RECORDS`); each gets its identity as
+        it was before the record."""
         payloads = [_payload(record) for record in self.records]
         self.prompts = _prompts(self.records, payloads)
         for record, payload in zip(self.records, payloads, strict=True):
             kind = record.get("type")
             identity = {**self._identity(record), "kind": kind}
-            if kind == "session_meta":
-                self._meta(payload)
-            elif kind == "turn_context":
-                self.model = payload.get("model") or self.model
-            elif kind == "response_item":
-                self._item(record, payload, new_turns=True)
-            elif kind == "compacted":
-                self._compacted(record, payload)
-            elif kind == "event_msg" and payload.get("type") == "token_count":
-                self._token_count(record, payload)
+            reader = _RECORDS.get(kind)
+            if reader is not None:
+                reader(self, record, payload)
             self.identities.append(identity)
-
-    def _meta(self, payload: dict[str, Any]) -> None:
-        if isinstance(payload.get("id"), str) and self.agent is None:
-            self.session = payload["id"]
-        source = payload.get("source")
-        spawn = source.get("subagent", {}) if isinstance(source, dict) else {}
-        spawn = spawn.get("thread_spawn", {}) if isinstance(spawn, dict) else {}
-        parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
-        if isinstance(parent, str):
-            self.agent, self.session = self.session, parent
 
     def _identity(self, record: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -186,83 +172,94 @@ class _Rollout:
             "seq": record["line"],
             "timestamp": record.get("timestamp"),
             "turn": self.turn,
-            "epoch": self.epoch,
+            "epoch": self.at.epoch,
             "segment": 0,
             "file": self.source.name,
             "line": record["line"],
         }
 
-    def _item(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> None:
-        kind = item.get("type")
-        role, message_kind, blocks = None, None, []
-        if kind == "message":
-            role = item.get("role") or "user"
-            content = item.get("content")
-            texts = content if isinstance(content, list) else [{"type": "text", "text": content}]
-            blocks = [_part_block(p) for p in texts]
-            text = _text_of(content)
-            if role == "assistant":
-                message_kind = "response"
-            elif self.prompts is not None and role == "user" and new_turns:
-                # The rollout says what a person typed (its `user_message` events).
-                typed = record["line"] in self.prompts
-                message_kind = "prompt" if typed else _user_kind(text, "meta")
-            elif role != "user" or text.lstrip().startswith(_META_PREFIXES):
-                message_kind = "meta"
-            elif text.lstrip().startswith("<turn_aborted>"):
-                message_kind = "interrupt"
-            else:
-                message_kind = "prompt"
-        elif kind == "reasoning":
-            role, message_kind = "assistant", "response"
-            summary = _text_of(item.get("summary")) or _text_of(item.get("content"))
-            blocks = [{"block_type": "thinking", "text": summary}]
-        elif kind == "web_search_call":
-            role, message_kind = "assistant", "response"
-            blocks = [_web_search_block(item, record["line"])]
-        elif kind in _CALL_TYPES:
-            role, message_kind = "assistant", "response"
-            blocks = [self._call_block(kind, item)]
-        elif kind in _OUTPUT_TYPES:
-            role, message_kind = "user", "tool_result"
-            blocks = [self._output_block(item)]
-        elif kind in ("compaction", "compaction_summary"):  # the server's opaque summary
-            role, message_kind = "user", "compact_summary"
-            sealed = item.get("encrypted_content")
-            size = len(sealed) if isinstance(sealed, str) else None
-            blocks = [{"block_type": "compaction", "chars": size}]
-        if role is None:
-            return
-        if message_kind == "prompt" and new_turns:
-            self.turn += 1
-        if role != self.role:
-            self.index, self.next_block, self.role = self.index + 1, 0, role
-            if role == "assistant" and self.waiting is not None:
-                # Codex 0.58 and earlier write a response's token_count before its items.
-                self.waiting["message_index"] = self.index
-                self.answered.add((self.epoch, self.index))
-                self.waiting = None
-        identity = {**self._identity(record), "message_index": self.index, "role": role}
-        for block in blocks:
-            row = {**identity, "message_kind": message_kind, "abandoned": False, **block}
-            row["block_index"] = self.next_block
-            if row.get("text") is not None and row.get("chars") is None:
-                row["chars"] = len(row["text"])
-            for n, part in enumerate(row.pop("_parts", [])):
-                self.parts.append(
-                    {
-                        **identity,
-                        **part,
-                        "abandoned": False,
-                        "part_index": n,
-                        "block_index": self.next_block,
-                        "tool_use_id": row.get("tool_use_id"),
-                    }
-                )
-            self.blocks.append(row)
-            self.next_block += 1
+    # -- records, by type ---------------------------------------------------------------------
 
-    def _call_block(self, kind: str, item: dict[str, Any]) -> dict[str, Any]:
+    def _meta(self, record: dict[str, Any], payload: dict[str, Any]) -> None:
+        """The session's id; a subagent's file names its parent thread."""
+        if isinstance(payload.get("id"), str) and self.agent is None:
+            self.session = payload["id"]
+        source = payload.get("source")
+        spawn = source.get("subagent", {}) if isinstance(source, dict) else {}
+        spawn = spawn.get("thread_spawn", {}) if isinstance(spawn, dict) else {}
+        parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
+        if isinstance(parent, str):
+            self.agent, self.session = self.session, parent
+
+    def _turn_context(self, record: dict[str, Any], payload: dict[str, Any]) -> None:
+        self.model = payload.get("model") or self.model
+
+    def _response_item(self, record: dict[str, Any], payload: dict[str, Any]) -> None:
+        self._item(record, payload, new_turns=True)
+
+    def _event(self, record: dict[str, Any], payload: dict[str, Any]) -> None:
+        if payload.get("type") == "token_count":
+            self._token_count(record, payload)
+
+    def _compacted(self, record: dict[str, Any], payload: dict[str, Any]) -> None:
+        """A compaction: the next epoch opens with its replacement history, else its summary."""
+        summary = payload.get("message")
+        row = {
+            **self._identity(record),
+            "strategy": "summarise",
+            "success": True,
+            "summary": summary if isinstance(summary, str) else None,
+            "summary_chars": len(summary) if isinstance(summary, str) else None,
+        }
+        self.compactions.append(row)
+        self.at.new_epoch()
+        history = payload.get("replacement_history")
+        if isinstance(history, list) and history:
+            for item in history:
+                if isinstance(item, dict):
+                    self._item(record, item, new_turns=False)
+            for block in self.blocks:
+                if block["epoch"] == self.at.epoch and block.get("message_kind") == "prompt":
+                    block["message_kind"] = "compact_history"  # carried over, not typed now
+        elif isinstance(summary, str):
+            read = ("user", "compact_summary", [{"block_type": "text", "text": summary}])
+            self._add(record, read, new_turns=False)
+
+    # -- response items, by type --------------------------------------------------------------
+
+    def _item(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> None:
+        """A response item (`_ITEMS` reads each type): its blocks, in the message of its role."""
+        kind = item.get("type")
+        reader = _ITEMS.get(kind) if isinstance(kind, str) else None
+        if reader is not None:
+            self._add(record, reader(self, record, item, new_turns), new_turns)
+
+    def _message(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> _Read:
+        role = item.get("role") or "user"
+        content = item.get("content")
+        texts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        kind = self._message_kind(record["line"], role, _text_of(content), new_turns)
+        return role, kind, [_part_block(p) for p in texts]
+
+    def _message_kind(self, line: int, role: str, text: str, new_turns: bool) -> str:
+        if role == "assistant":
+            return "response"
+        if self.prompts is not None and role == "user" and new_turns:
+            # The rollout says what a person typed (its `user_message` events).
+            return "prompt" if line in self.prompts else _user_kind(text, "meta")
+        if role != "user" or text.lstrip().startswith(_META_PREFIXES):
+            return "meta"
+        return _user_kind(text, "prompt")
+
+    def _reasoning(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> _Read:
+        summary = _text_of(item.get("summary")) or _text_of(item.get("content"))
+        return "assistant", "response", [{"block_type": "thinking", "text": summary}]
+
+    def _web_search(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> _Read:
+        return "assistant", "response", [_web_search_block(item, record["line"])]
+
+    def _tool_call(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> _Read:
+        kind = item["type"]
         call_id = item.get("call_id") or item.get("id")
         name = item.get("name") or {"local_shell_call": "local_shell"}.get(kind, kind)
         if kind == "function_call":
@@ -273,72 +270,71 @@ class _Rollout:
             text = json.dumps(item.get("action"), ensure_ascii=False, separators=(",", ":"))
         if isinstance(call_id, str):
             self.names[call_id] = name
-        return {
+        block = {
             "block_type": "tool_use",
             "tool_name": name,
             "tool_use_id": call_id,
             "text": text if isinstance(text, str) else json.dumps(text),
         }
+        return "assistant", "response", [block]
 
-    def _output_block(self, item: dict[str, Any]) -> dict[str, Any]:
+    def _tool_output(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> _Read:
         call_id = item.get("call_id")
-        output = item.get("output")
-        block: dict[str, Any] = {
+        block = {
             "block_type": "tool_result",
             "tool_use_id": call_id,
             "tool_name": self.names.get(call_id),
             "is_error": False,
             "status": "ok",
         }
-        if isinstance(output, dict):  # {"content": ..., "success": bool} in some versions
-            if output.get("success") is False:
-                block.update(is_error=True, status="error")
-            output = output.get("content")
-        if isinstance(output, list):
-            block["parts"] = len(output)
-            block["_parts"] = [_part_row(p) for p in output]
-            block["text"] = _text_of(output)
-        else:
-            block["text"] = output if isinstance(output, str) else json.dumps(output)
-        return block
+        return "user", "tool_result", [{**block, **_output(item.get("output"))}]
 
-    def _compacted(self, record: dict[str, Any], payload: dict[str, Any]) -> None:
-        summary = payload.get("message")
-        row = {
-            **self._identity(record),
-            "strategy": "summarise",
-            "success": True,
-            "summary": summary if isinstance(summary, str) else None,
-            "summary_chars": len(summary) if isinstance(summary, str) else None,
-        }
-        self.compactions.append(row)
-        self.epoch += 1
-        self.index, self.role, self.next_block = -1, None, 0
-        history = payload.get("replacement_history")
-        if isinstance(history, list) and history:
-            for item in history:
-                if isinstance(item, dict):
-                    self._item(record, item, new_turns=False)
-            for block in self.blocks:
-                if block["epoch"] == self.epoch and block.get("message_kind") == "prompt":
-                    block["message_kind"] = "compact_history"  # carried over, not typed now
-        elif isinstance(summary, str):
-            self.role = "user"
-            self.index = 0
-            self.blocks.append(
+    def _compaction(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> _Read:
+        """The server's opaque summary: a `compaction` block of its size."""
+        sealed = item.get("encrypted_content")
+        size = len(sealed) if isinstance(sealed, str) else None
+        return "user", "compact_summary", [{"block_type": "compaction", "chars": size}]
+
+    # -- rows ---------------------------------------------------------------------------------
+
+    def _add(self, record: dict[str, Any], read: _Read, new_turns: bool) -> None:
+        """An item's blocks as rows of the message of its role: consecutive items of one role
+        are one message."""
+        role, message_kind, blocks = read
+        if message_kind == "prompt" and new_turns:
+            self.turn += 1
+        if self.at.message(role) and role == "assistant":
+            self._response_started()
+        identity = {**self._identity(record), "message_index": self.at.index, "role": role}
+        for block in blocks:
+            self._block(identity, message_kind, block)
+
+    def _response_started(self) -> None:
+        """A new assistant message: the response of the call waiting for its items, if any
+        (Codex 0.58 and earlier write a response's token_count before them)."""
+        if self.waiting is not None:
+            self.waiting["message_index"] = self.at.index
+            self.answered.add((self.at.epoch, self.at.index))
+            self.waiting = None
+
+    def _block(self, identity: dict[str, Any], message_kind: str, block: dict[str, Any]) -> None:
+        row = {**identity, "message_kind": message_kind, "abandoned": False, **block}
+        row["block_index"] = self.at.next_block
+        if row.get("text") is not None and row.get("chars") is None:
+            row["chars"] = len(row["text"])
+        for n, part in enumerate(row.pop("_parts", [])):
+            self.parts.append(
                 {
-                    **self._identity(record),
-                    "message_index": 0,
-                    "role": "user",
-                    "message_kind": "compact_summary",
+                    **identity,
+                    **part,
                     "abandoned": False,
-                    "block_index": 0,
-                    "block_type": "text",
-                    "text": summary,
-                    "chars": len(summary),
+                    "part_index": n,
+                    "block_index": self.at.next_block,
+                    "tool_use_id": row.get("tool_use_id"),
                 }
             )
-            self.next_block = 1
+        self.blocks.append(row)
+        self.at.next_block += 1
 
     def _token_count(self, record: dict[str, Any], payload: dict[str, Any]) -> None:
         info = payload.get("info")
@@ -358,14 +354,15 @@ class _Rollout:
         self.call += 1
         # A call produced the assistant message just written, unless that one already has its
         # call (or the last message is not the model's): then its items come next.
-        produced = self.role == "assistant" and (self.epoch, self.index) not in self.answered
+        latest = (self.at.epoch, self.at.index)
+        produced = self.at.role == "assistant" and latest not in self.answered
         if produced:
-            self.answered.add((self.epoch, self.index))
+            self.answered.add(latest)
         self.calls.append(
             {
                 **self._identity(record),
                 "call": self.call,
-                "message_index": self.index if produced else None,
+                "message_index": self.at.index if produced else None,
                 "abandoned": False,
                 "model": self.model,
                 "input_tokens": None if sent is None else sent - (cached or 0),
@@ -377,6 +374,43 @@ class _Rollout:
             }
         )
         self.waiting = None if produced else self.calls[-1]
+
+
+_RECORDS: dict[str, Callable[[_Rollout, dict[str, Any], dict[str, Any]], None]] = {
+    "session_meta": _Rollout._meta,
+    "turn_context": _Rollout._turn_context,
+    "response_item": _Rollout._response_item,
+    "compacted": _Rollout._compacted,
+    "event_msg": _Rollout._event,
+}
+"""How each type of record is read (other types are identities only)."""
+_ITEMS: dict[str, Callable[[_Rollout, dict[str, Any], dict[str, Any], bool], _Read]] = {
+    "message": _Rollout._message,
+    "reasoning": _Rollout._reasoning,
+    "web_search_call": _Rollout._web_search,
+    **dict.fromkeys(("function_call", "custom_tool_call", "local_shell_call"), _Rollout._tool_call),
+    **dict.fromkeys(("function_call_output", "custom_tool_call_output"), _Rollout._tool_output),
+    "compaction": _Rollout._compaction,
+    "compaction_summary": _Rollout._compaction,
+}
+"""How each type of response item is read (other types are left out)."""
+
+
+def _output(output: Any) -> dict[str, Any]:
+    """A tool output's fields of its `tool_result` block: an output that says it failed is an
+    error; a list of parts is kept as parts (`_parts`), its text their texts."""
+    block: dict[str, Any] = {}
+    if isinstance(output, dict):  # {"content": ..., "success": bool} in some versions
+        if output.get("success") is False:
+            block.update(is_error=True, status="error")
+        output = output.get("content")
+    if isinstance(output, list):
+        block["parts"] = len(output)
+        block["_parts"] = [_part_row(p) for p in output]
+        block["text"] = _text_of(output)
+    else:
+        block["text"] = output if isinstance(output, str) else json.dumps(output)
+    return block
 
 
 def _prompts(records: list[dict[str, Any]], payloads: list[dict[str, Any]]) -> set[int] | None:

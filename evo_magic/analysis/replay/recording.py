@@ -81,50 +81,12 @@ def _count(value: Any) -> int:
 def _recording(
     t: Transcripts, session_id: str, agent_id: str | None, items: list[Item]
 ) -> Recording:
-    import pandas as pd
-
-    calls = {}
-    call_lines: dict[int, int] = {}
-    for row in _mine(t.calls, session_id, agent_id).itertuples():
-        if pd.isna(row.call) or bool(row.abandoned):
-            continue
-        usage = Usage(
-            input_tokens=_count(row.input_tokens),
-            cache_read_input_tokens=_count(row.cache_read_input_tokens),
-            cache_creation_input_tokens=_count(row.cache_creation_input_tokens),
-        )
-        chars = row.context_sent_chars
-        calls[int(row.call)] = {
-            "timestamp": row.timestamp.timestamp() if not pd.isna(row.timestamp) else None,
-            "tokens": usage.context_tokens or None,
-            "usage": usage if usage.context_tokens else None,
-            "model": None if pd.isna(row.model) else str(row.model),
-            "output_tokens": _count(row.output_tokens),
-            "chars": None if pd.isna(chars) else int(chars),
-        }
-        sent = row.context_sent_tokens
-        if (
-            bool(row.context_sent_tokens_exact)
-            and not pd.isna(sent)
-            and sent > usage.context_tokens
-        ):
-            # The server cleared part of the prompt: its usage counts the rest, the session
-            # anchored the prompt as sent (usage and what was cleared).
-            calls[int(row.call)]["prompt_tokens"] = int(sent)
-        if not pd.isna(row.line):
-            call_lines[int(row.call)] = int(row.line)
+    calls, call_lines = _recorded_calls(_mine(t.calls, session_id, agent_id))
     compactions = _mine(t.compactions, session_id, agent_id)
-    opening = {}
-    for row in compactions.itertuples():
-        if bool(row.success) and not pd.isna(row.after_messages):
-            opening[(int(row.segment), int(row.epoch) + 1)] = int(row.after_messages)
     blocks = _mine(t.blocks, session_id, agent_id)
     source = str(blocks["source"].iloc[0]) if len(blocks) else "unknown"
-    recording = Recording(session_id, agent_id, source, items, calls, opening)
-    for row in compactions.itertuples():
-        if bool(row.success) and str(row.trigger) in ("user", "manual"):
-            focus = None if pd.isna(row.focus) else str(row.focus)
-            recording.requests[(int(row.segment), int(row.epoch))] = focus
+    recording = Recording(session_id, agent_id, source, items, calls, _opening(compactions))
+    recording.requests = _requests(compactions)
     recording.summaries = _recorded_summaries(recording, compactions)
     if source == "evo_magic":
         recording.timeline = read_timeline(t.events, session_id)
@@ -132,6 +94,70 @@ def _recording(
         recording.items = _with_compaction_blocks(items, blocks)
         _server_compactions(recording, compactions, call_lines)
     return recording
+
+
+def _recorded_calls(frame: pd.DataFrame) -> tuple[dict[int, dict[str, Any]], dict[int, int]]:
+    """The calls of the conversation (see `Recording.calls`) by number, and each one's line."""
+    import pandas as pd
+
+    calls = {}
+    lines: dict[int, int] = {}
+    for row in frame.itertuples():
+        if pd.isna(row.call) or bool(row.abandoned):
+            continue
+        calls[int(row.call)] = _recorded_call(row)
+        if not pd.isna(row.line):
+            lines[int(row.call)] = int(row.line)
+    return calls, lines
+
+
+def _recorded_call(row: Any) -> dict[str, Any]:
+    import pandas as pd
+
+    usage = Usage(
+        input_tokens=_count(row.input_tokens),
+        cache_read_input_tokens=_count(row.cache_read_input_tokens),
+        cache_creation_input_tokens=_count(row.cache_creation_input_tokens),
+    )
+    chars = row.context_sent_chars
+    call = {
+        "timestamp": row.timestamp.timestamp() if not pd.isna(row.timestamp) else None,
+        "tokens": usage.context_tokens or None,
+        "usage": usage if usage.context_tokens else None,
+        "model": None if pd.isna(row.model) else str(row.model),
+        "output_tokens": _count(row.output_tokens),
+        "chars": None if pd.isna(chars) else int(chars),
+    }
+    sent = row.context_sent_tokens
+    if bool(row.context_sent_tokens_exact) and not pd.isna(sent) and sent > usage.context_tokens:
+        # The server cleared part of the prompt: its usage counts the rest, the session
+        # anchored the prompt as sent (usage and what was cleared).
+        call["prompt_tokens"] = int(sent)
+    return call
+
+
+def _opening(compactions: pd.DataFrame) -> dict[tuple[int, int], int]:
+    """(segment, epoch) -> how many of its first messages are the replacement history."""
+    import pandas as pd
+
+    opening = {}
+    for row in compactions.itertuples():
+        if bool(row.success) and not pd.isna(row.after_messages):
+            opening[(int(row.segment), int(row.epoch) + 1)] = int(row.after_messages)
+    return opening
+
+
+def _requests(compactions: pd.DataFrame) -> dict[tuple[int, int], str | None]:
+    """The compactions the user asked for (see `Recording.requests`)."""
+    import pandas as pd
+
+    requests = {}
+    for row in compactions.itertuples():
+        if bool(row.success) and str(row.trigger) in ("user", "manual"):
+            requests[(int(row.segment), int(row.epoch))] = (
+                None if pd.isna(row.focus) else str(row.focus)
+            )
+    return requests
 
 
 def _server_compactions(

@@ -258,26 +258,46 @@ def instructions(prompt: str) -> Iterator[Found]:
 
 def paths(tool: str, tool_input: Any) -> Iterator[Found]:
     """Files a tool call read, wrote or edited."""
+    for name in _files(tool, tool_input):
+        yield Found("path", name, "assistant")
+
+
+def _files(tool: str, tool_input: Any) -> Iterator[str]:
+    """The files of a tool input: a patch given whole; else the path arguments of a file tool,
+    the files of a patch in any argument, and those a shell command reads."""
+    if isinstance(tool_input, str):
+        yield from _patched(tool_input)
     if not isinstance(tool_input, dict):
-        if isinstance(tool_input, str):
-            for name in _PATCH_FILE.findall(tool_input):
-                yield Found("path", name.strip(), "assistant")
         return
     if _FILE_TOOL.search(tool):
-        for key in _PATH_KEYS:
-            value = tool_input.get(key)
-            if isinstance(value, str) and _looks_like_file(value):
-                yield Found("path", value, "assistant")
+        yield from _path_arguments(tool_input)
     for value in tool_input.values():
         if isinstance(value, str) and "*** " in value:
-            for name in _PATCH_FILE.findall(value):
-                yield Found("path", name.strip(), "assistant")
+            yield from _patched(value)
+    command = _command(tool_input)
+    if command is not None:
+        yield from _shell_files(command)
+
+
+def _path_arguments(tool_input: dict[str, Any]) -> Iterator[str]:
+    """The files a file tool names (`file_path`, `path`, ...)."""
+    for key in _PATH_KEYS:
+        value = tool_input.get(key)
+        if isinstance(value, str) and _looks_like_file(value):
+            yield value
+
+
+def _command(tool_input: dict[str, Any]) -> str | None:
+    """The shell command of a tool input (bash `command`, Codex `cmd`, a list joined)."""
     command = tool_input.get("command", tool_input.get("cmd"))
     if isinstance(command, list):
         command = " ".join(str(part) for part in command)
-    if isinstance(command, str):
-        for name in _shell_files(command):
-            yield Found("path", name, "assistant")
+    return command if isinstance(command, str) else None
+
+
+def _patched(text: str) -> Iterator[str]:
+    """The files an `apply_patch` text adds, updates or deletes."""
+    return (name.strip() for name in _PATCH_FILE.findall(text))
 
 
 def _shell_files(command: str) -> Iterator[str]:

@@ -147,9 +147,29 @@ class Follow:
         self._held_now = 0
 
     def __call__(self, replayed: ReplayedCall) -> None:
+        """Follow the facts into the call `replayed`: which arrived, which left and why."""
         k, call = self.ordinal, replayed.call
         messages = replayed.messages
-        gone, came = self._diff(messages, replayed.changes)
+        touched = self._recount(*self._diff(messages, replayed.changes))
+        self.order = list(messages)  # holds them: their ids stay theirs until the next call
+        for index in touched:
+            held_before = self.states[index].since is not None
+            if self.counts[index] and not held_before:
+                self._arrive(index, k)
+            elif not self.counts[index] and held_before:
+                self._leave(index, k, call, replayed)
+        self._cut_before_sent(k, call, replayed)
+        self._note_files(replayed)
+        seen = bisect.bisect_right(self._seen, k)
+        self.rows.append((call, seen, min(self._held_now, seen)))
+        self.calls.append(call)
+        if call is not None and call == self.last_call:
+            self.final = list(messages)
+        self.ordinal += 1
+
+    def _recount(self, gone: list[Mapping[str, Any]], came: list[Mapping[str, Any]]) -> set[int]:
+        """Count the messages holding each fact again for the messages gone and come; the
+        facts whose count changed."""
         touched: set[int] = set()
         for message in gone:
             for index in self.message_facts.pop(id(message)):
@@ -161,24 +181,14 @@ class Follow:
             for index in found:
                 self.counts[index] += 1
                 touched.add(index)
-        self.order = list(messages)  # holds them: their ids stay theirs until the next call
-        for index in touched:
-            held_before = self.states[index].since is not None
-            if self.counts[index] and not held_before:
-                self._arrive(index, k)
-            elif not self.counts[index] and held_before:
-                self._leave(index, k, call, replayed)
+        return touched
+
+    def _cut_before_sent(self, k: int, call: int | None, replayed: ReplayedCall) -> None:
+        """Facts first seen at this call but not in its context: lost before ever sent."""
         for index in self._arriving.get(k, []):
             if not self.counts[index] and self.states[index].lost_at_call is None:
-                self.states[index].lost_at_call = call  # cut before it was ever sent
+                self.states[index].lost_at_call = call
                 self.states[index].lost_by = _culprit(self.facts[index], replayed.changes)
-        self._note_files(replayed)
-        seen = bisect.bisect_right(self._seen, k)
-        self.rows.append((call, seen, min(self._held_now, seen)))
-        self.calls.append(call)
-        if call is not None and call == self.last_call:
-            self.final = list(messages)
-        self.ordinal += 1
 
     def _diff(
         self, messages: Sequence[Mapping[str, Any]], changes: Sequence[Any]

@@ -1,0 +1,116 @@
+"""A lake's small frames (`calls`, `compactions`) kept as one file of the whole lake,
+`_frames/<name>.parquet`: reading thousands of small files costs seconds, one file
+milliseconds. The file names each row's group and the lake's generation it was written at;
+when the lake changed since, its rows of the groups still unchanged are kept, only the other
+groups' files are read, and the file is written again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evo_magic.analysis.atomic import write_parquet_atomically
+from evo_magic.analysis.lake_manifest import generation as generation_of
+from evo_magic.analysis.memory import drained, gather
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+CONSOLIDATED = ("calls", "compactions")
+"""The small frames, also kept as one file of the whole lake."""
+_GROUP = "_group"
+"""The column of a consolidated file naming each row's group (dropped when read)."""
+_MARK = b"evo_magic_generation"
+"""The key of the file's metadata holding the lake's generation it was written at."""
+Tables = Callable[[list[str]], Iterator[tuple[str, "pa.Table"]]]
+"""The groups' own files of the frame, in the order of the keys given."""
+
+
+def consolidated(
+    lake: Path, name: str, groups: dict[str, dict[str, Any]], generation: str, tables: Tables
+) -> pa.Table | None:
+    """Frame `name` of the lake's `groups` (the manifest's, in the lake's order) as one table
+    (None: no rows), from its consolidated file brought up to date. A read-only lake is read
+    from the groups' files every time."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    path = lake / "_frames" / f"{name}.parquet"
+    kept, since = _kept(path)
+    if since is not None and str(since) == generation:
+        return kept.drop_columns([_GROUP])
+    names = [entry["name"] for entry in groups.values()]  # the lake's order
+    unchanged = {
+        entry["name"]
+        for entry in groups.values()
+        if since is not None and generation_of(entry) <= since
+    }
+    parts, ranks = [], []
+    if kept is not None and unchanged:
+        parts.append(kept.filter(pc.is_in(kept.column(_GROUP), pa.array(sorted(unchanged)))))
+        ranks.append(pc.index_in(parts[-1].column(_GROUP), pa.array(names)).to_numpy())
+    del kept  # its rows of changed groups are not held while the others are read
+    todo = [key for key, entry in groups.items() if entry["name"] not in unchanged]
+    parts += gather(_tagged(tables(todo), groups, names, ranks))
+    whole = drained(parts)
+    if whole is None:
+        return None
+    whole = _in_order(whole, ranks)
+    whole = whole.replace_schema_metadata({**(whole.schema.metadata or {}), _MARK: generation})
+    _write(path, whole)
+    return whole.drop_columns([_GROUP])
+
+
+def _kept(path: Path) -> tuple[pa.Table | None, int | None]:
+    """The consolidated file and the generation it was written at; (None, None) when there is
+    none yet, or it is unreadable or unmarked (then it is made again)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        kept = pq.read_table(path)
+    except (OSError, pa.ArrowException):
+        return None, None
+    written = (kept.schema.metadata or {}).get(_MARK, b"")
+    if _GROUP in kept.column_names and written.isdigit():
+        return kept, int(written)
+    return None, None
+
+
+def _tagged(
+    found: Iterator[tuple[str, pa.Table]],
+    groups: dict[str, dict[str, Any]],
+    names: list[str],
+    ranks: list[np.ndarray],
+) -> Iterator[pa.Table]:
+    """Each group's table with its group's name as a column; its rows' ranks (the group's place
+    in the lake) added to `ranks`."""
+    import numpy as np
+    import pyarrow as pa
+
+    rank = {group: n for n, group in enumerate(names)}
+    for key, table in found:
+        group = groups[key]["name"]
+        ranks.append(np.full(table.num_rows, rank[group]))
+        yield table.append_column(_GROUP, pa.array([group] * table.num_rows))
+
+
+def _in_order(whole: pa.Table, ranks: list[np.ndarray]) -> pa.Table:
+    """The rows in the order of the lake (kept rows come first, re-read ones after)."""
+    import numpy as np
+    import pyarrow as pa
+
+    order = np.concatenate(ranks)
+    if np.any(np.diff(order) < 0):
+        return whole.take(pa.array(np.argsort(order, kind="stable")))
+    return whole
+
+
+def _write(path: Path, whole: pa.Table) -> None:
+    try:
+        path.parent.mkdir(exist_ok=True)
+        write_parquet_atomically(whole, path)
+    except OSError:
+        pass  # a read-only lake: read from the sessions' files every time

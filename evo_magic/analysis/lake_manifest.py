@@ -1,0 +1,106 @@
+"""A lake's manifest: what it read (each file's path, size, modification time and a hash of its
+head and tail, by group) and what it wrote for each group. It is data: read back, checked, and
+never a reason to touch a file outside the lake."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from evo_magic.analysis.atomic import write_atomically
+from evo_magic.analysis.errors import TranscriptError
+from evo_magic.analysis.groups import group_key
+
+MANIFEST = "manifest.json"
+LAKE_VERSION = 1
+_EDGE = 1 << 16
+"""Bytes of a file's head and of its tail that its fingerprint hashes."""
+
+
+def read_manifest(root: Path) -> dict[str, Any]:
+    """The manifest of the lake at `root`: a new one when the folder is empty; refused when the
+    folder holds other things, or a manifest that is damaged or of another version."""
+    path = root / MANIFEST
+    if not path.exists():
+        if any(root.iterdir()):
+            raise TranscriptError(
+                f"{root} is not empty and holds no lake manifest: give an empty or new folder"
+            )
+        return {"version": LAKE_VERSION, "groups": {}}
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TranscriptError(f"{path} is not a lake manifest ({exc})") from exc
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("groups"), dict):
+        raise TranscriptError(f"{path} is not a lake manifest")
+    if manifest.get("version") != LAKE_VERSION:
+        raise TranscriptError(
+            f"{path} is a lake of version {manifest.get('version')!r}; this evo_magic writes "
+            f"version {LAKE_VERSION}: give a new folder"
+        )
+    return manifest
+
+
+def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
+    write_atomically(root / MANIFEST, json.dumps(manifest).encode())
+
+
+def known_files(manifest: dict[str, Any]) -> dict[str, tuple[dict[str, Any], str]]:
+    """Each file the manifest lists: its stamp and its group."""
+    return {
+        name: (stamp, key)
+        for key, entry in manifest["groups"].items()
+        for name, stamp in (entry.get("files") or {}).items()
+        if isinstance(stamp, dict)
+    }
+
+
+def checked(file: Path, seen: tuple[dict[str, Any], str] | None) -> tuple[dict[str, Any], str]:
+    """The file's stamp and group: the manifest's when its size and time are unchanged (the
+    file is not opened), else made afresh."""
+    info = file.stat()
+    if seen is not None:
+        stamp, key = seen
+        if stamp.get("size") == info.st_size and stamp.get("mtime_ns") == info.st_mtime_ns:
+            return stamp, key
+    return _stamp(file, info), group_key(file)
+
+
+def same_content(recorded: Any, now: dict[str, dict[str, Any]]) -> bool:
+    """The same files with the same sizes and hashes (times aside)."""
+    if not isinstance(recorded, dict) or recorded.keys() != now.keys():
+        return False
+    return all(
+        isinstance(recorded[name], dict)
+        and recorded[name].get("size") == stamp["size"]
+        and recorded[name].get("hash") == stamp["hash"]
+        for name, stamp in now.items()
+    )
+
+
+def _stamp(file: Path, info: os.stat_result) -> dict[str, Any]:
+    """Size, modification time and a hash of the first and last 64 KiB."""
+    digest = hashlib.sha256()
+    with open(file, "rb") as handle:
+        digest.update(handle.read(_EDGE))
+        if info.st_size > _EDGE:
+            handle.seek(max(info.st_size - _EDGE, _EDGE))
+            digest.update(handle.read(_EDGE))
+    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "hash": digest.hexdigest()}
+
+
+def generation(entry: dict[str, Any]) -> int:
+    """The lake's generation when the group was written (0: before lakes said it)."""
+    value = entry.get("generation")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def drop(root: Path, entry: dict[str, Any]) -> None:
+    """Delete the files written for a group (only those inside the lake)."""
+    for relative in entry.get("written", []):
+        target = (root / relative).resolve()
+        if target.is_relative_to(root.resolve()):  # the manifest is data too
+            target.unlink(missing_ok=True)
