@@ -19,8 +19,8 @@ from support.fake_api import (
 )
 from support.responders import offline_responder
 
-from evo_magic.compact.layout import FILES_HEADER, FOCUS_PREFIX, REQUEST_HEADER
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.compacted import FILES_HEADER, FOCUS_PREFIX, REQUEST_HEADER
 from evo_magic.events import (
     CompactionFinished,
     CompactionStarted,

@@ -20,14 +20,14 @@ from hypothesis import strategies as st
 from support.fake_api import validate_messages, validate_request
 
 from evo_magic.compact.base import Context
-from evo_magic.compact.layout import (
+from evo_magic.compact.policy import CompactPolicy
+from evo_magic.compacted import (
     COMPACTED_HEADER,
     FILES_HEADER,
     FOCUS_PREFIX,
     REQUEST_HEADER,
     compacted_message,
 )
-from evo_magic.compact.policy import CompactPolicy
 from evo_magic.measure import TokenAnchor, measure, message_chars, to_json
 from evo_magic.strategies import MicroCompact
 from evo_magic.strategies.blocks import result_text

@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 from test_magics import magics
 
-from evo_magic.compact.layout import FILE_PIN_PREFIX, PIN_PREFIX
+from evo_magic.compacted import FILE_PIN_PREFIX, PIN_PREFIX
 from evo_magic.models.catalog import context_window
 
 PIN = "Never use tabs; the public API must not change."

@@ -12,9 +12,9 @@ import pytest
 from support.fake_api import FakeAnthropic, Reply, reply, text, tool_use
 
 from evo_magic import load_transcripts, replay
-from evo_magic.compact.layout import FILE_PIN_PREFIX, PIN_PREFIX
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.validate import history_problem
+from evo_magic.compacted import FILE_PIN_PREFIX, PIN_PREFIX
 from evo_magic.events import CompactionFinished, Event, MicroCompacted, Notice
 from evo_magic.models import AnthropicModel, ModelError
 from evo_magic.session import Session

@@ -14,8 +14,8 @@ from support.responders import offline_responder
 from support.sandbox import sandbox_here
 
 from evo_magic import Fact, load_transcripts, replay, retention
-from evo_magic.compact.layout import COMPACTED_HEADER
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.compacted import COMPACTED_HEADER
 from evo_magic.models import AnthropicModel, FunctionModel, ModelRequest, OfflineModel
 from evo_magic.probe import answer_from_context, block_text, normalise, probe_question
 from evo_magic.session import Session

@@ -14,8 +14,8 @@ from support.fake_api import FakeAnthropic, reply, text
 from support.responders import offline_responder
 
 from evo_magic.analysis import load_transcripts
-from evo_magic.compact.layout import COMPACTED_HEADER, FOCUS_PREFIX
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.compacted import COMPACTED_HEADER, FOCUS_PREFIX
 from evo_magic.measure import to_json
 from evo_magic.models import AnthropicModel
 from evo_magic.notebook.magics import AgentMagics

@@ -14,8 +14,8 @@ from support.responders import offline_responder
 
 from evo_magic import load_transcripts, render, replay
 from evo_magic.compact.base import Context
-from evo_magic.compact.layout import REMINDER_PREFIX
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.compacted import REMINDER_PREFIX
 from evo_magic.events import CompactionFinished, MicroCompacted
 from evo_magic.models import AnthropicModel
 from evo_magic.models.catalog import context_window

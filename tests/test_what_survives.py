@@ -13,14 +13,14 @@ from support.fake_api import FakeAnthropic, reply, text, tool_use, validate_mess
 from support.responders import offline_responder
 
 from evo_magic.compact.base import Context
-from evo_magic.compact.layout import (
+from evo_magic.compact.policy import CompactPolicy
+from evo_magic.compacted import (
     COMPACTED_HEADER,
     FILES_HEADER,
     REMINDER_PREFIX,
     REQUEST_HEADER,
     REREAD_HEADER,
 )
-from evo_magic.compact.policy import CompactPolicy
 from evo_magic.events import CompactionFinished
 from evo_magic.models import AnthropicModel
 from evo_magic.session import Session

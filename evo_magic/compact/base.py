@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
-from evo_magic.compact.layout import REQUEST_HEADER, compacted_message
 from evo_magic.compact.pins import with_pins
+from evo_magic.compacted import REQUEST_HEADER, compacted_message
 from evo_magic.measure import ContextSize, measure, message_chars, to_json
 from evo_magic.messages import Message, has_text, tool_names
 from evo_magic.prompt_cache import CachedPrefix, clearing_saving

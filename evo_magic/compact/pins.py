@@ -12,11 +12,11 @@ full compaction. Living in the history, not in the system prompt, a pin keeps th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evo_magic.compact.layout import FILE_PIN_PREFIX, PIN_PREFIX
+from evo_magic.compacted import FILE_PIN_PREFIX, PIN_PREFIX
 from evo_magic.events import Notice
 from evo_magic.history import History
 from evo_magic.messages import Message, as_blocks, with_blocks
@@ -135,7 +135,8 @@ class Pins:
         self._pins: dict[int, Pin] = {}
         self._next = 1
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Pin]:
+        """The pins, oldest first (a copy: pinning while iterating is safe)."""
         return iter(list(self._pins.values()))
 
     def __len__(self) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evo_magic.compact.layout import COMPACTED_HEADER
+from evo_magic.compacted import COMPACTED_HEADER
 from evo_magic.measure import to_json
 from evo_magic.messages import content_blocks, tool_names
 

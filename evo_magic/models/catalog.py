@@ -1,5 +1,5 @@
 """The context windows and features of known models: a view of `evo_magic.catalog`, kept so
-that existing imports (``from evo_magic.catalog import context_window``) keep working.
+that existing imports (``from evo_magic.models.catalog import context_window``) keep working.
 
 The catalog lives in `evo_magic.catalog`, below the models and the prompt cache (which need its
 cache minimums and prices); new code imports it from there.

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from evo_magic.compact.layout import (
+from evo_magic.compacted import (
     COMPACTED_HEADER,
     FILES_HEADER,
     REMINDER_PREFIX,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from evo_magic.catalog import context_window
 from evo_magic.compact.base import Context, Edited, Message
-from evo_magic.compact.layout import REMINDER_PREFIX
+from evo_magic.compacted import REMINDER_PREFIX
 from evo_magic.declared import check_fields, setting
 from evo_magic.messages import with_blocks
 from evo_magic.strategies.params import share, shares

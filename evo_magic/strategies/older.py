@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evo_magic.compact.base import Context, Message
-from evo_magic.compact.layout import compacted_message
+from evo_magic.compacted import compacted_message
 from evo_magic.declared import check_fields, setting
 from evo_magic.strategies.window import safe_cut
 

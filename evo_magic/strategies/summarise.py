@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evo_magic.compact.base import Context, Message
-from evo_magic.compact.layout import (
+from evo_magic.compacted import (
     COMPACTED_HEADER,
     REMINDER_PREFIX,
     REQUEST_HEADER,

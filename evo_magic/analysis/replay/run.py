@@ -25,10 +25,10 @@ from evo_magic.analysis.replay.timeline import Change
 from evo_magic.catalog import COMPACT_EDIT, context_window
 from evo_magic.compact.base import Strategy
 from evo_magic.compact.compactor import CompactionServices, Compactor
-from evo_magic.compact.layout import is_pin_text
 from evo_magic.compact.pins import Pin
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.server import request_params, server_strategies
+from evo_magic.compacted import is_pin_text
 from evo_magic.cost import Price, PriceTable, call_cost
 from evo_magic.events import CompactionFinished, Event, MicroCompacted
 from evo_magic.history import History
