@@ -76,9 +76,9 @@ class TokenBudget:
             return None  # (when a compaction is due, a summary replaces the history right after)
         memo = ctx.memo
         window = self.window(ctx)
-        if memo.get("key") != (self.marks, window):
+        if memo.get("window") != window:  # a new model, a new window: its marks afresh
             memo.clear()
-            memo.update(key=(self.marks, window), told=0.0, warned=False)
+            memo.update(window=window, told=0.0, warned=False)
         notes = []
         used = ctx.size.tokens
         if window:

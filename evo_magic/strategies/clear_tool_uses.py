@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from evo_magic.compact.base import Context, Edited, Message
 from evo_magic.declared import check_fields, setting
 from evo_magic.strategies.blocks import block_at, json_chars, rewrite_blocks
-from evo_magic.strategies.params import non_empty, tool_inputs
+from evo_magic.strategies.params import calls_ahead_parameter, non_empty, tool_inputs
 
 CLEARED = "[Tool result cleared to save context. Run the tool again if you need it.]"
 
@@ -59,11 +59,7 @@ class ClearToolUses:
     cache_aware: bool = setting(
         False, "Clear only when that saves money given the prompt cache (see the module)."
     )
-    calls_ahead: int = setting(
-        10,
-        "Cache-aware: the model calls expected while the cleared tokens would otherwise stay.",
-        minimum=0,
-    )
+    calls_ahead: int = calls_ahead_parameter()
 
     name = "clear-tool-uses"
     when = "every_call"
@@ -76,15 +72,12 @@ class ClearToolUses:
         refs = ctx.tool_results(messages)
         if not self._triggered(ctx, len(refs)):
             return None
-        # Results before memo["done"] were cleared (or excluded) by an earlier pass.
-        key = (self.keep, self.placeholder, self.exclude_tools, self.clear_tool_inputs)
-        if ctx.memo.get("key") != key:
-            ctx.memo.clear()
-            ctx.memo.update(key=key, done=0)
+        # Results before memo["done"] were cleared (or excluded) by an earlier pass (a
+        # strategy's parameters never change: its notes hold for it as long as the history).
         end = max(len(refs) - self.keep, 0)
         replacements: list[tuple[int, int, dict]] = []
         freed = 0
-        for ref in refs[min(ctx.memo["done"], end) : end]:
+        for ref in refs[min(ctx.memo.get("done", 0), end) : end]:
             block = block_at(messages, ref)
             name = ctx.tool_name(block)
             if name in self.exclude_tools:

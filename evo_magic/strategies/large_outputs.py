@@ -56,11 +56,7 @@ class LargeOutputs:
 
     def compact(self, messages: Sequence[Message], ctx: Context) -> Edited | None:
         refs = ctx.tool_results(messages)
-        key = (self.limit, self.preview_chars)
-        if ctx.memo.get("key") != key:
-            ctx.memo.clear()
-            ctx.memo.update(key=key, done=0)
-        start = min(ctx.memo["done"], len(refs))
+        start = min(ctx.memo.get("done", 0), len(refs))  # the results seen in earlier passes
         chosen = []
         for ref in refs[start:]:
             block = block_at(messages, ref)

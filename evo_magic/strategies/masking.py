@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from evo_magic.compact.base import Context, Edited, Message
 from evo_magic.declared import check_fields, setting
 from evo_magic.strategies.blocks import block_at, json_chars, result_text, rewrite_blocks
-from evo_magic.strategies.params import formats_lines
+from evo_magic.strategies.params import calls_ahead_parameter, formats_lines
 
 MASKED = "[Old tool output omitted: {lines} lines. Run the tool again if you need it.]"
 
@@ -47,11 +47,7 @@ class ObservationMasking:
         "Mask only when that saves money given the prompt cache; False: mask what is due "
         "before every call, as the paper does.",
     )
-    calls_ahead: int = setting(
-        10,
-        "Cache-aware: the model calls expected while the masked tokens would otherwise stay.",
-        minimum=0,
-    )
+    calls_ahead: int = calls_ahead_parameter()
 
     name = "observation-masking"
     when = "every_call"
@@ -64,14 +60,10 @@ class ObservationMasking:
         refs = ctx.tool_results(messages)
         if not refs:
             return None
-        key = (self.keep_turns, self.placeholder)
-        if ctx.memo.get("key") != key:
-            ctx.memo.clear()
-            ctx.memo.update(key=key, done=0)
         end = _first_kept(refs, self.keep_turns)
         masked = []
         freed = 0
-        for ref in refs[min(ctx.memo["done"], end) : end]:
+        for ref in refs[min(ctx.memo.get("done", 0), end) : end]:  # earlier passes' done
             block = block_at(messages, ref)
             text = result_text(block)
             if text.startswith(self.placeholder.split("{", 1)[0]):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from evo_magic.compact.base import Context, Edited, Message
 from evo_magic.declared import check_fields, setting
 from evo_magic.strategies.blocks import block_at, json_chars, result_text, rewrite_blocks
-from evo_magic.strategies.params import non_empty
+from evo_magic.strategies.params import calls_ahead_parameter, non_empty
 
 PLACEHOLDER = "[Earlier tool result compacted. Re-run the tool if you need full detail.]"
 
@@ -63,11 +63,7 @@ class MicroCompact:
         "Replace only when that saves more than the prompt-cache write it causes (caching on, "
         "a priced model); False: the seed's eager clearing.",
     )
-    calls_ahead: int = setting(
-        10,
-        "Cache-aware: the model calls expected while the cleared tokens would otherwise stay.",
-        minimum=0,
-    )
+    calls_ahead: int = calls_ahead_parameter()
 
     name = "micro"
     when = "every_call"
@@ -82,14 +78,10 @@ class MicroCompact:
         if end <= 0:
             return None
         latest = refs[-1].index  # the batch the model has not seen yet
-        # Results before memo["done"] were considered in an earlier pass with these settings
-        # and are placeholders or never due: only newer ones need a look (no history scan).
-        key = (self.keep_recent, self.min_chars, self.placeholder, self.exclude_tools)
+        # Results before memo["done"] were considered in an earlier pass (the parameters never
+        # change) and are placeholders or never due: only newer ones need a look (no scan).
         memo = ctx.memo
-        if memo.get("key") != key:
-            memo.clear()
-            memo.update(key=key, done=0)
-        start = min(memo["done"], end)
+        start = min(memo.get("done", 0), end)
         placeholder_chars = memo.get("placeholder_chars") or json_chars(self.placeholder)
         memo["placeholder_chars"] = placeholder_chars
         chosen: list[tuple[int, int, dict]] = []

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from evo_magic.compact.base import Context, Message
 from evo_magic.compacted import compacted_message
 from evo_magic.declared import check_fields, setting
+from evo_magic.strategies.params import when_parameter
 from evo_magic.strategies.window import safe_cut
 
 
@@ -26,11 +27,7 @@ class SummariseOlder:
     keep_tokens: int | None = setting(
         None, "Instead of `keep`: the newest messages that fit in this many tokens.", minimum=1
     )
-    when: str = setting(
-        "over_limit",
-        "When it runs: over the limit (and on request), or only on request.",
-        choices=("over_limit", "on_request"),
-    )
+    when: str = when_parameter()
 
     name = "summarise-older"
     source = "LangChain's SummarizationMiddleware"

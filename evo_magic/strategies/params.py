@@ -9,6 +9,32 @@ from __future__ import annotations
 from typing import Any
 
 from evo_magic.compact.base import WHENS
+from evo_magic.declared import setting
+
+# -- parameters several strategies declare alike ---------------------------------------------
+
+
+def calls_ahead_parameter() -> Any:
+    """The cache-aware rule's horizon (`Context.clearing_pays`), as every strategy that clears
+    declares it."""
+    return setting(
+        10,
+        "Cache-aware: the model calls expected while the cleared tokens would otherwise stay.",
+        minimum=0,
+    )
+
+
+def when_parameter() -> Any:
+    """When a strategy that replaces the history runs: over the limit (and on request), or
+    only on request."""
+    return setting(
+        "over_limit",
+        "When it runs: over the limit (and on request), or only on request.",
+        choices=("over_limit", "on_request"),
+    )
+
+
+# -- rules ------------------------------------------------------------------------------------
 
 
 def non_empty(value: str) -> str:

@@ -47,6 +47,7 @@ from evo_magic.compacted import (
 from evo_magic.declared import check_fields, setting
 from evo_magic.measure import to_json
 from evo_magic.messages import content_blocks
+from evo_magic.strategies.params import when_parameter
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,7 @@ class Summarise:
     `keep_user_tokens` and `reread_files` keep the newest prompts and recent files after the
     summary (see the module)."""
 
-    when: str = setting(
-        "over_limit",
-        "When it runs: over the limit (and on request), or only on request.",
-        choices=("over_limit", "on_request"),
-    )
+    when: str = when_parameter()
     keep_user_tokens: int = setting(
         0, "Tokens of the newest prompts a person typed kept verbatim (0: none).", minimum=0
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from evo_magic.compact.base import Context, Message
 from evo_magic.declared import check_fields, setting
+from evo_magic.strategies.params import when_parameter
 
 
 def safe_cut(messages: Sequence[Message], cut: int) -> int:
@@ -40,11 +41,7 @@ class SlidingWindow:
     and its result would be split)."""
 
     keep: int = setting(20, "Newest messages kept (after the first user message).", minimum=1)
-    when: str = setting(
-        "over_limit",
-        "When it runs: over the limit (and on request), or only on request.",
-        choices=("over_limit", "on_request"),
-    )
+    when: str = when_parameter()
 
     name = "sliding-window"
     source = "evo-agent article, section 3.1"
