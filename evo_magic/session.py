@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evo_magic.ask_result import AskResult
 from evo_magic.compact.base import Strategy, check_strategy, server_edit
@@ -46,15 +46,10 @@ from evo_magic.summariser import Summariser
 from evo_magic.tools import Tool, default_tools
 from evo_magic.transcript import DEFAULT_ROOT, Transcript
 
-if TYPE_CHECKING:
-    pass
-
+__all__ = ["AskResult", "ObserverError", "Session", "SummaryProposal"]
 
 PARTS = ("model", "strategies", "summariser")
 """What `configure` changes besides the settings: the session's parts."""
-
-
-__all__ = ["AskResult", "ObserverError", "Session", "SummaryProposal"]
 
 
 class Session(SessionReads, SettersOf01):
