@@ -4,6 +4,8 @@ through matplotlib's own API (what is drawn where, labelled how), and the files 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import struct
 import subprocess
 import sys
@@ -19,6 +21,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.extras import checkout, install_command
 from evo_magic.meter.chart import before_tokens
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.figure import COLUMN_WIDTH, X_LABEL, Y_LABEL
@@ -185,3 +188,46 @@ def test_the_meter_runs_in_a_plain_script(workspace: Path):
     assert text.startswith("context meter · the whole session") and calls > 0
     assert "class='evo-chart'" in page
     assert heavy == [] and figured
+
+
+INSTALL = r"python -m pip install (-e '[^']+\[notebooks\]'|'evo-magic\[notebooks\]')"
+"""The command the message gives: into the editable checkout, or the package from the index."""
+
+
+def test_saving_without_matplotlib_says_in_one_line_what_to_install(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    shell = start_ipython() or InteractiveShell.instance()
+    monkeypatch.chdir(workspace)
+    shell.run_line_magic("load_ext", "evo_magic")
+    shell.run_line_magic("config", "AgentMagics.display_mode = 'plain'")
+    try:
+        with capture_output():
+            shell.run_cell_magic("agent", "--offline", SURVEY)
+        for name in [m for m in sys.modules if m.split(".")[0] == "matplotlib"]:
+            monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
+        path = tmp_path / "context.svg"
+        with capture_output() as shown:
+            shell.run_cell(f"%agent context --save {path}")
+        assert "Traceback" not in shown.stdout + shown.stderr
+        (line,) = shown.stderr.strip().splitlines()
+        assert line.startswith("UsageError: %agent context --save: the context figure needs")
+        assert "matplotlib, which the 'notebooks' extra installs" in line
+        assert re.search(INSTALL + "$", line), line
+        assert not path.exists()
+    finally:
+        shell.run_line_magic("unload_ext", "evo_magic")
+        shell.config.pop("AgentMagics", None)
+
+
+def test_the_install_command_works_from_where_the_user_is(tmp_path: Path):
+    source = checkout()
+    if source is None:
+        assert install_command("notebooks") == "python -m pip install 'evo-magic[notebooks]'"
+        return
+    # An editable checkout (the quick start's `pip install -e .`): install into it, by `.`
+    # from inside it and by its path from anywhere else.
+    assert (source / "pyproject.toml").is_file()
+    assert install_command("notebooks", source) == "python -m pip install -e '.[notebooks]'"
+    elsewhere = install_command("notebooks", tmp_path)
+    assert elsewhere == f"python -m pip install -e {shlex.quote(f'{source}[notebooks]')}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evo_magic.extras import missing
 from evo_magic.meter.chart import Chart, tokens_label
 from evo_magic.meter.data import MeterData
 
@@ -39,10 +40,8 @@ def context_figure(data: MeterData, width: float = COLUMN_WIDTH) -> Figure:
         from matplotlib.lines import Line2D
         from matplotlib.patches import Patch
         from matplotlib.ticker import FuncFormatter
-    except ImportError as exc:  # an optional dependency
-        raise ImportError(
-            "the context figure needs matplotlib: pip install matplotlib (or evo-magic[notebooks])"
-        ) from exc
+    except ImportError:  # an optional dependency: one line saying how to install it
+        raise missing("matplotlib", "the context figure", "notebooks") from None
     chart = Chart(data)
     scale = max(width / COLUMN_WIDTH, 1.0)  # a wider figure gets larger text, never smaller
     font, small = FONT_SIZE * scale, SMALL * scale
