@@ -74,7 +74,7 @@ def context_figure(data: MeterData, width: float = COLUMN_WIDTH) -> Figure:
     micro_x: list[float] = []
     calls_per_point = (chart.x1 - chart.x0) / (width * 72 * AXES_SHARE)
     lines = chart.label_lines(
-        lambda text: (label_points(text, small) + 4) * calls_per_point,
+        lambda text: (label_extent(text, small) + 4) * calls_per_point,
         partial(_free_until, chart, small, calls_per_point, HEIGHT * scale * 72),
     )
     for mark, line in zip(chart.marks, lines, strict=True):
@@ -119,7 +119,7 @@ def context_figure(data: MeterData, width: float = COLUMN_WIDTH) -> Figure:
     return figure
 
 
-def label_points(text: str, size: float) -> float:
+def label_extent(text: str, size: float) -> float:
     """Points a mark's label takes in bold at `size`: enough for its widest letters."""
     return 0.75 * size * len(text)
 
