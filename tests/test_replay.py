@@ -273,3 +273,21 @@ def test_summaries_asked_in_context_are_priced_from_the_modelled_cache(evo_root:
     assert list(as_text.calls["context_tokens"]) == list(in_context.calls["context_tokens"])
     assert 0 < b.summary_cost_usd < 0.9 * a.summary_cost_usd  # the same output tokens in both
     assert b.cost_usd - b.summary_cost_usd == pytest.approx(a.cost_usd - a.summary_cost_usd)
+
+
+def test_a_replay_that_cost_nothing_draws_no_cost_panel(tmp_path: Path):
+    import matplotlib
+
+    from evo_magic.demo import make_demo_workspace
+
+    matplotlib.use("Agg")
+    workspace = make_demo_workspace(tmp_path / "work")
+    with Session(workspace, model="offline", transcripts_root=tmp_path / "transcripts") as s:
+        s.ask(ASKS[0])
+    r = replay(tmp_path / "transcripts", {"recorded": "recorded", "none": []})
+    assert list(r.totals["cost_usd"]) == [0.0, 0.0]  # the offline model is free
+    figure = r.plot()
+    (left,) = figure.axes  # no panel of empty bars beside it
+    assert left.get_xlabel() == "model call (in recorded order; gaps between conversations)"
+    assert left.get_ylabel() == "context tokens (whole prompt)"
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["recorded", "none"]

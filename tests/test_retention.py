@@ -337,7 +337,7 @@ def test_frontier_draws_one_labelled_point_per_strategy(planted: Path):
     ax = rt.frontier()
     labels = [t.get_text() for t in ax.texts]
     assert labels == ["none", "masking-1"]
-    assert ax.get_xlabel() == "cost usd" and ax.get_ylabel() == "kept share"
+    assert ax.get_xlabel() == "Cost (USD)" and ax.get_ylabel() == "Share of the facts kept"
     assert ax.containers  # the probe intervals
 
 
@@ -583,12 +583,20 @@ def test_frontier_of_probe_accuracy_at_the_top_of_the_scale(planted: Path):
     import matplotlib
 
     matplotlib.use("Agg")
-    rt = retention(planted, {"none": [], "again": []}, facts=PLANTED, reader="offline")
+    rt = retention(
+        planted,
+        {"none": [], "again": [], "masking-1": [ObservationMasking(1)]},
+        facts=PLANTED,
+        reader="offline",
+        model="claude-sonnet-4-5",
+    )
     ax = rt.frontier(y="probe_accuracy")
-    assert ax.get_ylabel() == "probe accuracy" and [t.get_text() for t in ax.texts] == [
-        "none",
-        "again",
-    ]
+    assert ax.get_ylabel() == "Probe accuracy"
+    # Two settings are one: at one point, so one label names both (never "noneagain").
+    assert [t.get_text() for t in ax.texts] == ["none, again", "masking-1"]
+    ax.figure.draw_without_rendering()
+    boxes = [t.get_window_extent() for t in ax.texts]
+    assert not boxes[0].overlaps(boxes[1])
 
 
 def test_a_session_is_a_source_and_unseen_given_facts_are_said(tmp_path: Path):

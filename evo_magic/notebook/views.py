@@ -56,12 +56,14 @@ def cost_line(sessions: Sessions, session: Any) -> str:
 
 def save_figure(session: Any, path: str) -> Path:
     """`%agent context --save PATH`: the session's context figure written to PATH (.svg,
-    .png or .pdf); UsageError for another suffix or a file that cannot be written."""
+    .png or .pdf); UsageError for another suffix, a file that cannot be written or matplotlib
+    missing (saying how to install it)."""
+    from evo_magic.extras import MissingExtra
     from evo_magic.meter.figure import save  # the figure's modules load when one is saved
 
     try:
         saved = save(session.context_figure(), path)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, MissingExtra) as exc:
         raise UsageError(f"%agent context --save: {exc}") from None
     print(f"context figure saved to {saved}")
     return saved
