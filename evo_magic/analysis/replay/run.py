@@ -4,14 +4,19 @@ each model call measured, its breakpoints placed and its usage modelled."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from evo_magic.analysis.conversation import Call, Compaction
 from evo_magic.analysis.replay.calibration import Calibration, tokens_of
+from evo_magic.analysis.replay.options import (
+    RECORDED,
+    Chosen,
+    ReplayedCall,
+    ReplaySettings,
+    Skipped,
+)
 from evo_magic.analysis.replay.recording import Recording, first_model
 from evo_magic.analysis.replay.server import (
     ModelledServer,
@@ -34,7 +39,6 @@ from evo_magic.events import CompactionFinished, Event, MicroCompacted
 from evo_magic.history import History
 from evo_magic.measure import ContextSize, TokenAnchor, TokenRate, anchored_tokens, list_chars
 from evo_magic.messages import blocks_of_type, first_text
-from evo_magic.models.base import Model
 from evo_magic.prompt_cache import (
     Breakpoint,
     CacheRequest,
@@ -49,58 +53,10 @@ from evo_magic.prompt_cache import (
 )
 from evo_magic.strategies import default_pipeline
 from evo_magic.strategies.registry import NotRebuildable, rebuild
-from evo_magic.summariser import Summariser, Summary
+from evo_magic.summariser import Summary
 from evo_magic.tools.files import touched_path
 from evo_magic.transcript import default_outputs_shown, output_shown
 from evo_magic.usage import Usage
-
-RECORDED = "recorded"
-
-
-class ReplayWarning(UserWarning):
-    """Something replay could not do as asked (a recorded strategy it will not rebuild)."""
-
-
-class Skipped(Exception):
-    """This conversation cannot be replayed under this setting; the message says why."""
-
-
-@dataclass(frozen=True)
-class ReplayedCall:
-    """One call of one replayed conversation, as an observer (`replay(on_call=...)`) sees it."""
-
-    strategy: str
-    session_id: str
-    agent_id: str | None
-    call: int | None
-    messages: Sequence[dict[str, Any]]
-    """What the model would read, after the strategies ran (the system prompt aside): what
-    would be sent, after the modelled server's edits under server strategies. Read-only and
-    valid during the callback only; unchanged messages are the same dicts from call to call."""
-    changes: tuple[Event, ...]
-    """What compacted since the previous call, in order: `MicroCompacted` and successful
-    `CompactionFinished` events (a recorded compaction replayed as recorded: strategy
-    "recorded")."""
-
-
-@dataclass
-class ReplaySettings:
-    """What `replay` was asked for, the same for every run. `policy`, `cache` and `prices`
-    None: each conversation's recorded ones (else evo_magic's defaults)."""
-
-    model: str | None
-    policy: CompactPolicy | None
-    prices: PriceTable | None
-    cache: CacheSettings | None
-    stand_in_tokens: int
-    summariser: Model | Summariser | None
-    cache_dir: Path | None
-    trust: bool = False
-    on_call: Callable[[ReplayedCall], None] | None = None
-
-
-Chosen = list[Strategy] | None | str
-"""RECORDED, None (the default pipeline of the policy in force) or a list of strategies."""
 
 
 class Run:
@@ -691,12 +647,3 @@ def _default_prices() -> PriceTable:
     from evo_magic.cost import price_table
 
     return price_table(None)
-
-
-def warn_unrebuilt(session_id: str, label: str, reason: str) -> None:
-    """Say once that a setting of a conversation was skipped."""
-    warnings.warn(
-        f"replay: {label!r} of session {session_id} skipped: {reason}",
-        ReplayWarning,
-        stacklevel=3,
-    )
