@@ -36,7 +36,7 @@ from evo_magic.catalog import COMPACT_EDIT
 from evo_magic.compact.compactor import Compactor
 from evo_magic.compact.server import request_params, server_strategies
 from evo_magic.compact.server_edits import Memo, apply_edits
-from evo_magic.events import CompactionFinished, MicroCompacted
+from evo_magic.events import CompactionFinished
 from evo_magic.history import History
 from evo_magic.measure import ContextSize, TokenAnchor, anchored_tokens, list_chars, to_json
 from evo_magic.messages import Message
@@ -164,13 +164,8 @@ class ServerPart:
         # Cleared again on every call while configured: the row counts what is newly cleared.
         self._tally.cleared_tokens += max(cleared - self._cleared, 0)
         self._cleared = cleared
-        sent = ContextSize(len(view), chars, tokens)
-        for applied in served.applied:
-            freed = int(applied.get("cleared_input_tokens") or 0)
-            after = replace(sent, tokens=max(tokens - freed, 0))
-            name = self._compactor.server.name_of(applied.get("type"))
-            event = MicroCompacted((), 0, sent, after, name, cleared_tokens=freed, applied=applied)
-            self._tally.changes.append(event)
+        # The clearings as the live loop reports the API's `applied_edits`: its own events.
+        self._compactor.server.cleared(served.applied, ContextSize(len(view), chars, tokens))
         if served.compacted:
             served = self._compact(view, served, count)
         return served
@@ -232,7 +227,7 @@ class ServerPart:
             CompactionFinished(
                 "server", served.instructions, before, after, True, 0.0,
                 summary=summary.text, summary_usage=usage,
-                strategy=self._compactor.server.name_of("compact_20260112"), layer="every_call",
+                strategy=self._compactor.server.name_of(COMPACT_EDIT), layer="every_call",
             )
         )  # fmt: skip
         self._block = block
