@@ -19,6 +19,10 @@ size), priced as the live loop prices `usage.iterations`' compaction entry (the 
 `summary_cost_usd`), then the `message` iteration on the compacted context (the block alone:
 system and tools still cached). The history then becomes what the API keeps: the compaction
 block, then what follows (the reply, merged into the block's message as the live loop does).
+
+`ModelledServer` applies the edits call after call; `ServerPart` is the server within one run
+(which edits are sent, the clearings reported by the live `ServerSide.cleared`, the
+compaction's events and cost, the history it leaves once the reply comes).
 """
 
 from __future__ import annotations
