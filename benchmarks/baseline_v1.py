@@ -1,7 +1,7 @@
 """The per-call compaction path of evo_magic 0.1.0 (before compaction became strategies), kept
 verbatim in substance so that benchmarks can measure today's path against it side by side.
 
-Not used by evo_magic itself. `per_call(messages, policy)` is what 0.1.0's loop ran before
+Not used by evo_magic itself. `per_call(messages, micro)` is what 0.1.0's loop ran before
 every model call: measure (a size cache keyed by message identity), micro-compact in place
 (a scan of the whole history from its newest message back), measure again.
 """
@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from evo_magic.compact.policy import CompactPolicy
 from evo_magic.measure import to_json
+from evo_magic.strategies import MicroCompact
 
 _SizeEntry = tuple[dict[str, Any], Any, int, int]
 _sizes: dict[int, _SizeEntry] = {}
@@ -96,7 +96,7 @@ def latest_batch_index(messages: list[dict[str, Any]]) -> int | None:
     return None
 
 
-def micro_compact(messages: list[dict[str, Any]], policy: CompactPolicy) -> MicroResult:
+def micro_compact(messages: list[dict[str, Any]], policy: MicroCompact) -> MicroResult:
     """Replace tool results beyond the `keep_recent` most recent by the placeholder, in place.
 
     The `keep_recent` most recent tool results (counting every result, as the seed does) stay
@@ -178,7 +178,7 @@ def _tool_name(messages: list[dict[str, Any]], index: int, block: dict[str, Any]
     return None
 
 
-def per_call(messages: list[dict[str, Any]], policy: CompactPolicy) -> None:
+def per_call(messages: list[dict[str, Any]], policy: MicroCompact) -> None:
     """What 0.1.0 did before it sent a request: measure, micro-compact, measure."""
     cached_message_chars(messages)
     micro_compact(messages, policy)

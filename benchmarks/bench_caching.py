@@ -181,7 +181,7 @@ def run(
         fake.responder = responder(fake)
         workspace = make_project(Path(tmp))
         if strategies is None:
-            strategies = default_pipeline(policy)
+            strategies = default_pipeline()
             assert isinstance(strategies[1], MicroCompact)
             strategies[1] = replace(strategies[1], **micro)
         model = AnthropicModel(MODEL, client=fake.client())

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import baseline_v1
-from evo_magic.compact.compactor import Compactor
+from evo_magic.compact.compactor import CompactionServices, Compactor
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.history import History
-from evo_magic.strategies import default_pipeline
+from evo_magic.strategies import MicroCompact, default_pipeline
 
 SIZES = (200, 1_000, 5_000, 20_000)
 SMALL, LARGE = 200, 20_000
@@ -126,15 +126,12 @@ class _History:
 def compactor_for(history: History, policy: CompactPolicy) -> Compactor:
     """The default pipeline over `history`, with no limit reached (only the every-call
     strategies run, as on almost every call of a real session)."""
-    return Compactor(
-        history,
+    services = CompactionServices(
         emit=lambda event: None,
-        summarise=lambda messages, focus: None,  # never called: no limit is reached
-        snapshot=lambda messages: "",
-        save_output=lambda tool_use_id, text: "",
-        policy=policy,
-        strategies=default_pipeline(policy),
+        summarise=lambda messages, focus: None,  # type: ignore[arg-type,return-value]
+        save_output=lambda tool_use_id, text: "",  # never called: no limit is reached
     )
+    return Compactor(history, services, policy=policy, strategies=default_pipeline())
 
 
 def add_batch(history: History, batch: list[dict[str, Any]]) -> None:
@@ -172,10 +169,14 @@ def new_path(compactor: Compactor, batch: list[dict[str, Any]]) -> None:
     compactor.history.size()
 
 
-def old_path(messages: list[dict[str, Any]], batch: list[dict[str, Any]], policy) -> None:
+SEED_MICRO = MicroCompact()
+"""0.1.0's micro-compaction numbers: the seed's, today MicroCompact's own defaults."""
+
+
+def old_path(messages: list[dict[str, Any]], batch: list[dict[str, Any]]) -> None:
     """0.1.0: the batch joins the list; measure, micro-compact, measure."""
     messages += batch
-    baseline_v1.per_call(messages, policy)
+    baseline_v1.per_call(messages, SEED_MICRO)
 
 
 def time_calls(
@@ -208,7 +209,7 @@ def time_calls(
                 if path == "new":
                     new_path(compactor, fresh)
                 else:
-                    old_path(messages, fresh, policy)
+                    old_path(messages, fresh)
                 elapsed = time.perf_counter() - started
                 if number >= WARMUP:
                     times[path][size].append(elapsed)

@@ -11,12 +11,12 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Public name -> module that defines it; imported on first access to keep `import` cheap.
 _LAZY = {
     "Session": "evo_magic.session",
-    "AskResult": "evo_magic.session",
+    "AskResult": "evo_magic.ask_result",
     "SessionSettings": "evo_magic.settings",
     "CompactPolicy": "evo_magic.compact.policy",
     "CompactState": "evo_magic.compact.state",
@@ -41,10 +41,11 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports
     from evo_magic.analysis.engine import Engine  # noqa: F401
     from evo_magic.analysis.replay import replay  # noqa: F401
     from evo_magic.analysis.retention import Fact, retention  # noqa: F401
+    from evo_magic.ask_result import AskResult  # noqa: F401
     from evo_magic.compact.policy import CompactPolicy  # noqa: F401
     from evo_magic.compact.state import CompactState  # noqa: F401
     from evo_magic.models import AnthropicModel, FunctionModel, ModelError, OfflineModel  # noqa: F401
-    from evo_magic.session import AskResult, Session  # noqa: F401
+    from evo_magic.session import Session  # noqa: F401
     from evo_magic.settings import SessionSettings  # noqa: F401
     from evo_magic.summariser import Summariser  # noqa: F401
     from evo_magic.usage import Usage  # noqa: F401

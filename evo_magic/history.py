@@ -30,9 +30,11 @@ from evo_magic.measure import (
     message_chars,
     to_json,
 )
-from evo_magic.messages import blocks_of_type
+from evo_magic.messages import Message, blocks_of_type, calls_tools
 
-Message = dict[str, Any]
+UNFINISHED = ("max_tokens", "compaction")
+"""Stop reasons of a reply that does not answer the request: cut off, or paused after the
+server's compaction."""
 # The JSON of a tool-results message around its blocks: a new one measures this plus its block.
 _RESULTS_SHELL = to_json({"role": "user", "content": []})
 Emit = Callable[[Event], None]
@@ -209,15 +211,26 @@ class History:
 
     # -- changing --------------------------------------------------------------------------
 
-    def begin_request(self, text: str) -> None:
-        """A new user request: the next turn, pending until the model answers it."""
+    def begin_request(self, text: str, message: Message | None = None) -> None:
+        """A new user request: the next turn, pending until the model answers it (`answered`).
+        `message` carries it (default: one text block of `text`)."""
         self.turn += 1
         self.pending_request = text
-        self.append({"role": "user", "content": [{"type": "text", "text": text}]})
+        self.append(message or {"role": "user", "content": [{"type": "text", "text": text}]})
 
-    def finish_request(self) -> None:
-        """The model answered the pending request."""
+    def answered(self, stop_reason: str | None) -> bool:
+        """The model's newest message, which ended with `stop_reason`, was appended: True
+        (and nothing is pending any more, so a later compaction carries nothing) when it
+        answers the pending request: it calls no tool, and it was neither cut off at
+        max_tokens nor paused by the server's compaction (the ask goes on). Live and replay
+        both end a request here."""
+        last = self._messages[-1] if self._messages else None
+        if last is None or last.get("role") != "assistant" or calls_tools(last):
+            return False
+        if stop_reason in UNFINISHED:
+            return False
         self.pending_request = None
+        return True
 
     def append(self, message: Message) -> None:
         """Add a message as the newest one."""

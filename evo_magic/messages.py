@@ -10,6 +10,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+Message = dict[str, Any]
+"""A message in the Messages API's parameter shape: `{"role": ..., "content": ...}`."""
+
+
+def as_blocks(content: Any) -> list[Any]:
+    """A message's content as a list of its blocks, as they are: a string is one text block,
+    nothing else is dropped or changed (what a rewrite of the message starts from)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content or [])
+
+
+def with_blocks(message: Mapping[str, Any], blocks: Iterable[dict[str, Any]]) -> Message:
+    """A new `message` with `blocks` after its own (after any tool results, as the API
+    requires of text that joins a results message)."""
+    return {**message, "content": [*as_blocks(message.get("content")), *blocks]}
+
 
 def content_blocks(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The blocks of a message; string content counts as one text block."""

@@ -19,6 +19,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evo_magic.messages import content_blocks
+
 PROBE_HEADER = "[retention probe]"
 BLANK = "____"
 INSTRUCTION = (
@@ -107,9 +109,7 @@ def answer_from_context(messages: Sequence[Mapping[str, Any]], question: str) ->
 def _texts_before_probe(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     texts = []
     for position, message in enumerate(messages):
-        content = message.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        blocks = [b for b in blocks or [] if isinstance(b, dict)]
+        blocks = content_blocks(message)
         if position == len(messages) - 1 and blocks:
             blocks = blocks[:-1]  # the probe turn
         texts += [block_text(b) for b in blocks]

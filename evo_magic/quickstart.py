@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             f"\nDone. Context now: {size(session.context())}; "
             f"{session.state.compact_count} full compaction(s), "
             f"recent files: {', '.join(session.state.recent_files) or 'none'}.\n"
-            f"Transcript: {session.transcript.path}\n"
+            f"Transcript: {session.transcript_path}\n"
             "Load it with: evo_magic.load_transcripts(<that path>)\n"
         )
     return 0

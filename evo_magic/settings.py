@@ -15,8 +15,8 @@ from typing import Any
 
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.cost import PriceTable, validate_prices
+from evo_magic.declared import check_fields, is_declared, setting
 from evo_magic.prompt_cache import TTL_SECONDS, CacheSettings
-from evo_magic.setting import check_fields, is_setting, setting
 from evo_magic.tools.bash_settings import DEFAULT_ENV_DROP, BashSettings, GiB, MiB
 from evo_magic.tools.sandbox import DEFAULT_SANDBOX, SANDBOX_MODES
 
@@ -26,6 +26,34 @@ Your workspace is a directory; file paths are relative to it. Use the tools to l
 change anything, keep tool outputs small (head, grep, offset/limit), and say what you found.
 When the context grows long, or before switching to a new part of the task, call `compact` with \
 a focus that names what must survive."""
+
+
+RETIRED: dict[str, tuple[str, str]] = {
+    "keep_recent": ("micro", "keep_recent"),
+    "min_chars": ("micro", "min_chars"),
+    "placeholder": ("micro", "placeholder"),
+    "exclude_tools": ("micro", "exclude_tools"),
+    "clear_at_least": ("micro", "clear_at_least"),
+    "cache_aware": ("micro", "cache_aware"),
+    "large_output_limit": ("large-outputs", "limit"),
+    "preview_chars": ("large-outputs", "preview_chars"),
+}
+"""Settings of 0.1 that are now parameters of the default pipeline's strategies (setting ->
+strategy, parameter): refused with a message saying how to set them now."""
+
+
+def retired_message(name: str, value: Any = None) -> str:
+    """What to say when the retired setting `name` is set (to `value`)."""
+    strategy, parameter = RETIRED[name]
+    shown = "..." if value is None else repr(value)
+    pipeline = {"large-outputs": "large-outputs", "micro": "micro", "summarise": "summarise"}
+    pipeline[strategy] = f"{strategy}({parameter}={shown})"
+    specs = ", ".join(repr(spec) for spec in pipeline.values())
+    return (
+        f"{name} is no longer a setting: it is the {strategy} strategy's parameter {parameter}. "
+        f"Set the strategies instead, e.g. %config AgentMagics.strategies = [{specs}] "
+        "(in Python: Session(strategies=[...]))"
+    )
 
 
 def _prices(value: Any) -> Any:
@@ -131,6 +159,9 @@ class SessionSettings:
         ValueError for a bad value."""
         own = {f.name for f in fields(self)}
         policy = {f.name for f in fields(CompactPolicy)}
+        retired = sorted(set(changes) & set(RETIRED))
+        if retired:
+            raise TypeError(retired_message(retired[0], changes[retired[0]]))
         unknown = sorted(set(changes) - own - policy - {"cache", "bash"})
         if unknown:
             raise TypeError(f"unknown setting(s) {unknown}; settings: {', '.join(names())}")
@@ -171,8 +202,8 @@ def _bash_fields(bash: BashSettings) -> dict[str, Any]:
 def setting_fields() -> list[tuple[str, Field[Any]]]:
     """Every setting as (owner, field), in the order the README lists them: the session's,
     then the compaction policy's."""
-    own = [("SessionSettings", f) for f in fields(SessionSettings) if is_setting(f)]
-    return own + [("CompactPolicy", f) for f in fields(CompactPolicy) if is_setting(f)]
+    own = [("SessionSettings", f) for f in fields(SessionSettings) if is_declared(f)]
+    return own + [("CompactPolicy", f) for f in fields(CompactPolicy) if is_declared(f)]
 
 
 def names() -> list[str]:

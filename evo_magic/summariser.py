@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evo_magic.declared import check_fields, setting
 from evo_magic.measure import message_chars, to_json
 from evo_magic.messages import blocks_of_type, content_blocks
 from evo_magic.models.base import Model, ModelReply, ModelRequest
@@ -71,15 +72,24 @@ class AgentPrompt:
 
 @dataclass(frozen=True)
 class Summariser:
-    """How summaries are made. `model=None` uses the session's own model."""
+    """How summaries are made. `model=None` uses the session's own model. A session without
+    a summariser of its own makes one with its policy's `summary_*` settings, which are these
+    fields' declarations (`CompactPolicy.summariser`)."""
 
     model: Model | None = None
     instructions: str = SUMMARY_INSTRUCTIONS
-    input_limit: int = 80_000
-    """At most this many characters of conversation are sent (head and tail kept)."""
-    max_tokens: int = 2_000
-    in_context: bool = False
-    """Ask in the conversation itself, reading it from the prompt cache (see the module)."""
+    input_limit: int = setting(
+        80_000, "Characters of conversation the summariser sees (head and tail kept).", minimum=1
+    )
+    max_tokens: int = setting(2_000, "max_tokens of the summary request.", minimum=1)
+    in_context: bool = setting(
+        False,
+        "Ask for summaries in the conversation itself (the agent's prompt, tools off), reading "
+        "it from the prompt cache; False: the conversation as text, as the seed does.",
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     def request(
         self,

@@ -33,8 +33,36 @@ from evo_magic.secrets import known_secrets, redact
 
 SCHEMA_VERSION = 2
 LOG_NAME = "session.jsonl"
+DEFAULT_ROOT = ".evo_magic"
+"""The transcripts root inside the workspace, when no other is given."""
+OUTPUTS = "tool-results"
 
 _open_transcripts: weakref.WeakSet[Transcript] = weakref.WeakSet()
+
+
+def output_file(tool_use_id: str) -> str:
+    """The name of the file a too-large tool output is saved in."""
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in tool_use_id) + ".txt"
+
+
+def outputs_shown(directory: Path, workspace: Path) -> str:
+    """How the model is shown the folder of a session's saved outputs (a session's
+    `directory`): relative to the workspace when it is inside it, else absolute."""
+    folder = directory / OUTPUTS
+    try:
+        return folder.relative_to(workspace).as_posix()
+    except ValueError:
+        return str(folder)
+
+
+def default_outputs_shown(session_id: str) -> str:
+    """`outputs_shown` for a session kept under the default root of its workspace."""
+    return f"{DEFAULT_ROOT}/{session_id}/{OUTPUTS}"
+
+
+def output_shown(folder: str, tool_use_id: str) -> str:
+    """The path shown to the model for a saved output: live and replay both write it so."""
+    return f"{folder}/{output_file(tool_use_id)}"
 
 
 class TranscriptWriteError(OSError):
@@ -177,10 +205,9 @@ class Transcript:
 
     def save_tool_output(self, tool_use_id: str, text: str) -> Path:
         """Write a full tool output that is too large for the context; returns the file."""
-        directory = self.directory / "tool-results"
+        directory = self.directory / OUTPUTS
         directory.mkdir(exist_ok=True)
-        safe_id = "".join(c if c.isalnum() or c in "-_" else "_" for c in tool_use_id)
-        path = directory / f"{safe_id}.txt"
+        path = directory / output_file(tool_use_id)
         path.write_text(self.redact(text), encoding="utf-8")
         return path
 

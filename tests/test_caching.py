@@ -17,7 +17,7 @@ from support.fake_api import FakeAnthropic, reply, text, tool_use, unmarked
 
 from evo_magic import render
 from evo_magic.compact.base import Context
-from evo_magic.compact.policy import PLACEHOLDER, CompactPolicy
+from evo_magic.compact.policy import CompactPolicy
 from evo_magic.cost import DEFAULT_PRICES, Ledger, Price, PriceTable, call_cost
 from evo_magic.events import (
     AskFinished,
@@ -31,7 +31,14 @@ from evo_magic.measure import to_json
 from evo_magic.models import AnthropicModel, FunctionModel, ModelRequest
 from evo_magic.prompt_cache import CachedPrefix, CacheSettings, PrefixTracker, place_breakpoints
 from evo_magic.session import Session
-from evo_magic.strategies import ClearToolUses, MicroCompact, ObservationMasking
+from evo_magic.strategies import (
+    ClearToolUses,
+    LargeOutputs,
+    MicroCompact,
+    ObservationMasking,
+    Summarise,
+)
+from evo_magic.strategies.micro import PLACEHOLDER
 from evo_magic.summariser import AgentPrompt, Summariser
 from evo_magic.usage import Usage
 
@@ -182,16 +189,16 @@ def test_caching_can_be_turned_off_between_asks_and_the_change_is_recorded(
     session = Session(workspace, model=claude)
     fake.queue(reply(text("One.")), reply(text("Two.")))
     session.ask("First.")
-    session.cache = CacheSettings(enabled=False)
+    session.configure(cache=CacheSettings(enabled=False))
     session.ask("Second.")
     first, second = fake.accepted
     assert markers(first) and not markers(second)
-    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
     start = next(r for r in records if r["kind"] == "session_start")
     assert start["cache"] == {"enabled": True, "ttl": "5m", "static_ttl": None}
     assert [r["cache"]["enabled"] for r in records if r["kind"] == "cache"] == [False]
     with pytest.raises(TypeError, match="CacheSettings"):
-        session.cache = {"enabled": True}  # type: ignore[assignment]
+        session.configure(cache={"enabled": True})  # type: ignore[assignment]
 
 
 def test_summaries_carry_no_breakpoint(fake: FakeAnthropic, claude, workspace: Path):
@@ -268,11 +275,11 @@ def test_default_micro_compaction_waits_for_a_clearing_that_pays_and_without_cac
     requests of the seed's pipeline."""
     write_docs(workspace, 12, lines=25)
 
-    def session(policy: CompactPolicy, cache: CacheSettings) -> tuple[list[Any], list[Any], float]:
+    def session(strategies: Any, cache: CacheSettings) -> tuple[list[Any], list[Any], float]:
         with FakeAnthropic() as server:
             server.queue(*reading(12))
             model = AnthropicModel(MODEL, client=server.client())
-            with Session(workspace, model=model, policy=policy, cache=cache) as s:
+            with Session(workspace, model=model, strategies=strategies, cache=cache) as s:
                 events = run(s)
                 cost = s.cost_usd
             server.assert_no_rejections()
@@ -280,12 +287,12 @@ def test_default_micro_compaction_waits_for_a_clearing_that_pays_and_without_cac
         assert cost is not None
         return of(MicroCompacted, events), sent, cost
 
-    seed = CompactPolicy(cache_aware=False)
-    default, _, default_cost = session(CompactPolicy(), CacheSettings())
+    seed = [LargeOutputs(), MicroCompact(cache_aware=False), Summarise()]
+    default, _, default_cost = session(None, CacheSettings())
     eager, eager_sent, eager_cost = session(seed, CacheSettings())
     assert len(eager) >= 6 and len(default) < len(eager) / 2
     assert default_cost < eager_cost
-    uncached, uncached_sent, _ = session(CompactPolicy(), CacheSettings(enabled=False))
+    uncached, uncached_sent, _ = session(None, CacheSettings(enabled=False))
     assert uncached_sent == eager_sent and len(uncached) == len(eager)
 
 
@@ -398,7 +405,7 @@ def test_the_recorded_cost_equals_the_price_table_applied_to_the_usage(
     )
     assert calls[-1].session_cost_usd == pytest.approx(calls_total + summaries_total)
     # The transcript holds the same figures.
-    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
     responses = [r for r in records if r["kind"] == "model_response"]
     assert [r["cost_usd"] for r in responses] == [e.cost_usd for e in calls]
     assert all("cache_creation" in r["usage"] for r in responses)
@@ -421,7 +428,7 @@ def test_prices_can_be_overridden(fake: FakeAnthropic, claude, workspace: Path):
     assert event.cost_usd == pytest.approx(priced(event.usage, price))
     assert event.cost_usd > 10 * call_cost(event.usage, MODEL).total
     table = PriceTable({MODEL: Price.standard(1, 2)}, as_of="2026-01-01", source="test")
-    session.prices = table
+    session.configure(prices=table)
     assert session.prices is table
     with pytest.raises(ValueError, match="unknown field"):
         Session(workspace, model=claude, prices={MODEL: {"cache_reads": 1}})
@@ -442,7 +449,7 @@ def test_an_unknown_model_costs_NA_and_is_said_once(fake: FakeAnthropic, workspa
     assert session.cost_usd is None
     assert session.spending.unpriced_calls == 4
     # With a price given, the next calls are costed.
-    session.prices = {"claude-unknown-9": {"input": 1, "output": 2}}
+    session.configure(prices={"claude-unknown-9": {"input": 1, "output": 2}})
     fake.queue(reply(text("Priced now.")))
     priced_events = run(session, "And now?")
     assert of(AskFinished, priced_events)[0].cost_usd > 0

@@ -33,6 +33,7 @@ from evo_magic.events import (
 from evo_magic.measure import message_chars
 from evo_magic.models import AnthropicModel
 from evo_magic.session import Session
+from evo_magic.strategies import LargeOutputs, MicroCompact, Summarise
 
 LIMIT = 6_000
 
@@ -277,7 +278,10 @@ def test_policy_swap_between_asks_and_state_across_asks(workspace: Path):
         assert not done and session.state.compact_count == 0
         files = list(session.state.recent_files)
         assert files == ["README.md", "inventory.py", "samples.csv", "notes/offline-notes.md"]
-        session.policy = CompactPolicy(context_limit=LIMIT, keep_recent=1)
+        session.configure(
+            context_limit=LIMIT,
+            strategies=[LargeOutputs(), MicroCompact(keep_recent=1), Summarise()],
+        )
         session.ask("Survey it again.")
         assert done and session.state.compact_count >= 1 and session.state.has_compacted
         # Re-reading moves a file to the end; at most max_recent_files are kept.
@@ -373,7 +377,7 @@ def test_an_unfinished_request_is_carried_by_a_later_compact(workspace: Path):
         assert session.ask(task).stop_reason == "max_turns"
         assert session.compact().success
         assert session.messages[0]["content"][0]["text"].endswith(f"{REQUEST_HEADER}\n{task}")
-        session.max_turns = 5
+        session.configure(max_turns=5)
         assert session.ask("Now finish.").stop_reason == "end_turn"
         event = session.compact()
         assert event.success, event.error
@@ -396,11 +400,11 @@ def test_still_over_the_limit_after_compacting_does_not_loop(workspace: Path):
             server, workspace, max_turns=2, policy=CompactPolicy(context_limit=100_000)
         )
         session.ask(request)  # stops at max_turns: the request stays pending
-        session.policy = CompactPolicy(context_limit=limit)
+        session.configure(policy=CompactPolicy(context_limit=limit))
         first = session.compact()
         # A success, but the verbatim request alone is over the new limit.
         assert first.success and first.after.chars > limit
-        session.max_turns = 10
+        session.configure(max_turns=10)
         result = session.ask("Go on with small steps.")
         server.assert_no_rejections()
     assert result.stop_reason == "end_turn"
@@ -424,8 +428,8 @@ def test_sizes_are_reported_before_and_after_each_layer(workspace: Path):
     with FakeAnthropic(scripted()) as server:
         # Eager micro-compaction: a clearing before most calls (cache-aware waits for one
         # that pays), each reporting its sizes.
-        policy = CompactPolicy(context_limit=LIMIT, cache_aware=False)
-        session = session_on(server, workspace, policy=policy)
+        eager = [LargeOutputs(), MicroCompact(cache_aware=False), Summarise()]
+        session = session_on(server, workspace, strategies=eager)
         events: list[object] = []
         session.subscribe(events.append)
         session.ask("Survey the project.")

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from support.fake_api import validate_messages, validate_request
 
 from evo_magic.compact.base import Context
-from evo_magic.compact.policy import PLACEHOLDER, CompactPolicy
+from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compacted import (
     COMPACTED_HEADER,
     FILES_HEADER,
@@ -31,6 +31,7 @@ from evo_magic.compacted import (
 from evo_magic.measure import TokenAnchor, measure, message_chars, to_json
 from evo_magic.strategies import MicroCompact
 from evo_magic.strategies.blocks import result_text
+from evo_magic.strategies.micro import PLACEHOLDER
 from evo_magic.summariser import Summariser, conversation_text
 
 
@@ -40,16 +41,9 @@ class MicroResult:
     chars_freed: int
 
 
-def micro_compact(messages: list[dict[str, Any]], policy: CompactPolicy) -> MicroResult:
-    """The MicroCompact strategy with the policy's numbers, its result applied in place (as the
-    session applies it to its history)."""
-    strategy = MicroCompact(
-        keep_recent=policy.keep_recent,
-        min_chars=policy.min_chars,
-        placeholder=policy.placeholder,
-        exclude_tools=policy.exclude_tools,
-        clear_at_least=policy.clear_at_least,
-    )
+def micro_compact(messages: list[dict[str, Any]], strategy: MicroCompact) -> MicroResult:
+    """The MicroCompact strategy's result applied in place (as the session applies it to its
+    history)."""
     before = message_chars(messages)
     result = strategy.compact(messages, Context.for_messages(messages, trigger="every_call"))
     if result is None:
@@ -184,7 +178,7 @@ def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 policies = st.builds(
-    CompactPolicy,
+    MicroCompact,
     keep_recent=st.integers(0, 5),
     min_chars=st.one_of(st.sampled_from([0, 10, 73, 74, 75, 120]), st.integers(0, 600)),
     placeholder=st.sampled_from([PLACEHOLDER, "[cleared]", "[" + "long placeholder " * 20 + "]"]),
@@ -216,13 +210,13 @@ def tool_names(messages: list[dict[str, Any]]) -> dict[str, str]:
     }
 
 
-def saving(block: dict[str, Any], policy: CompactPolicy) -> int:
+def saving(block: dict[str, Any], policy: MicroCompact) -> int:
     """Characters the placeholder would save in place of this result's content."""
     return len(to_json(block.get("content", ""))) - len(to_json(policy.placeholder))
 
 
 def full_older_results(
-    messages: list[dict[str, Any]], policy: CompactPolicy
+    messages: list[dict[str, Any]], policy: MicroCompact
 ) -> list[tuple[int, dict[str, Any]]]:
     """(position among all results, block) of every *full older result*: a tool_result outside
     the latest batch, from a tool not in `exclude_tools`, that is not the placeholder, whose text
@@ -260,7 +254,7 @@ def shape(messages: list[dict[str, Any]]) -> list[list[tuple[Any, ...]]]:
 @pytest.mark.slow
 @examples(200)
 @given(histories(), policies)
-def test_micro_compact_properties(messages: list[dict[str, Any]], policy: CompactPolicy) -> None:
+def test_micro_compact_properties(messages: list[dict[str, Any]], policy: MicroCompact) -> None:
     original = copy.deepcopy(messages)
     chars_before = message_chars(messages)
     latest = latest_batch_index(messages)
@@ -326,7 +320,7 @@ def test_micro_compact_properties(messages: list[dict[str, Any]], policy: Compac
 @examples(100)
 @given(histories(), policies)
 def test_micro_compact_in_a_loop_only_ever_clears(
-    messages: list[dict[str, Any]], policy: CompactPolicy
+    messages: list[dict[str, Any]], policy: MicroCompact
 ) -> None:
     """Replay the history as the loop builds it, a pass before every model call: a pass only
     turns full results into the placeholder (the rest of the prefix stays byte-stable), and with
@@ -427,14 +421,13 @@ def test_conversation_text_keeps_head_and_tail_within_the_limit(
 @examples(60)
 @given(
     histories(),
-    policies,
     st.one_of(st.none(), nonblank(60)),
     st.integers(1, 4_000),
 )
 def test_summary_request_is_one_valid_toolless_call(
-    messages: list[dict[str, Any]], policy: CompactPolicy, focus: str | None, max_tokens: int
+    messages: list[dict[str, Any]], focus: str | None, max_tokens: int
 ) -> None:
-    policy = policy.with_changes(summary_max_tokens=max_tokens, summary_input_limit=3_000)
+    policy = CompactPolicy(summary_max_tokens=max_tokens, summary_input_limit=3_000)
     request = summary_request(messages, policy, focus)
     assert request.tools == [] and request.max_tokens == max_tokens
     body = {"model": "m", "max_tokens": request.max_tokens, "messages": request.messages}

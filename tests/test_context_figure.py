@@ -4,6 +4,8 @@ through matplotlib's own API (what is drawn where, labelled how), and the files 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import struct
 import subprocess
 import sys
@@ -19,11 +21,14 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.extras import checkout, install_command
 from evo_magic.meter.chart import before_tokens
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.figure import COLUMN_WIDTH, X_LABEL, Y_LABEL
+from evo_magic.meter.html import meter_html
 from evo_magic.notebook.magics import AgentMagics
 from evo_magic.session import Session
+from evo_magic.strategies.summarise import Summarise
 
 SURVEY = "Survey the project and keep notes."
 AGAIN = "Now look again and double-check the notes against the code."
@@ -185,3 +190,117 @@ def test_the_meter_runs_in_a_plain_script(workspace: Path):
     assert text.startswith("context meter · the whole session") and calls > 0
     assert "class='evo-chart'" in page
     assert heavy == [] and figured
+
+
+INSTALL = r"python -m pip install (-e '[^']+\[notebooks\]'|'evo-magic\[notebooks\]')"
+"""The command the message gives: into the editable checkout, or the package from the index."""
+
+
+def test_saving_without_matplotlib_says_in_one_line_what_to_install(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    shell = start_ipython() or InteractiveShell.instance()
+    monkeypatch.chdir(workspace)
+    shell.run_line_magic("load_ext", "evo_magic")
+    shell.run_line_magic("config", "AgentMagics.display_mode = 'plain'")
+    try:
+        with capture_output():
+            shell.run_cell_magic("agent", "--offline", SURVEY)
+        for name in [m for m in sys.modules if m.split(".")[0] == "matplotlib"]:
+            monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
+        path = tmp_path / "context.svg"
+        with capture_output() as shown:
+            shell.run_cell(f"%agent context --save {path}")
+        assert "Traceback" not in shown.stdout + shown.stderr
+        (line,) = shown.stderr.strip().splitlines()
+        assert line.startswith("UsageError: %agent context --save: the context figure needs")
+        assert "matplotlib, which the 'notebooks' extra installs" in line
+        assert re.search(INSTALL + "$", line), line
+        assert not path.exists()
+    finally:
+        shell.run_line_magic("unload_ext", "evo_magic")
+        shell.config.pop("AgentMagics", None)
+
+
+def test_the_install_command_works_from_where_the_user_is(tmp_path: Path):
+    source = checkout()
+    if source is None:
+        assert install_command("notebooks") == "python -m pip install 'evo-magic[notebooks]'"
+        return
+    # An editable checkout (the quick start's `pip install -e .`): install into it, by `.`
+    # from inside it and by its path from anywhere else.
+    assert (source / "pyproject.toml").is_file()
+    assert install_command("notebooks", source) == "python -m pip install -e '.[notebooks]'"
+    elsewhere = install_command("notebooks", tmp_path)
+    assert elsewhere == f"python -m pip install -e {shlex.quote(f'{source}[notebooks]')}"
+
+
+class Broken:
+    """A strategy that fails when asked to compact."""
+
+    name = "broken"
+    when = "on_request"
+
+    def compact(self, messages, ctx):
+        raise RuntimeError("out of ideas")
+
+
+@pytest.fixture
+def failed_then_compacted(workspace: Path) -> Iterator[Session]:
+    """A %compact whose first strategy fails and the next succeeds: two compactions before
+    one call (then an ask, so a call follows them)."""
+    strategies = [Broken(), Summarise(when="on_request")]
+    with Session(workspace, model="offline", strategies=strategies) as s:
+        s.ask(SURVEY)
+        s.compact()
+        s.ask(AGAIN)
+        yield s
+
+
+def overlapping(boxes: list[tuple[str, float, float, float, float]]) -> list[tuple[str, str]]:
+    """The pairs of labelled boxes (label, x0, y0, x1, y1) that overlap."""
+    return [
+        (a[0], b[0])
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+        if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]
+    ]
+
+
+def test_labels_of_compactions_at_one_call_never_overprint_in_the_figure(
+    failed_then_compacted: Session, tmp_path: Path
+):
+    rows = [r for r in failed_then_compacted.context_log.compactions if not r.micro]
+    assert [(r.success, r.after_call) for r in rows] == [(False, rows[0].after_call)] + [
+        (True, rows[0].after_call)
+    ]
+    figure = failed_then_compacted.context_figure()
+    figure.savefig(tmp_path / "context.svg", format="svg")  # laid out and drawn, as saved
+    (ax,) = figure.axes
+    labels = [t for t in ax.texts if t.get_text() in ("failed", "C1")]
+    assert sorted(t.get_text() for t in labels) == ["C1", "failed"]
+    labels += [t for t in ax.texts if t.get_text().startswith("limit ")]  # nor over the limit's
+    boxes = [(t.get_text(), *t.get_window_extent().extents) for t in labels]
+    assert overlapping(boxes) == []
+    assert "failed" in (tmp_path / "context.svg").read_text()
+
+
+MARK = re.compile(
+    r"<div class='evo-mark' data-kind='full'[^>]*style='position:absolute;left:([\d.-]+)px.*?"
+    r"class='evo-mark-label' style='position:absolute;left:([\d.]+)px;top:([\d.]+)px;"
+    r"width:([\d.]+)px;height:([\d.]+)px[^>]*>([^<]*)</div>"
+)
+
+
+def test_labels_of_compactions_at_one_call_never_overprint_in_the_meter(
+    failed_then_compacted: Session,
+):
+    page = meter_html(
+        MeterData.of_session(failed_then_compacted, failed_then_compacted.context_log)
+    )
+    boxes = []
+    for left, inner, top, width, height, label in MARK.findall(page):
+        x0, y0 = float(left) + float(inner), float(top)
+        boxes.append((label, x0, y0, x0 + float(width), y0 + float(height)))
+    assert sorted(box[0] for box in boxes) == ["C1", "failed"]
+    assert overlapping(boxes) == []

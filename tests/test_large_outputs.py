@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from support.fake_api import FakeAnthropic, reply, text, tool_use
 
 from evo_magic.session import Session
+from evo_magic.strategies import LargeOutputs, MicroCompact, Summarise
 from evo_magic.strategies.large_outputs import is_preview
 
 
@@ -28,7 +28,7 @@ def test_lowering_the_limit_never_moves_a_preview_again(
     assert full.startswith("x" * 40_000) and is_preview(preview) and len(preview) > 1_000
 
     # A lower limit (as %config sets it): the preview is now over the limit itself.
-    session.policy = replace(session.policy, large_output_limit=1_000)
+    session.configure(strategies=[LargeOutputs(limit=1_000), MicroCompact(), Summarise()])
     session.ask("And now?")
     assert saved.read_text() == full  # not overwritten with the preview
     assert session.messages[2]["content"][0]["content"] == preview  # not moved again

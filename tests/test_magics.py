@@ -255,19 +255,35 @@ def test_config_changes_reach_the_next_call(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 1", "first")
     ip.run_line_magic("config", "AgentMagics.max_tokens = 1234")
-    ip.run_line_magic("config", "AgentMagics.keep_recent = 1")
+    specs = ["large-outputs", "micro(keep_recent=1)", "summarise"]
+    ip.run_line_magic("config", f"AgentMagics.strategies = {specs!r}")
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 1", "second")
     assert api.accepted[0]["max_tokens"] == 8192
     assert api.accepted[-1]["max_tokens"] == 1234
-    assert magics(ip).sessions["default"].policy.keep_recent == 1
+    micro = magics(ip).sessions["default"].strategies[1]
+    assert (micro.name, micro.keep_recent) == ("micro", 1)
+
+
+def test_a_retired_setting_is_refused_saying_how_to_set_it_now(ip, caplog):
+    """0.1's `%config AgentMagics.keep_recent = 1` is micro's parameter now: refused (logged in
+    one line, as %config says a refusal), the strategies unchanged, and the message gives the
+    setting that does it."""
+    before = list(magics(ip).strategies)
+    with caplog.at_level("ERROR"):
+        ip.run_line_magic("config", "AgentMagics.keep_recent = 1")
+    said = [r.getMessage() for r in caplog.records if "keep_recent" in r.getMessage()]
+    assert len(said) == 1 and "\n" not in said[0]
+    assert "AgentMagics.strategies = ['large-outputs', 'micro(keep_recent=1)'" in said[0]
+    assert list(magics(ip).strategies) == before
 
 
 def test_summaries_in_context_and_eager_clearing_are_settings(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 3", "first")
     ip.run_line_magic("config", "AgentMagics.summary_in_context = True")
-    ip.run_line_magic("config", "AgentMagics.cache_aware = False")
+    eager = ["large-outputs", "micro(cache_aware=False)", "summarise"]
+    ip.run_line_magic("config", f"AgentMagics.strategies = {eager!r}")
     with capture_output():
         ip.run_line_magic("compact", "focus=the plan")
     asked = api.accepted[-1]
@@ -275,7 +291,7 @@ def test_summaries_in_context_and_eager_clearing_are_settings(ip, api):
     assert "the plan" in asked["messages"][-1]["content"][-1]["text"]
     session = magics(ip).sessions["default"]
     assert session.state.compact_count == 1 and "the plan" in (session.state.last_summary or "")
-    assert session.policy.summary_in_context and not session.policy.cache_aware
+    assert session.policy.summary_in_context and not session.strategies[1].cache_aware
 
 
 def cache_markers(body: dict) -> list[dict]:
@@ -384,7 +400,7 @@ def test_a_transcripts_root_yet_to_be_made_is_made(ip, api, tmp_path):
     ip.run_line_magic("config", "AgentMagics.workspace = '.'")
     with capture_output():
         ip.run_cell_magic("agent", "--max-turns 1", "first")
-    assert magics(ip).sessions["default"].transcript.path.is_relative_to(root)
+    assert magics(ip).sessions["default"].transcript_path.is_relative_to(root)
 
 
 def test_the_sandbox_settings_reach_the_session_through_config(ip, api):
@@ -392,7 +408,7 @@ def test_the_sandbox_settings_reach_the_session_through_config(ip, api):
         ip.run_cell_magic("agent", "--max-turns 1", "first")
     ip.run_line_magic("config", "AgentMagics.bash_memory = None")
     ip.run_line_magic("config", "AgentMagics.bash_env_keep = ['HF_TOKEN']")
-    bash = magics(ip).sessions["default"].bash_settings
+    bash = magics(ip).sessions["default"].settings.bash
     assert bash.memory is None and bash.env_keep == ("HF_TOKEN",)
 
 
@@ -402,6 +418,35 @@ def test_a_bad_setting_assigned_in_code_is_a_usage_error(ip):
     with pytest.raises(UsageError, match="AgentMagics.display_mode must be"):
         magics(ip).display_mode = "fancy"
     assert magics(ip).strategies == [] and magics(ip).display_mode == "plain"
+
+
+@pytest.mark.parametrize(
+    ("spec", "rule"),
+    [
+        ("sliding-window(keep=-1)", "sliding-window.keep must be at least 1, got -1"),
+        ("micro(keep_recent=-3)", "micro.keep_recent must be at least 0, got -3"),
+        ('observation-masking(keep_turns="x")', "observation-masking.keep_turns must be a whole"),
+        ("server-compact(trigger_tokens=1000)", "server-compact.trigger_tokens must be at least"),
+    ],
+)
+def test_a_bad_strategy_parameter_is_refused_at_config_time_whole(ip, api, caplog, spec, rule):
+    """A parameter a strategy refuses is refused when the setting is made: one line naming
+    the setting, the spec, the parameter and the rule; the setting keeps its value, and the
+    next cell runs (and records) what ran before."""
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "first")
+    session = magics(ip).sessions["default"]
+    before = [s.name for s in session.strategies]
+    with caplog.at_level("ERROR"):
+        ip.run_line_magic("config", f"AgentMagics.strategies = ['large-outputs', {spec!r}]")
+    (said,) = [r.getMessage() for r in caplog.records if rule in r.getMessage()]
+    assert said.startswith("AgentMagics.strategies: ") and repr(spec) in said
+    assert "\n" not in said and "The setting is unchanged." in said
+    assert magics(ip).strategies == []
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "second")
+    assert [s.name for s in session.strategies] == before
+    assert magics(ip).sessions["default"] is session  # no new session died making it
 
 
 def test_a_setting_reset_to_its_default_reaches_existing_sessions(ip, api):
@@ -426,11 +471,11 @@ def test_agent_strategies_shows_what_the_next_call_runs(ip, api):
     ip.run_line_magic("config", "AgentMagics.strategies = []")
     listing = repr(ip.run_line_magic("agent", "strategies"))
     runs = listing.splitlines()[-1]
-    assert runs.startswith("this session runs: large-outputs(") and "sliding-window" not in runs
+    assert runs == "this session runs: large-outputs, micro, summarise"
     assert len(api.accepted) == calls  # no model call in between
     records = [
         json.loads(line)
-        for line in magics(ip).sessions["default"].transcript.path.read_text().splitlines()
+        for line in magics(ip).sessions["default"].transcript_path.read_text().splitlines()
     ]
     assert [r["strategies"][0]["name"] for r in records if r["kind"] == "strategies"] == [
         "sliding-window",
@@ -550,13 +595,14 @@ def test_a_strategy_pasted_into_the_notebook_runs_through_agent_cells(ip, api):
         ip.run_cell_magic("agent", "", "Survey it again.")
     session = magics(ip).sessions["default"]
     assert [s.name for s in session.strategies] == ["micro", "keep-last-turns"]
-    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
     done = [r for r in records if r["kind"] == "compaction" and r["success"]]
     assert done and {r["strategy"] for r in done} == {"keep-last-turns"}
     assert "compaction (auto, keep-last-turns)" in captured.stdout
     listing = repr(ip.run_line_magic("agent", "strategies"))
-    assert "clear-tool-uses(trigger_tokens=100000" in listing
-    assert "this session runs: micro(" in listing and "keep-last-turns(n=1)" in listing
+    assert "  clear-tool-uses  [every_call]" in listing
+    assert "      trigger_tokens=100000  Clear when the prompt is over" in listing
+    assert listing.endswith("this session runs: micro, keep-last-turns(n=1)")
 
 
 def test_compact_preview_changes_nothing(ip, api):
@@ -608,7 +654,7 @@ def test_switching_models_makes_no_false_adjusted_notes(ip):
     assert captured.stdout.count("2 model calls, stop: max_turns") == 2
     assert "adjusted" not in captured.stdout
     session = magics(ip).sessions["default"]
-    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
     assert not [r for r in records if r.get("code") == "reply_normalised"]
 
 
@@ -695,7 +741,7 @@ def test_nothing_to_compact_is_a_neutral_line_said_once_and_a_skipped_record(ip,
         "  · nothing to compact (user): no strategy found anything to do"
     ]
     session = magics(ip).sessions["default"]
-    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
     (skipped,) = [r for r in records if r["kind"] == "compaction_skipped"]
     assert skipped["reason"] == "no strategy found anything to do"
     assert skipped["strategy"] == "micro" and skipped["trigger"] == "user"
@@ -774,7 +820,7 @@ def test_compact_keeps_the_model_the_last_cell_ran(ip, api):
     with capture_output():
         ip.run_cell_magic("agent", "--offline --max-turns 2", "Look around.")
     session = magics(ip).sessions["default"]
-    start = json.loads(session.transcript.path.read_text().splitlines()[0])
+    start = json.loads(session.transcript_path.read_text().splitlines()[0])
     assert start["kind"] == "session_start" and start["model"] == "offline"
     with capture_output() as captured:
         ip.run_line_magic("compact", "")
@@ -821,3 +867,29 @@ def test_a_running_tool_ticks_in_a_real_kernel(workspace):
     ticks = {t for u in updates for t in re.findall(r"bash: sleep 3\.3 … (\d)s", u)}
     assert {"2", "3"} <= ticks
     assert any("bash: sleep 3.3 -> ok" in u for u in updates)
+
+
+def test_compact_again_right_after_a_compaction_is_nothing_to_compact_not_a_failure(ip, api):
+    """A second `%compact` with nothing new since the first would summarise the summary: it
+    was shown and recorded as FAILED ("would not be smaller") while `--preview` promised a
+    smaller history. Now both say there is nothing new, and a new cell compacts again."""
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 3", "Look around.")
+        ip.run_line_magic("compact", "focus=the plan")
+    session = magics(ip).sessions["default"]
+    assert session.state.compact_count == 1
+    preview = ip.run_line_magic("compact", "--preview")
+    assert "nothing to do now (nothing new since the last compaction by summarise)" in repr(preview)
+    with capture_output() as again:
+        ip.run_line_magic("compact", "")
+    assert again.stdout.splitlines() == [
+        "  · nothing to compact (user): nothing new since the last compaction by summarise"
+    ]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
+    assert [r["success"] for r in records if r["kind"] == "compaction"] == [True]
+    assert [r["kind"] for r in records].count("compaction_skipped") == 1
+    assert session.state.compact_count == 1 and session.state.consecutive_failures == 0
+    with capture_output():
+        ip.run_cell_magic("agent", "--max-turns 1", "One more thing.")
+        ip.run_line_magic("compact", "")
+    assert session.state.compact_count == 2

@@ -222,7 +222,7 @@ def test_a_pinned_file_is_read_again_after_each_full_compaction(workspace: Path)
             session.pin(path="../outside.md")  # confined as the file tools are
         assert [p for p, _ in session.pins] == [pin_id]
         fake.assert_no_rejections()
-    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
     pins = [r for r in records if r["kind"] == "pin"]
     assert [r["text"] for r in pins] == ["Use spaces.\n", "Use four spaces.\n"]
     assert all(r["path"] == "AGENTS.md" and r["id"] == pin_id for r in pins)
@@ -243,7 +243,7 @@ def test_pins_are_recorded_and_replayed_at_their_place(workspace: Path):
             session.ask("Finish.")
         fake.assert_no_rejections()
         assert session.state.compact_count >= 3
-    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
     kinds = [(r["kind"], r["id"]) for r in records if r["kind"] in ("pin", "unpin")]
     assert kinds == [("pin", 1), ("pin", 2), ("unpin", 1)]
     # Replayed under its own strategies, every request is the size it was: the pins were set
@@ -261,7 +261,7 @@ def test_a_thrashing_session_pauses_after_max_refills(workspace: Path):
         session = session_on(fake, workspace, policy=policy, strategies=[Summarise()])
         events = collect(session)
         session.ask("Read big.py, many times.")
-        paused = session.compactor.paused and session.compactor.thrashing
+        paused = session.paused and session.state.thrashing(session.policy)
         assert session.compact().success  # by hand it still works, and lifts the pause
         fake.assert_no_rejections()
     automatic = [e for e in events if isinstance(e, CompactionFinished) and e.trigger == "auto"]
@@ -269,7 +269,7 @@ def test_a_thrashing_session_pauses_after_max_refills(workspace: Path):
     said = [e for e in events if isinstance(e, Notice) and e.code == "auto_compaction_thrashing"]
     assert len(said) == 1
     assert "max_refills" in said[0].message and "%compact" in said[0].message
-    assert paused and not session.compactor.paused
+    assert paused and not session.paused
 
 
 def test_a_context_that_holds_after_compaction_is_no_thrash(workspace: Path):
@@ -278,7 +278,7 @@ def test_a_context_that_holds_after_compaction_is_no_thrash(workspace: Path):
         session = session_on(fake, workspace, policy=policy, strategies=[Summarise()])
         for n in range(5):
             session.ask(f"Read inventory.py, round {n}.")
-    assert session.state.compact_count >= 2 and not session.compactor.paused
+    assert session.state.compact_count >= 2 and not session.paused
 
 
 def test_a_too_long_prompt_compacts_and_retries_once(workspace: Path):

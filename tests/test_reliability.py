@@ -46,7 +46,7 @@ def model_on(server: FakeAnthropic) -> AnthropicModel:
 
 
 def records(session: Session) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    return [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
 
 
 def holds_tool_use(event: object) -> bool:
@@ -119,20 +119,20 @@ with FakeAnthropic(offline_responder()) as server:
     workspace = make_demo_workspace({workspace!r})
     session = Session(workspace, model=AnthropicModel(client=server.client(max_retries=0)))
     session.ask("Survey the project.")
-    size = session.transcript.path.stat().st_size
+    size = session.transcript_path.stat().st_size
     resource.setrlimit(resource.RLIMIT_FSIZE, (size + 3_000, resource.RLIM_INFINITY))
     try:
         session.ask("Survey it again.")
     except TranscriptWriteError as exc:
         report["error"] = str(exc)
     report["valid_after_failure"] = validate_messages(session.messages) is None
-    report["waiting"] = session.transcript.pending
+    report["waiting"] = session._transcript.pending  # records waiting in memory
     resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     report["text"] = session.ask("And once more.").text
     report["valid"] = validate_messages(session.messages) is None
     report["rejected"] = len(server.rejections)
     session.close()
-    report["path"] = str(session.transcript.path)
+    report["path"] = str(session.transcript_path)
 print(json.dumps(report))
 """
 
@@ -459,5 +459,5 @@ def test_the_agent_cannot_change_its_own_transcripts(workspace: Path):
     if not sandboxed:
         return  # without the sandbox bash writes wherever this user can: said in the README
     assert "Read-only file system" in bash["content"]
-    lines = session.transcript.path.read_text().splitlines()
+    lines = session.transcript_path.read_text().splitlines()
     assert all(json.loads(line) for line in lines)  # nothing was appended to it by the agent

@@ -17,7 +17,13 @@ from evo_magic import load_transcripts, replay
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.models import AnthropicModel, FunctionModel, ModelRequest
 from evo_magic.session import Session
-from evo_magic.strategies import ClearToolUses, MicroCompact, ObservationMasking, Summarise
+from evo_magic.strategies import (
+    ClearToolUses,
+    LargeOutputs,
+    MicroCompact,
+    ObservationMasking,
+    Summarise,
+)
 
 ASKS = (
     "Survey this project: what does it do, and where are the TODOs?",
@@ -138,22 +144,21 @@ def test_a_session_recorded_before_cache_aware_clearing_replays_as_it_ran(tmp_pa
     workspace = make_demo_workspace(tmp_path / "work")
     with FakeAnthropic(offline_responder()) as server:
         model = AnthropicModel(client=server.client(max_retries=0))
-        policy = CompactPolicy(context_limit=9_000, cache_aware=False)
-        with Session(workspace, model=model, policy=policy) as session:
+        policy = CompactPolicy(context_limit=9_000)
+        eager = [LargeOutputs(), MicroCompact(cache_aware=False), Summarise()]
+        with Session(workspace, model=model, policy=policy, strategies=eager) as session:
             for ask in ASKS:
                 session.ask(ask)
     log = session.directory / "session.jsonl"
     lines = log.read_text().splitlines()
     start = json.loads(lines[0])
-    del start["policy"]["cache_aware"]
     for described in start["strategies"]:
         described["params"].pop("cache_aware", None)
     log.write_text("\n".join([json.dumps(start), *lines[1:]]) + "\n")
     t = load_transcripts(log)
     assert t.blocks["compacted"].sum() > 0  # it did clear old results
-    # The default pipeline follows the policy in force: today's default policy is cache-aware.
-    today = CompactPolicy(context_limit=9_000)
-    r = replay(t, {"recorded": "recorded", "today's default": None}, policy=today)
+    # Today's default pipeline is cache-aware.
+    r = replay(t, {"recorded": "recorded", "today's default": None})
     recorded = t.calls.sort_values("call")["context_sent_chars"].tolist()
     assert r.calls[r.calls["strategy"] == "recorded"]["context_chars"].tolist() == recorded
     default = r.calls[r.calls["strategy"] == "today's default"]["context_chars"].tolist()
@@ -268,3 +273,21 @@ def test_summaries_asked_in_context_are_priced_from_the_modelled_cache(evo_root:
     assert list(as_text.calls["context_tokens"]) == list(in_context.calls["context_tokens"])
     assert 0 < b.summary_cost_usd < 0.9 * a.summary_cost_usd  # the same output tokens in both
     assert b.cost_usd - b.summary_cost_usd == pytest.approx(a.cost_usd - a.summary_cost_usd)
+
+
+def test_a_replay_that_cost_nothing_draws_no_cost_panel(tmp_path: Path):
+    import matplotlib
+
+    from evo_magic.demo import make_demo_workspace
+
+    matplotlib.use("Agg")
+    workspace = make_demo_workspace(tmp_path / "work")
+    with Session(workspace, model="offline", transcripts_root=tmp_path / "transcripts") as s:
+        s.ask(ASKS[0])
+    r = replay(tmp_path / "transcripts", {"recorded": "recorded", "none": []})
+    assert list(r.totals["cost_usd"]) == [0.0, 0.0]  # the offline model is free
+    figure = r.plot()
+    (left,) = figure.axes  # no panel of empty bars beside it
+    assert left.get_xlabel() == "model call (in recorded order; gaps between conversations)"
+    assert left.get_ylabel() == "context tokens (whole prompt)"
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["recorded", "none"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from IPython.utils.capture import capture_output
-from support.fake_api import FakeAnthropic, unmarked
+from support.fake_api import FakeAnthropic, Reply, reply, text, tool_use, unmarked
 from support.responders import offline_responder
 
 from evo_magic import load_transcripts, replay
@@ -20,7 +20,14 @@ from evo_magic.measure import to_json
 from evo_magic.models import AnthropicModel
 from evo_magic.prompt_cache import CacheSettings
 from evo_magic.session import Session
-from evo_magic.strategies import ClearToolUses, MicroCompact, SummariseOlder
+from evo_magic.strategies import (
+    ClearToolUses,
+    LargeOutputs,
+    MicroCompact,
+    Summarise,
+    SummariseOlder,
+    TokenBudget,
+)
 
 ASKS = (
     "Survey this project: what does it do, and where are the TODOs?",
@@ -69,14 +76,16 @@ def test_settings_changed_between_asks_replay_exactly(workspace: Path):
     with FakeAnthropic(offline_responder()) as server:
         model = AnthropicModel(client=server.client(max_retries=0))
         with Session(workspace, model=model, policy=CompactPolicy(context_limit=9_000)) as s:
-            s.strategies = [MicroCompact(keep_recent=2), SummariseOlder(keep=4)]
+            s.configure(strategies=[MicroCompact(keep_recent=2), SummariseOlder(keep=4)])
             s.ask(ASKS[0])
-            s.policy = s.policy.with_changes(context_limit=6_000)
+            s.configure(policy=s.policy.with_changes(context_limit=6_000))
             s.ask(ASKS[1])
-            s.cache = CacheSettings(enabled=False)
-            s.strategies = [ClearToolUses(keep=2, trigger_tokens=400), SummariseOlder(keep=4)]
+            s.configure(cache=CacheSettings(enabled=False))
+            s.configure(
+                strategies=[ClearToolUses(keep=2, trigger_tokens=400), SummariseOlder(keep=4)]
+            )
             s.ask(ASKS[2])
-            s.cache = CacheSettings()
+            s.configure(cache=CacheSettings())
             s.ask(ASKS[3])
         server.assert_no_rejections()
     t = load_transcripts(s.directory)
@@ -127,7 +136,7 @@ def test_settings_changed_through_config_in_a_real_shell_replay_exactly(
             ip.run_line_magic("config", "AgentMagics.caching = False")
             ip.run_cell_magic("agent", "", ASKS[2])
             ip.run_line_magic("config", "AgentMagics.caching = True")
-            ip.run_line_magic("config", "AgentMagics.keep_recent = 1")
+            ip.run_line_magic("config", "AgentMagics.max_failures = 2")
             ip.run_cell_magic("agent", "", ASKS[3])
         server.assert_no_rejections()
     from evo_magic.notebook.magics import AgentMagics
@@ -151,7 +160,6 @@ def _lines(directory: Path) -> list[str]:
 def test_a_call_over_the_models_context_window_is_flagged(workspace: Path):
     """Recorded prompts of 190k tokens and more: on a 200k model the calls above the window
     are flagged and counted; on a 1M model none is; on an unknown model the window is NA."""
-    from support.fake_api import Reply
 
     answer = offline_responder()
     calls = []
@@ -215,7 +223,7 @@ def test_prices_changed_between_asks_apply_from_where_they_were_recorded(workspa
         with Session(workspace, model=model) as s:
             s.ask(ASKS[0])
             first = s.calls
-            s.prices = {"claude-sonnet-5-5": {**free, "cache_read": 0.0}}
+            s.configure(prices={"claude-sonnet-5-5": {**free, "cache_read": 0.0}})
             s.ask(ASKS[1])
     t = load_transcripts(s.directory)
     r = replay(t, {"recorded": "recorded", "none": []})
@@ -224,3 +232,89 @@ def test_prices_changed_between_asks_apply_from_where_they_were_recorded(workspa
         assert all(c > 0 for c in cost[:first]) and all(c == 0 for c in cost[first:]), label
     shipped = replay(t, {"recorded": "recorded"}, prices={})  # replay's own table throughout
     assert (shipped.calls["cost_usd"] > 0).all()
+
+
+# -- each rule live and replay share: changing it on one side alone breaks these ---------------
+
+
+def scripted_agent(*replies: Reply):
+    """Agent calls get `replies` in turn, then "Done."; summaries come from the offline model."""
+    pending = list(replies)
+    summaries = offline_responder()
+
+    def respond(body: dict) -> object:
+        if not body.get("tools"):
+            return summaries(body)
+        return pending.pop(0) if pending else reply(text("Done."))
+
+    return respond
+
+
+def test_a_reply_cut_at_max_tokens_leaves_the_request_pending_live_and_in_replay(
+    workspace: Path,
+):
+    """The request's begin and end (`History.begin_request`, `History.answered`): a reply cut
+    off at max_tokens does not answer it, so the compaction later in the same ask carries it.
+    Replay ended the request at any reply without tool calls and so compacted without it."""
+    reads = [
+        reply(tool_use("read_file", {"path": name}, id=f"toolu_r{i}"))
+        for i, name in enumerate(["inventory.py", "samples.csv", "README.md", "inventory.py"])
+    ]
+    cut = reply(text("I will now summarise every row of"), stop_reason="max_tokens")
+    with FakeAnthropic(scripted_agent(reads[0], cut, *reads[1:])) as server:
+        model = AnthropicModel(client=server.client(max_retries=0))
+        with Session(workspace, model=model, context_limit=9_000) as s:
+            s.ask("Read the project files, then tell me what the samples hold.")
+            assert s.state.compact_count == 1
+            opening = json.dumps(s.messages[0])
+        server.assert_no_rejections()
+    assert "tell me what the samples hold" in opening  # carried: it was still pending
+    r = replay(load_transcripts(s.directory), {"recorded": "recorded", "own": None})
+    assert_reproduced(r, "recorded", server)
+    assert_reproduced(r, "own", server)
+
+
+def test_a_saved_output_is_shown_at_the_same_path_live_and_in_replay(
+    workspace: Path, tmp_path: Path
+):
+    """Where a large output is saved is shown to the model by one rule (`output_shown`), with
+    the session's own folder recorded at its start: replay under the session's strategies
+    sends what it sent, under the default root and under another one. Replay showed
+    `tool-results/<id>.txt`, 36 characters short on every call after a large output."""
+    (workspace / "big.txt").write_text("many words\n" * 4_000)
+    spills = [LargeOutputs(limit=5_000, preview_chars=200), MicroCompact(), Summarise()]
+    for root in (None, tmp_path / "elsewhere"):
+        big = reply(tool_use("read_file", {"path": "big.txt"}, id="toolu_big"))
+        with FakeAnthropic(scripted_agent(big, reply(text("Read it.")))) as server:
+            model = AnthropicModel(client=server.client(max_retries=0))
+            with Session(workspace, model=model, strategies=spills, transcripts_root=root) as s:
+                s.ask("Read big.txt.")
+                s.ask("Anything else?")
+            server.assert_no_rejections()
+        shown = json.dumps(agent_requests(server)[-1]["messages"])
+        assert str(s.directory / "tool-results" / "toolu_big.txt") in shown or (
+            f".evo_magic/{s.session_id}/tool-results/toolu_big.txt" in shown
+        )
+        r = replay(load_transcripts(s.directory), {"recorded": "recorded", "own": spills})
+        assert_reproduced(r, "recorded", server)
+        assert_reproduced(r, "own", server)
+
+
+def test_equal_strategies_set_again_keep_what_they_know_live_and_in_replay(workspace: Path):
+    """Setting strategies equal to the running ones keeps them (and their notes) on both
+    sides (`Compactor.configure`): TokenBudget says each mark once. Were the notes dropped on
+    one side only, that side would tell the model a mark again."""
+    budget = [TokenBudget(window_tokens=6_000, marks=(0.2, 0.4)), MicroCompact()]
+    with FakeAnthropic(offline_responder()) as server:
+        model = AnthropicModel(client=server.client(max_retries=0))
+        with Session(workspace, model=model, strategies=budget) as s:
+            s.ask(ASKS[0])
+            s.configure(strategies=[TokenBudget(window_tokens=6_000, marks=(0.2, 0.4)),
+                                    MicroCompact()])  # fmt: skip
+            s.ask(ASKS[2])
+        server.assert_no_rejections()
+    told = json.dumps(agent_requests(server)[-1]["messages"]).count("[context budget]")
+    assert told == 2  # each mark once, across the strategies set again
+    r = replay(load_transcripts(s.directory), {"recorded": "recorded", "own": budget})
+    assert_reproduced(r, "recorded", server)
+    assert_reproduced(r, "own", server)

@@ -152,6 +152,33 @@ def test_a_server_compaction_replaces_the_history_and_its_block_comes_back_byte_
     assert sent["tool_changes"] == fake.tool_changes  # as the server sent them, nothing added
 
 
+class Broken:
+    """An over-limit strategy that always fails."""
+
+    name, when = "broken", "over_limit"
+
+    def compact(self, messages: Any, ctx: Any) -> Any:
+        raise RuntimeError("nothing works here")
+
+
+def test_a_server_compaction_ends_the_back_off_as_any_compaction_does(
+    fake: FakeAnthropic, workspace: Path
+):
+    """A compaction that succeeded is counted by one writer (`CompactState.compacted`), the
+    server's too: the failures in a row and the wait for growth after them are over. (The
+    server's compaction counted itself by hand and left the back-off as it was.)"""
+    s = session(workspace, fake, [ServerCompact(trigger_tokens=50_000), Broken()])
+    s.configure(context_limit=100_000)  # characters: over it before the server's 50k tokens
+    events = grow(s, fake, 4)
+    failed = [e for e in of(CompactionFinished, events) if not e.success]
+    server = [e for e in of(CompactionFinished, events) if e.trigger == "server"]
+    assert failed and all(e.strategy == "broken" for e in failed)
+    assert server and server[-1].success
+    assert events.index(failed[0]) < events.index(server[-1])
+    assert s.state.consecutive_failures == 0 and s.state.retry_after_chars == 0
+    assert s.state.compact_count == 1 and not s.paused
+
+
 def test_the_fake_refuses_a_compaction_block_changed_by_one_byte(fake: FakeAnthropic):
     client = fake.client()
     params = {
@@ -323,7 +350,8 @@ def test_a_rejected_feature_falls_back_once_and_every_record_names_what_ran(work
         )
         assert done.as_record()["fallback_for"] == "server-compact"
         # Run by hand, the same strategy is not a fallback.
-        fake.queue(reply(text("Another summary.")))
+        fake.queue(reply(text("three")), reply(text("Another summary.")))
+        s.ask("Third.")
         assert s.compact(strategy=Summarise()).fallback_for is None
 
 
@@ -394,7 +422,7 @@ def test_without_a_fallback_the_error_is_clear_and_the_history_valid(workspace: 
         with pytest.raises(ModelError, match="no fallback"):
             s.ask("First.")
         assert len(fake.rejections) == 1
-        s.strategies = [MicroCompact()]
+        s.configure(strategies=[MicroCompact()])
         fake.queue(reply(text("fine")))
         assert s.ask("Again.").text == "fine"
         assert len(fake.rejections) == 1
@@ -608,7 +636,7 @@ def test_compaction_blocks_go_back_with_their_beta_after_the_strategies_change(
 ):
     s = session(workspace, fake, [ServerCompact(trigger_tokens=50_000)])
     grow(s, fake, 4)
-    s.strategies = [MicroCompact()]
+    s.configure(strategies=[MicroCompact()])
     fake.queue(reply(text("still fine")))
     assert s.ask("Go on.").text == "still fine"
     assert "context_management" not in fake.accepted[-1]

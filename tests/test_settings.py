@@ -15,26 +15,47 @@ from evo_magic.settings import SessionSettings, setting_fields
 
 
 def records(session: Session) -> list[dict]:
-    return [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    return [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
 
 
 def test_the_session_refuses_what_the_settings_refuse(workspace):
-    from evo_magic.compact.policy import CompactPolicy
-    from evo_magic.session import Session
-
     session = Session(workspace, model="offline")
     with pytest.raises(ValueError, match="sandbox must be one of") as made:
         Session(workspace, model="offline", sandbox="bogus")
-    with pytest.raises(ValueError, match="sandbox must be one of") as assigned:
-        session.sandbox = "bogus"
-    assert str(made.value) == str(assigned.value)
-    assert session.sandbox == "warn"
+    with pytest.raises(ValueError, match="sandbox must be one of") as configured:
+        session.configure(sandbox="bogus")
+    assert str(made.value) == str(configured.value)
+    assert session.settings.sandbox == "warn"
     with pytest.raises(ValueError, match="CompactPolicy.max_failures must be at least 1"):
         CompactPolicy(max_failures=0)
     with pytest.raises(ValueError, match="max_turns must be at least 1"):
-        session.max_turns = 0
+        session.configure(max_turns=0)
     with pytest.raises(TypeError, match="unknown setting"):
         Session(workspace, model="offline", max_turn=3)
+
+
+def test_configure_is_refused_whole_and_records_nothing_then(workspace: Path):
+    """A bad value among good ones changes nothing: not the good ones, not the strategies, not
+    the model; no record is written."""
+    from evo_magic.strategies import SlidingWindow
+
+    session = Session(workspace, model="offline")
+    before = (session.settings, session.strategies, session.model, len(records(session)))
+    for bad in (
+        {"max_turns": 0},
+        {"sandbox": "bogus"},
+        {"strategies": [object()]},
+        {"summariser": "not one"},
+        {"keep_recent": 1},
+    ):
+        with pytest.raises((TypeError, ValueError)):
+            session.configure(max_tokens=99, strategies=[SlidingWindow(keep=4)], **bad)
+        after = (session.settings, session.strategies, session.model, len(records(session)))
+        assert after == before, bad
+    session.configure(max_tokens=99, strategies=[SlidingWindow(keep=4)])
+    assert session.settings.max_tokens == 99
+    assert [s.name for s in session.strategies] == ["sliding-window"]
+    assert [r["kind"] for r in records(session)][-2:] == ["settings", "strategies"]
 
 
 def test_every_setting_is_a_session_keyword_with_its_default(workspace: Path):
@@ -49,23 +70,58 @@ def test_every_setting_is_a_session_keyword_with_its_default(workspace: Path):
         cache=CacheSettings(ttl="1h"),
         max_tokens=1_000,
     )
-    assert session.policy == CompactPolicy(context_limit=9_000) == session.compactor.policy
-    assert session.cache == CacheSettings(ttl="1h") and session.max_tokens == 1_000
+    assert session.policy == CompactPolicy(context_limit=9_000) == session.settings.policy
+    assert session.settings.cache == CacheSettings(ttl="1h")
+    assert session.settings.max_tokens == 1_000
 
 
-def test_the_compactor_owns_the_policy(workspace: Path):
+def test_a_new_policy_applies_to_the_next_call_and_the_pipeline_keeps_its_numbers(
+    workspace: Path,
+):
+    """The policy holds the limits; the default pipeline's numbers are the strategies' own,
+    so a new limit leaves the running strategies (and what they know) as they were."""
     session = Session(workspace, model="offline")
-    session.policy = CompactPolicy(keep_recent=1)
-    assert session.compactor.policy is session.policy is session.settings.policy
-    assert [s.keep_recent for s in session.strategies if s.name == "micro"] == [1]
+    running = session.strategies
+    session.configure(context_limit=1_234)
+    assert session.policy.context_limit == 1_234 == session.settings.policy.context_limit
+    assert session.token_limit is None and session.strategies is running
+
+
+def test_retired_settings_say_how_to_set_them_now(workspace: Path):
+    """0.1's pipeline numbers are the strategies' parameters: naming one as a setting is a
+    TypeError that says which strategy's parameter it is and how to set it."""
+    with pytest.raises(TypeError) as caught:
+        Session(workspace, model="offline", keep_recent=5)
+    message = str(caught.value)
+    assert "micro strategy's parameter keep_recent" in message
+    assert "'micro(keep_recent=5)'" in message
+    with pytest.raises(TypeError, match="large-outputs strategy's parameter limit"):
+        SessionSettings().with_changes(large_output_limit=1_000)
+
+
+def test_the_setters_of_0_1_still_work_one_version_and_say_what_replaces_them(workspace: Path):
+    from evo_magic.strategies import SlidingWindow
+
+    session = Session(workspace, model="offline")
+    with pytest.warns(DeprecationWarning, match=r"session.configure\(max_turns=...\)"):
+        session.max_turns = 7
+    with pytest.warns(DeprecationWarning, match=r"session.configure\(strategies=...\)"):
+        session.strategies = [SlidingWindow(keep=4)]
+    with pytest.warns(DeprecationWarning, match=r"read session.settings.max_turns"):
+        assert session.max_turns == 7
+    assert session.settings.max_turns == 7
+    assert [s.name for s in session.strategies] == ["sliding-window"]
+    with pytest.raises(ValueError), pytest.warns(DeprecationWarning):
+        session.max_turns = 0  # checked as configure checks it
+    assert session.settings.max_turns == 7
 
 
 def test_settings_are_recorded_at_the_start_and_when_they_change(workspace: Path):
     session = Session(workspace, model="offline", sandbox="off", bash_timeout=30)
-    session.sandbox = "require"
-    session.sandbox = "require"  # no change, no record
-    session.system = "Be brief."
-    session.system = ""  # back to the default prompt
+    session.configure(sandbox="require")
+    session.configure(sandbox="require")  # no change, no record
+    session.configure(system_prompt="Be brief.")
+    session.configure(system_prompt="")  # back to the default prompt
     kinds = [r["kind"] for r in records(session)]
     assert kinds == ["session_start", "settings", "settings", "settings", "settings"]
     start, first, *changes = records(session)
@@ -97,8 +153,8 @@ def test_settings_is_one_frozen_value():
     settings = SessionSettings()
     with pytest.raises(AttributeError):
         settings.max_turns = 3  # type: ignore[misc]
-    changed = settings.with_changes(max_turns=3, keep_recent=1)
-    assert (changed.max_turns, changed.policy.keep_recent) == (3, 1)
+    changed = settings.with_changes(max_turns=3, context_limit=1)
+    assert (changed.max_turns, changed.policy.context_limit) == (3, 1)
     assert settings.max_turns == 30 and settings.policy == CompactPolicy()
     names = {f.name for _, f in setting_fields()}
     assert {f.name for f in fields(CompactPolicy)} <= names
@@ -111,4 +167,4 @@ def test_none_is_the_default_for_policy_and_cache(tmp_path):
 
     with Session(tmp_path, model="offline", policy=None, cache=None) as session:
         assert session.policy == CompactPolicy()
-        assert session.cache == CacheSettings()
+        assert session.settings.cache == CacheSettings()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +33,19 @@ from evo_magic.strategies import (
     SummariseOlder,
     default_pipeline,
 )
-from evo_magic.strategies.registry import StrategySpecError, describe_registered, make_strategy
+from evo_magic.strategies.registry import (
+    StrategySpecError,
+    describe,
+    describe_registered,
+    make_strategy,
+    rebuild,
+    spec_of,
+    strategies_markdown,
+)
 
 
 def records(session: Session, kind: str) -> list[dict[str, Any]]:
-    lines = session.transcript.path.read_text().splitlines()
+    lines = session.transcript_path.read_text().splitlines()
     return [r for r in map(json.loads, lines) if r["kind"] == kind]
 
 
@@ -180,13 +189,13 @@ def test_bad_results_are_failed_compactions_and_change_nothing(workspace, strate
         session = Session(workspace, model=model, policy=policy, max_turns=3)
         session.ask("Survey the project.")  # stops at max_turns: the request stays pending
         before = json.dumps(session.messages)
-        session.strategies = [strategy]
+        session.configure(strategies=[strategy])
         event = session.compact("keep the notes")
         assert not event.success and reason in event.error
         assert event.strategy == strategy.name
         assert json.dumps(session.messages) == before
-        session.strategies = None
-        session.max_turns = 10
+        session.configure(strategies=None)
+        session.configure(max_turns=10)
         session.ask("Go on.")
         server.assert_no_rejections()
     failures = [r for r in records(session, "compaction") if not r["success"]]
@@ -213,14 +222,14 @@ def test_strategies_change_between_asks_and_the_change_is_recorded(workspace: Pa
     session = Session(workspace, model=scripted_model(), policy=CompactPolicy(context_limit=2_000))
     assert [s.name for s in session.strategies] == ["large-outputs", "micro", "summarise"]
     session.ask("First.")
-    session.strategies = [SlidingWindow(keep=4)]
+    session.configure(strategies=[SlidingWindow(keep=4)])
     session.ask("Second.")
     session.ask("Third.")
     changes = records(session, "strategies")
     assert [s["name"] for s in changes[-1]["strategies"]] == ["sliding-window"]
     assert any(r["strategy"] == "sliding-window" for r in records(session, "compaction"))
     with pytest.raises(TypeError, match="is not a compaction strategy"):
-        session.strategies = [object()]
+        session.configure(strategies=[object()])
 
 
 def test_events_hold_copies_not_the_live_history(workspace: Path):
@@ -239,12 +248,78 @@ def test_events_hold_copies_not_the_live_history(workspace: Path):
         appended[0].index = 3  # frozen
 
 
-def test_default_pipeline_is_the_seed_with_the_policy_numbers():
-    policy = CompactPolicy(keep_recent=1, min_chars=10, large_output_limit=500, preview_chars=50)
-    large, micro, summary = default_pipeline(policy)
-    assert (large.limit, large.preview_chars) == (500, 50)
-    assert (micro.keep_recent, micro.min_chars) == (1, 10)
+def test_default_pipeline_is_the_seed_with_the_strategies_own_numbers():
+    large, micro, summary = default_pipeline()
+    assert (large.limit, large.preview_chars) == (30_000, 2_000)
+    assert (micro.keep_recent, micro.min_chars, micro.cache_aware) == (3, 120, True)
     assert summary.when == "over_limit"
+    # The policy holds the limits only: none of the pipeline's numbers is written twice.
+    policy_fields = {f.name for f in fields(CompactPolicy)}
+    for strategy in (large, micro, summary):
+        assert not policy_fields & {f.name for f in fields(strategy)}, strategy.name
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ("sliding-window(keep=-1)", "sliding-window.keep must be at least 1, got -1"),
+        ("micro(keep_recent=-3)", "micro.keep_recent must be at least 0, got -3"),
+        ('observation-masking(keep_turns="x")', "observation-masking.keep_turns must be a whole"),
+        ("server-compact(trigger_tokens=1000)", "server-compact.trigger_tokens must be at least"),
+        ("micro(keep=3)", "micro has no parameter keep (its parameters: cache_aware"),
+        ("observation-masking(placeholder='{x}')", "observation-masking.placeholder: must be"),
+        ("token-budget(marks=[0.5, 2])", "token-budget.marks: must be a share between 0 and 1"),
+        ("summarise(when='every_call')", "summarise.when must be one of 'over_limit'"),
+        ("server-summarise(fallback='server-compact')", "must be a client strategy"),
+        ("clear-tool-uses(exclude_tools=[1])", "clear-tool-uses.exclude_tools must be a list"),
+    ],
+)
+def test_a_bad_parameter_is_refused_when_the_strategy_is_made(spec: str, named: str):
+    """Every built-in checks its parameters by one path when it is made (no IndexError or
+    TypeError on a later call): the spec, the parameter and the rule in one line."""
+    with pytest.raises(StrategySpecError) as caught:
+        make_strategy(spec)
+    message = str(caught.value)
+    assert named in message and repr(spec) in message and "\n" not in message
+
+
+def test_a_third_party_check_that_raises_anything_refuses_the_spec(monkeypatch):
+    """Whatever a strategy's own check raises, making it from a spec is a StrategySpecError:
+    the setting that names it can be refused whole."""
+
+    class Picky:
+        name, when = "picky", "over_limit"
+
+        def __init__(self, n: int = 1):
+            if n > 3:
+                raise RuntimeError("n is too large for this lab")
+            self.n = n
+
+        def compact(self, messages, ctx):
+            return None
+
+    with pytest.raises(StrategySpecError, match="'Picky\\(n=5\\)': RuntimeError: n is too large"):
+        make_strategy("Picky(n=5)", {"Picky": Picky})
+    assert make_strategy("Picky(n=2)", {"Picky": Picky}).n == 2
+
+
+def test_every_parameter_of_every_built_in_is_declared_with_help_and_a_default():
+    """The tables and `%agent strategies` are read from the declarations: every parameter has
+    a help line, and a spec of its own default makes the same strategy again."""
+    for info in describe_registered():
+        assert info.source, info.name
+        for parameter in info.parameters:
+            assert parameter.help, f"{info.name}.{parameter.name}"
+        strategy = make_strategy(info.name)
+        assert make_strategy(spec_of(strategy)) == strategy
+        assert rebuild(describe(strategy)) == strategy
+
+
+def test_the_readme_strategy_table_is_made_from_the_declarations():
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("<!-- strategies: made by")
+    table = readme[readme.index("\n", start) + 1 : readme.index("\n\n", start)]
+    assert table == strategies_markdown()
 
 
 # -- built-in strategies ----------------------------------------------------------------------

@@ -48,8 +48,8 @@ def session_on(server: FakeAnthropic, workspace: Path) -> Session:
 
 
 def records(session: Session, kind: str) -> list[dict]:
-    session.transcript.sync()
-    lines = session.transcript.path.read_text().splitlines()
+    session.sync()
+    lines = session.transcript_path.read_text().splitlines()
     return [r for r in map(json.loads, lines) if r.get("kind") == kind]
 
 
@@ -228,7 +228,8 @@ def test_apply_as_proposed_and_what_apply_refuses(ip, api):
     session = the_session(ip)
     assert PROPOSED in first_text(session) and f"{FOCUS_PREFIX}one" in first_text(session)
     (record,) = records(session, "compaction")
-    assert record["summary_edited"] and record["summary"] == record["summary_proposed"]
+    # Applied as proposed: not edited (it was recorded as edited), the proposal kept with it.
+    assert not record["summary_edited"] and record["summary"] == record["summary_proposed"]
 
 
 def test_jupyter_text_area_edit_and_apply(ip, api):

@@ -33,7 +33,7 @@ from evo_magic.analysis import (
     load_transcripts,
 )
 from evo_magic.analysis.formats.evo import READS_VERSION
-from evo_magic.compact.policy import PLACEHOLDER, CompactPolicy
+from evo_magic.compact.policy import CompactPolicy
 from evo_magic.events import (
     CompactionFinished,
     Event,
@@ -44,6 +44,8 @@ from evo_magic.events import (
 )
 from evo_magic.models import AnthropicModel
 from evo_magic.session import Session
+from evo_magic.strategies import LargeOutputs, MicroCompact, Summarise
+from evo_magic.strategies.micro import PLACEHOLDER
 from evo_magic.transcript import LOG_NAME, SCHEMA_VERSION, Transcript, new_session_id
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "transcripts.md"
@@ -92,8 +94,9 @@ def recorded(workspace: Path) -> dict[str, Any]:
     events: list[Event] = []
     with FakeAnthropic(offline_responder()) as server:
         # Eager micro-compaction: clearings to record (cache-aware waits for one that pays).
-        policy = CompactPolicy(context_limit=6_000, keep_recent=1, cache_aware=False)
-        session = Session(workspace, model=model_on(server), policy=policy)
+        policy = CompactPolicy(context_limit=6_000)
+        eager = [LargeOutputs(), MicroCompact(keep_recent=1, cache_aware=False), Summarise()]
+        session = Session(workspace, model=model_on(server), policy=policy, strategies=eager)
 
         def observe(event: Event) -> None:
             events.append(event)
@@ -441,8 +444,8 @@ def test_the_api_key_never_reaches_a_file(workspace: Path, fake, claude, monkeyp
         reply(text(f"I saw {SECRET} in the file.")),
         reply(text(f"Summary: the file holds {SECRET}.")),  # the summariser repeats it too
     )
-    policy = CompactPolicy(large_output_limit=500, preview_chars=100)  # the output spills
-    session = Session(workspace, model=claude, policy=policy)
+    spills = [LargeOutputs(limit=500, preview_chars=100), MicroCompact(), Summarise()]
+    session = Session(workspace, model=claude, strategies=spills)  # the output spills
     session.ask(f"Is the key {SECRET} in leak.txt?")
     assert session.compact().success
     session.close()

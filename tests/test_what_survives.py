@@ -238,7 +238,7 @@ def test_a_session_keeps_prompts_and_files_through_the_real_sdk(workspace: Path)
             on_disk = (workspace / record["path"]).read_text()
             assert json.dumps(f"{REREAD_HEADER}{record['path']}\n{on_disk}")[1:-1] in history
     assert last.details["kept_prompts"] >= 1
-    records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
+    records = [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
     recorded = [r for r in records if r["kind"] == "compaction" and r["success"]]
     assert recorded[-1]["details"] == last.details
 

@@ -26,7 +26,7 @@ def transcripts_of(source: Any) -> Transcripts | LakeTranscripts:
     if isinstance(source, Transcripts | LakeTranscripts):
         return source
     directory = getattr(source, "directory", None)  # a Session: its own transcript
-    if directory is not None and hasattr(source, "transcript"):
+    if directory is not None and hasattr(source, "transcript_path"):
         return load_transcripts(Path(directory))
     return load_transcripts(Path(source).expanduser())
 

@@ -1,11 +1,10 @@
-"""Context compaction: the strategy protocol, the compactor that runs strategies safely, the
-compaction state, and the default pipeline's settings.
+"""Context compaction: the strategy protocol (`base`), the compactor that runs strategies
+safely (`compactor`) with its parts (`state`, `requests`, `attempt`, `results`, `preview`,
+`pins`, `server_side`, `services`), the limits (`policy`) and the server strategies' requests
+(`server`, `server_edits`).
 
-The strategies themselves live in `evo_magic.strategies`; the compacted message's layout in
-`evo_magic.compacted` (the offline stand-in reads it too).
+The strategies themselves live in `evo_magic.strategies`. The layout of a compacted history is
+`evo_magic.compacted`, a leaf below this package: the offline stand-in (`models`) reads it, and
+this package uses the models (the summariser, the server's requests), so it cannot live here
+without an import running back up.
 """
-
-from evo_magic.compact.base import Context, Edited, Strategy
-from evo_magic.compact.policy import PLACEHOLDER, CompactPolicy
-
-__all__ = ["PLACEHOLDER", "CompactPolicy", "Context", "Edited", "Strategy"]

@@ -31,19 +31,18 @@ configured (see `evo_magic.compact.server`); its `compact` does nothing before a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
 from evo_magic.compact.pins import with_pins
 from evo_magic.compacted import REQUEST_HEADER, compacted_message
 from evo_magic.measure import ContextSize, measure, message_chars, to_json
-from evo_magic.messages import has_text, tool_names
+from evo_magic.messages import Message, has_text, tool_names
 from evo_magic.prompt_cache import CachedPrefix, clearing_saving
 
 if TYPE_CHECKING:
     from evo_magic.history import ResultRef
 
-Message = dict[str, Any]
 When = Literal["every_call", "over_limit", "on_request"]
 WHENS: tuple[str, ...] = ("every_call", "over_limit", "on_request")
 TRIGGERS: tuple[str, ...] = ("every_call", "auto", "model", "user")
@@ -126,7 +125,7 @@ class Context:
     its age, TTL and the model's price. None when no message of the history is cached
     (caching off, a prompt too short to cache, no call yet)."""
     model: str | None = None
-    """The model the session calls (its window: `evo_magic.models.catalog.context_window`),
+    """The model the session calls (its window: `evo_magic.catalog.context_window`),
     or None when unknown."""
     auto_compaction: bool = True
     """False when no automatic compaction can follow: no over-limit strategy is configured,
@@ -382,7 +381,7 @@ def scan_tool_results(messages: Sequence[Message]) -> list[ResultRef]:
 class ServerEdit:
     """What a server strategy adds to every request: a `context_management` edit (None for
     the on-demand `compaction` parameter), the beta it needs, and the feature it is (a name
-    of `evo_magic.models.catalog.FEATURES`, for the capability table and error messages)."""
+    of `evo_magic.catalog.FEATURES`, for the capability table and error messages)."""
 
     feature: str
     beta: str
@@ -393,6 +392,22 @@ def server_edit(strategy: object) -> ServerEdit | None:
     """The strategy's `ServerEdit` when it is a server strategy, else None."""
     method = getattr(strategy, "server_edit", None)
     return method() if callable(method) else None
+
+
+def parameters_of(strategy: object) -> dict[str, Any]:
+    """A strategy's parameters as given: a dataclass's fields, else its public attributes
+    (`when` apart: it is the strategy's, recorded on its own)."""
+    if is_dataclass(strategy):
+        params = {f.name: getattr(strategy, f.name) for f in fields(strategy)}
+    else:
+        params = {k: v for k, v in vars(strategy).items() if not k.startswith("_")}
+    params.pop("when", None)
+    return params
+
+
+def settings_of(strategy: Strategy) -> tuple[Any, ...]:
+    """What makes two strategies the same setting: class, name, when and parameters."""
+    return (type(strategy), strategy.name, strategy.when, parameters_of(strategy))
 
 
 def check_strategy(strategy: object) -> Strategy:

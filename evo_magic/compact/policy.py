@@ -1,25 +1,25 @@
-"""CompactPolicy: the session's limits and the numbers of the default pipeline, in one place.
+"""CompactPolicy: the session's compaction limits, in one place.
 
-`context_limit`, `token_limit` and `max_failures` steer every strategy (when the context is
-over the limit; when automatic compaction pauses); `summary_input_limit` and
-`summary_max_tokens` configure the summariser; `max_recent_files` the list a compacted history
-carries; the rest are the numbers of the seed's pipeline (`default_pipeline(policy)`:
-LargeOutputs, MicroCompact, Summarise). Each field's help is the one text the notebook's
-`%config` traits, the `%agent config` table and the README's table are made from.
+`context_limit`, `token_limit` (and `window_tokens` for a share of the window) say when the
+context is over the limit; `max_failures` and `max_refills` when automatic compaction pauses;
+`summary_input_limit`, `summary_max_tokens` and `summary_in_context` configure the summariser
+every summarising strategy uses; `max_recent_files` the list a compacted history carries. The
+strategies' own numbers are theirs (`evo_magic.strategies`, declared on each). Each field's help
+is the one text the notebook's `%config` traits, the `%agent config` table and the README's table
+are made from.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from evo_magic.setting import check_fields, setting
-
-PLACEHOLDER = "[Earlier tool result compacted. Re-run the tool if you need full detail.]"
+from evo_magic.declared import check_fields, mirror, setting
+from evo_magic.summariser import Summariser
 
 
 @dataclass(frozen=True)
 class CompactPolicy:
-    """Limits and the default pipeline's numbers. Defaults are those of the evo-agent seed.
+    """The session's compaction limits. Defaults are those of the evo-agent seed.
 
     Sizes in characters are measured as the length of the JSON encoding of the messages.
     """
@@ -40,43 +40,11 @@ class CompactPolicy:
         "model table).",
         minimum=1,
     )
-    keep_recent: int = setting(
-        3, "Micro-compaction keeps this many most recent tool results.", minimum=0
-    )
-    min_chars: int = setting(
-        120, "Only tool results longer than this are micro-compacted.", minimum=0
-    )
-    placeholder: str = setting(PLACEHOLDER, "Text of a micro-compacted tool result.")
-    exclude_tools: frozenset[str] = setting(
-        frozenset(), "Tools whose results micro-compaction never clears."
-    )
-    clear_at_least: int = setting(
-        0,
-        "Micro-compact only when it frees this many characters (each clearing breaks the "
-        "prompt cache).",
-        minimum=0,
-    )
-    cache_aware: bool = setting(
-        True,
-        "Micro-compaction clears only when that saves more than the prompt-cache write it "
-        "causes (caching on, a priced model); False: the seed's eager clearing.",
-    )
-    summary_input_limit: int = setting(
-        80_000, "Characters of conversation the summariser sees (head and tail kept).", minimum=1
-    )
-    summary_max_tokens: int = setting(2_000, "max_tokens of the summary request.", minimum=1)
-    summary_in_context: bool = setting(
-        False,
-        "Ask for summaries in the conversation itself (the agent's prompt, tools off), reading "
-        "it from the prompt cache; False: the conversation as text, as the seed does.",
-    )
+    # The summariser's numbers, declared on the Summariser: a setting here, written there once.
+    summary_input_limit: int = mirror(Summariser, "input_limit")
+    summary_max_tokens: int = mirror(Summariser, "max_tokens")
+    summary_in_context: bool = mirror(Summariser, "in_context")
     max_recent_files: int = setting(5, "Recent files listed after a compaction.", minimum=0)
-    large_output_limit: int = setting(
-        30_000, "Tool outputs longer than this go to a file.", minimum=1
-    )
-    preview_chars: int = setting(
-        2_000, "Characters of such an output kept in the context.", minimum=0
-    )
     max_failures: int = setting(
         3, "Failed automatic compactions in a row before automatic compaction pauses.", minimum=1
     )
@@ -100,6 +68,18 @@ class CompactPolicy:
             return None if limit is None else int(limit)
         window = self.window_tokens or window
         return None if window is None else max(1, int(window * limit))
+
+    def summariser(self, chosen: Summariser | None = None) -> Summariser:
+        """The summariser a session with this policy uses: `chosen` when it has one of its
+        own, else the seed's with this policy's `summary_*` numbers (live and replay both ask
+        here)."""
+        if chosen is not None:
+            return chosen
+        return Summariser(
+            input_limit=self.summary_input_limit,
+            max_tokens=self.summary_max_tokens,
+            in_context=self.summary_in_context,
+        )
 
     def with_changes(self, **changes: object) -> CompactPolicy:
         """A copy with some settings changed (unknown names raise TypeError)."""

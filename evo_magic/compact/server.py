@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evo_magic.compact.base import Message, ServerEdit, Strategy, server_edit
-from evo_magic.models.base import ModelReply, ModelRequest
-from evo_magic.models.catalog import (
+from evo_magic.catalog import (
     CLEAR_THINKING,
     CLEAR_TOOL_USES,
     COMPACT_EDIT,
     supports,
 )
+from evo_magic.compact.base import Message, ServerEdit, Strategy, server_edit
+from evo_magic.models.base import ModelReply, ModelRequest
 from evo_magic.usage import Usage
 
 SUMMARIZE_BETA = "compact-2026-09-04"

@@ -26,14 +26,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evo_magic.models.catalog import CLEAR_THINKING, CLEAR_TOOL_USES, COMPACT_EDIT
+from evo_magic.catalog import CLEAR_THINKING, CLEAR_TOOL_USES, COMPACT_EDIT
+from evo_magic.messages import Message
 
 DEFAULT_COMPACT_TRIGGER = 150_000
 DEFAULT_CLEAR_TRIGGER = 100_000
 CLEARED_PLACEHOLDER = "[cleared by context management]"
 """What a cleared tool result holds (the API's own text is not documented; its size is small)."""
 
-Message = dict[str, Any]
 Count = Callable[[list[Message]], int]
 """Input tokens of a prompt made of these messages (the rest of the request unchanged)."""
 Memo = dict[tuple[int, tuple[bool, ...]], tuple[Message, Message]]

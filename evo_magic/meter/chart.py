@@ -12,7 +12,7 @@ stand for several consecutive calls each (the largest drawn), `MAX_COLUMNS` at m
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from evo_magic.meter.data import MeterData
@@ -92,6 +92,15 @@ class Mark:
         """True for micro-compactions (a mark holds one kind only)."""
         return self.rows[0].micro
 
+    @property
+    def label(self) -> str:
+        """What a full compaction's mark is labelled: "C1", "C2", ..., or "failed" ("" for
+        micro-compactions, drawn unlabelled)."""
+        if self.micro:
+            return ""
+        row = self.rows[0]
+        return row.label if row.success else "failed"
+
 
 class Chart:
     """The chart of a `MeterData`: its window of calls, columns, marks, limit and scale."""
@@ -157,6 +166,35 @@ class Chart:
             rows = tuple(row for row, _ in group)
             marks.append(Mark(rows, position(rows[0], data.calls), any(o for _, o in group)))
         return marks
+
+    def label_lines(
+        self, width: Callable[[str], float], free_until: Callable[[int], float] | None = None
+    ) -> list[int]:
+        """For each of `marks`, the line its label goes on, 0 the top one: the first line where
+        it starts after the labels already there end and ends before `free_until(line)` (where
+        the limit's label takes that line, if it does), `width(label)` being a label's width in
+        calls (with its gap). So labels never overprint: a failed and a successful compaction
+        before one call stack, the failed one first."""
+        ends: list[float] = []  # where the last label on each line ends
+        lines = [0] * len(self.marks)
+        for index in sorted(range(len(self.marks)), key=lambda i: self.marks[i].x):
+            mark = self.marks[index]
+            if mark.micro:
+                continue
+            end = mark.x + width(mark.label)
+            line = 0
+            while line < len(ends) and not (
+                ends[line] <= mark.x and (free_until is None or end <= free_until(line))
+            ):
+                line += 1
+            if line == len(ends):  # a new line: past the limit's label when it takes this one
+                while free_until is not None and end > free_until(line) and line < 100:
+                    ends.append(-math.inf)
+                    line += 1
+                ends.append(-math.inf)
+            ends[line] = end
+            lines[index] = line
+        return lines
 
     def y_ticks(self) -> list[float]:
         """Token values to label, from 0 to the top in round steps."""

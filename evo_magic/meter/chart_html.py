@@ -15,7 +15,9 @@ untrusted, exported or on GitHub.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
+from functools import partial
 
 from evo_magic.meter.chart import Chart, Column, Mark, before_tokens, position, tokens_label
 from evo_magic.meter.data import MeterData
@@ -234,29 +236,57 @@ def _marks(data: MeterData, f: Frame) -> str:
     drawn faint."""
     out = []
     stacked: dict[float, int] = {}
-    for mark in f.chart.marks:
+    lines = f.chart.label_lines(
+        lambda text: (LABEL_LEFT + label_width(text) + 3) / f.slot, partial(_free_until, f)
+    )
+    for mark, line in zip(f.chart.marks, lines, strict=True):
         x = f.x(mark.x)
         if mark.micro:
             level = stacked[x] = stacked.get(x, -1) + 1  # several at one place: stacked up
             out.append(_micro_mark(mark, x, level))
         else:
-            out.append(_full_mark(mark, x))
+            out.append(_full_mark(mark, x, line))
     return "".join(out)
 
 
-def _full_mark(mark: Mark, x: float) -> str:
+LABEL_LEFT, LABEL_TOP, LABEL_HEIGHT = 4, 14, 12
+"""Pixels: where a compaction's label starts right of its line, and below the plot's top; the
+height of one line of labels."""
+
+
+def label_width(text: str) -> float:
+    """Pixels a mark's label takes (bold, 10px): wide enough for its widest letters."""
+    return 7.0 * len(text) + 2
+
+
+def _free_until(f: Frame, line: int) -> float:
+    """Where on the call axis the limit's label starts when it takes `line` of the marks'
+    labels (infinity when it does not): its box is 13px tall above the limit line, 6px a
+    letter from the right."""
+    top = LABEL_TOP + line * LABEL_HEIGHT
+    limit_bottom = PLOT_H - f.y(f.chart.limit) - 2
+    if top >= limit_bottom or top + LABEL_HEIGHT <= limit_bottom - 13:
+        return math.inf
+    return f.chart.x0 + (PLOT_W - 6 - 6 * len(f.chart.limit_label())) / f.slot
+
+
+def _full_mark(mark: Mark, x: float, line: int) -> str:
+    """A full compaction's line, its label on `line` of the labels (stacked, never over
+    another)."""
     (row,) = mark.rows
     colour = RED if row.success else GREY
-    line = "solid" if row.success else "dashed"
+    style = "solid" if row.success else "dashed"
     inner = (
         f"<div style='position:absolute;left:4px;width:0;top:0;height:{PLOT_H}px;"
-        f"border-left:2px {line} {colour}'></div>"
-        f"<div style='position:absolute;left:9px;top:14px;color:{colour};font-size:10px;"
-        f"font-weight:bold'>{attr(row.label if row.success else 'failed')}</div>"
+        f"border-left:2px {style} {colour}'></div>"
+        f"<div class='evo-mark-label' style='position:absolute;left:{5 + LABEL_LEFT}px;"
+        f"top:{LABEL_TOP + line * LABEL_HEIGHT}px;width:{label_width(mark.label):.0f}px;"
+        f"height:{LABEL_HEIGHT}px;white-space:nowrap;color:{colour};font-size:10px;"
+        f"font-weight:bold'>{attr(mark.label)}</div>"
     )
     extra = f" data-kind='full' data-label='{attr(row.label)}' data-own='{_yes(mark.own)}'"
-    style = f"left:{x - 5:.1f}px;width:10px;top:0;height:{PLOT_H}px;z-index:2;"
-    return _box("evo-mark", style + _faint(mark.own), inner, compaction_tooltip(row), extra)
+    box = f"left:{x - 5:.1f}px;width:10px;top:0;height:{PLOT_H}px;z-index:2;"
+    return _box("evo-mark", box + _faint(mark.own), inner, compaction_tooltip(row), extra)
 
 
 def _micro_mark(mark: Mark, x: float, level: int) -> str:

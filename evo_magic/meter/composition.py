@@ -14,7 +14,7 @@ from typing import Any
 
 from evo_magic.compacted import COMPACTED_HEADER
 from evo_magic.measure import to_json
-from evo_magic.messages import tool_names
+from evo_magic.messages import content_blocks, tool_names
 
 SYSTEM = "system & tools"
 SUMMARY = "summaries"
@@ -93,9 +93,7 @@ def _message_kinds(message: Mapping[str, Any], names: Mapping[str, str]) -> dict
     """Characters of one message by kind; the message's own framing counts with its first
     block, so the kinds add up to the message's JSON length."""
     role = str(message.get("role", ""))
-    content = message.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-    blocks = [b for b in blocks if isinstance(b, dict)]
+    blocks = content_blocks(message)
     total = len(to_json(message))
     out: dict[str, int] = {}
     measured = 0

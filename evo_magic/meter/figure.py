@@ -11,9 +11,12 @@ state, no window); `save` writes SVG, PNG or PDF.
 
 from __future__ import annotations
 
+import math
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evo_magic.extras import missing
 from evo_magic.meter.chart import Chart, tokens_label
 from evo_magic.meter.data import MeterData
 
@@ -28,6 +31,11 @@ FONT_SIZE = 7.5
 SMALL = 6.5
 FORMATS = (".svg", ".png", ".pdf")
 BLUE, LIGHT_BLUE, PURPLE, RED, GREY = "#1565c0", "#90caf9", "#7b1fa2", "#c62828", "#757575"
+AXES_SHARE = 0.75
+"""The least share of the figure's width the plot takes (the y axis's labels take the rest):
+what places a compaction's label so it clears the next."""
+AXES_HIGH = (0.5, 0.85)
+"""The least and the most share of the figure's height the plot takes."""
 Y_LABEL = "context sent (tokens)"
 X_LABEL = "model call"
 
@@ -39,10 +47,8 @@ def context_figure(data: MeterData, width: float = COLUMN_WIDTH) -> Figure:
         from matplotlib.lines import Line2D
         from matplotlib.patches import Patch
         from matplotlib.ticker import FuncFormatter
-    except ImportError as exc:  # an optional dependency
-        raise ImportError(
-            "the context figure needs matplotlib: pip install matplotlib (or evo-magic[notebooks])"
-        ) from exc
+    except ImportError:  # an optional dependency: one line saying how to install it
+        raise missing("matplotlib", "the context figure", "notebooks") from None
     chart = Chart(data)
     scale = max(width / COLUMN_WIDTH, 1.0)  # a wider figure gets larger text, never smaller
     font, small = FONT_SIZE * scale, SMALL * scale
@@ -66,7 +72,12 @@ def context_figure(data: MeterData, width: float = COLUMN_WIDTH) -> Figure:
         bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6, "alpha": 0.85},
     )  # fmt: skip
     micro_x: list[float] = []
-    for mark in chart.marks:
+    calls_per_point = (chart.x1 - chart.x0) / (width * 72 * AXES_SHARE)
+    lines = chart.label_lines(
+        lambda text: (label_extent(text, small) + 4) * calls_per_point,
+        partial(_free_until, chart, small, calls_per_point, HEIGHT * scale * 72),
+    )
+    for mark, line in zip(chart.marks, lines, strict=True):
         if mark.micro:
             micro_x.append(mark.x)
             continue
@@ -76,10 +87,9 @@ def context_figure(data: MeterData, width: float = COLUMN_WIDTH) -> Figure:
         style = "-" if row.success else "--"
         ax.axvline(mark.x, color=colour, linestyle=style, linewidth=1.0, alpha=alpha, zorder=4)
         ax.annotate(
-            row.label if row.success else "failed", (mark.x, 1.0),
-            xycoords=("data", "axes fraction"), xytext=(2, -2), textcoords="offset points",
-            ha="left", va="top", fontsize=small, color=colour, fontweight="bold",
-            alpha=alpha,
+            mark.label, (mark.x, 1.0), xycoords=("data", "axes fraction"),
+            xytext=(2, -2 - line * small * 1.25), textcoords="offset points", ha="left",
+            va="top", fontsize=small, color=colour, fontweight="bold", alpha=alpha,
         )  # fmt: skip
     if micro_x:
         ax.plot(
@@ -107,6 +117,26 @@ def context_figure(data: MeterData, width: float = COLUMN_WIDTH) -> Figure:
         frameon=False, handlelength=1.2, columnspacing=0.8, handletextpad=0.4,
     )  # fmt: skip
     return figure
+
+
+def label_extent(text: str, size: float) -> float:
+    """Points a mark's label takes in bold at `size`: enough for its widest letters."""
+    return 0.75 * size * len(text)
+
+
+def _free_until(
+    chart: Chart, small: float, calls_per_point: float, high: float, line: int
+) -> float:
+    """Where on the call axis the limit's label starts when it may take `line` of the marks'
+    labels (infinity when it cannot): the plot's height is between `AXES_HIGH` of the
+    figure's `high` points, so a line anywhere the limit's label may be counts as taken."""
+    top = 2 + line * small * 1.25
+    bottom = top + small * 1.25
+    share = (chart.top - chart.limit) / chart.top
+    lowest, highest = (share * high * s - 2 for s in AXES_HIGH)
+    if bottom <= lowest - small * 1.4 or top >= highest:
+        return math.inf
+    return chart.x1 - (0.62 * small * len(chart.limit_label()) + 4) * calls_per_point
 
 
 def save(figure: Figure, path: str | Path) -> Path:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
+from traitlets import Any as TraitAny
 from traitlets import (
     Bool,
     Dict,
@@ -33,9 +34,9 @@ from traitlets import (
 )
 from traitlets.config import Configurable
 
+from evo_magic.declared import check_value, default_of
 from evo_magic.models import DEFAULT_MODEL
-from evo_magic.setting import check_value, default_of
-from evo_magic.settings import SessionSettings, setting_fields
+from evo_magic.settings import RETIRED, SessionSettings, retired_message, setting_fields
 
 SESSION_SETTINGS = [f.name for _, f in setting_fields()]
 
@@ -76,6 +77,13 @@ SessionTraits = type(
     {
         "__doc__": "The traits of every SessionSettings and CompactPolicy field.",
         **{f.name: trait_for(f) for _, f in setting_fields()},
+        # Settings of 0.1 that are strategy parameters now: refused, saying how to set them.
+        **{
+            name: TraitAny(None, allow_none=True, help="Retired: " + retired_message(name)).tag(
+                config=True
+            )
+            for name in RETIRED
+        },
     },
 )
 
@@ -133,7 +141,8 @@ class AgentConfig(SessionTraits):  # type: ignore[misc, valid-type]
         [],
         help="Compaction strategies, cheapest first: registered names, dotted paths, with "
         "keyword arguments in call syntax ('micro(keep_recent=5)'), or strategy objects. "
-        "Empty: the seed's pipeline with the numbers below. List them with %agent strategies.",
+        "Empty: the seed's pipeline (large-outputs, micro, summarise). List them and their "
+        "parameters with %agent strategies.",
     ).tag(config=True)
 
     NOTEBOOK_SETTINGS = ("model", "offline", "workspace", "transcripts_root", "display_mode")
@@ -173,6 +182,11 @@ class AgentConfig(SessionTraits):  # type: ignore[misc, valid-type]
                 message = f"AgentMagics.{name}: {message}"
             raise SettingError(f"{message}. The setting is unchanged.") from None
         return value
+
+    @validate(*RETIRED)
+    def _refuse_retired(self, proposal: Any) -> Any:
+        name = proposal.trait.name
+        raise SettingError(f"AgentMagics.{retired_message(name, proposal.value)}")
 
     @validate("display_mode")
     def _check_display_mode(self, proposal: Any) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from evo_magic.events import Event
-from evo_magic.models import default_model_name, resolve_model
+from evo_magic.models import default_model_name
 from evo_magic.notebook.config import AgentConfig, workspace_problem
 from evo_magic.session import Session
 
@@ -97,10 +97,10 @@ class Sessions:
         `model` when one is given (a cell's, or the setting's after it changed; a %compact
         keeps the model the last cell ran)."""
         changes = {"max_turns": max_turns} if max_turns else {}
-        session.settings = self._settings(**changes)
-        session.strategies = self.config.configured_strategies()
+        parts: dict[str, Any] = {"strategies": self.config.configured_strategies()}
         if model is not None and session.model.name != model:
-            session.model = resolve_model(model)
+            parts["model"] = model
+        session.configure(self._settings(**changes), **parts)
 
     def configure_all(self, model_changed: bool = False) -> None:
         """Apply changed settings to every session now (what `%agent strategies` and

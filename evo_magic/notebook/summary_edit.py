@@ -246,7 +246,7 @@ def summaries(session: Session) -> Summaries:
     the text (with the proposal it was edited from)."""
     from evo_magic.analysis import load_transcripts
 
-    session.transcript.sync()
+    session.sync()
     frame = load_transcripts(session.directory).compactions
     made = frame[frame["success"].fillna(False) & (frame["summary"].fillna("") != "")]
     columns = [*SUMMARY_COLUMNS, "summary", "summary_proposed"]

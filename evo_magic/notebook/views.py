@@ -16,7 +16,8 @@ from evo_magic.tools import describe_sandbox
 def context_text(sessions: Sessions, session: Any) -> str:
     """The session's numbers: model, context, compactions, sandbox, cost, transcript."""
     state = session.state
-    paused = session.compactor.paused
+    paused = session.paused
+    thrashing = session.state.thrashing(session.policy)
     tokens = session.token_limit
     limit = f"limit {session.policy.context_limit:,} chars" + (
         f", {tokens:,} tokens" if tokens else ""
@@ -28,11 +29,11 @@ def context_text(sessions: Sessions, session: Any) -> str:
         f"compactions: {state.compact_count}; has_compacted={state.has_compacted}; "
         f"failures in a row: {state.consecutive_failures}"
         + (" — automatic compaction PAUSED" if paused else "")
-        + (" (the context kept refilling: max_refills)" if session.compactor.thrashing else ""),
+        + (" (the context kept refilling: max_refills)" if thrashing else ""),
         f"recent files: {', '.join(state.recent_files) or 'none'}",
-        describe_sandbox(session.sandbox),
+        describe_sandbox(session.settings.sandbox),
         cost_line(sessions, session),
-        f"transcript: {session.transcript.path}",
+        f"transcript: {session.transcript_path}",
     ]
     if state.last_summary:
         lines.append(f"last summary: {clip(state.last_summary, 300, one_line=False)}")
@@ -45,7 +46,8 @@ def cost_line(sessions: Sessions, session: Any) -> str:
     last = sessions.results.get(name) if name is not None else None
     finished = [e for e in last.events if e.kind == "ask_finished"] if last else []
     cell = usd(cell_cost(finished[-1])) if finished else "-"
-    caching = f"caching {session.cache.ttl}" if session.cache.enabled else "caching off"
+    cache = session.settings.cache
+    caching = f"caching {cache.ttl}" if cache.enabled else "caching off"
     return (
         f"cost: {usd(session.cost_usd)} so far, {cell} last cell; cache hit rate "
         f"{session.usage.cache_hit_rate:.0%} ({caching}; prices of {session.prices.as_of})"
@@ -54,12 +56,14 @@ def cost_line(sessions: Sessions, session: Any) -> str:
 
 def save_figure(session: Any, path: str) -> Path:
     """`%agent context --save PATH`: the session's context figure written to PATH (.svg,
-    .png or .pdf); UsageError for another suffix or a file that cannot be written."""
+    .png or .pdf); UsageError for another suffix, a file that cannot be written or matplotlib
+    missing (saying how to install it)."""
+    from evo_magic.extras import MissingExtra
     from evo_magic.meter.figure import save  # the figure's modules load when one is saved
 
     try:
         saved = save(session.context_figure(), path)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, MissingExtra) as exc:
         raise UsageError(f"%agent context --save: {exc}") from None
     print(f"context figure saved to {saved}")
     return saved
@@ -76,44 +80,50 @@ def sessions_text(sessions: Sessions) -> str:
 
 
 class StrategiesTable:
-    """The registered strategies (and the session's own), as text or HTML."""
+    """The registered strategies with each parameter's default, rule and help (read from the
+    strategies' declarations), and the session's own as specs, as text or HTML."""
 
     def __init__(self, session: Any = None):
-        from evo_magic.strategies.registry import describe, describe_registered
+        from evo_magic.strategies.registry import describe_registered, shown
 
         self.registered = describe_registered()
-        self.current = [describe(s) for s in session.strategies] if session is not None else []
+        self.current = [shown(s) for s in session.strategies] if session is not None else []
 
     def __repr__(self) -> str:
         lines = ["registered strategies (use in %config AgentMagics.strategies):"]
         for info in self.registered:
-            lines.append(f"  {info.name}({info.params})  [{info.when}]  {info.summary}")
+            lines.append(f"  {info.name}  [{info.when}]  {info.summary}")
+            for p in info.parameters:
+                rule = f" ({p.rule})" if p.rule else ""
+                lines.append(f"      {p.name}={p.default!r}  {p.help}{rule}")
         if self.current:
-            shown = ", ".join(_call(d) for d in self.current)
-            lines.append(f"this session runs: {shown}")
+            lines.append(f"this session runs: {', '.join(self.current)}")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         import html
 
+        def parameters(info: Any) -> str:
+            items = "".join(
+                f"<li><code>{html.escape(f'{p.name}={p.default!r}')}</code> "
+                f"{html.escape(p.help)}{html.escape(f' ({p.rule})' if p.rule else '')}</li>"
+                for p in info.parameters
+            )
+            return f"<ul>{items}</ul>" if items else ""
+
         rows = "".join(
             f"<tr><td><code>{html.escape(i.name)}</code></td><td>{html.escape(i.when)}</td>"
-            f"<td><code>{html.escape(i.params)}</code></td><td>{html.escape(i.summary)}</td></tr>"
+            f"<td>{html.escape(i.summary)}{parameters(i)}</td></tr>"
             for i in self.registered
         )
         current = (
             "<p>This session runs: "
-            + ", ".join(f"<code>{html.escape(_call(d))}</code>" for d in self.current)
+            + ", ".join(f"<code>{html.escape(spec)}</code>" for spec in self.current)
             + "</p>"
             if self.current
             else ""
         )
         return (
-            "<table><tr><th>name</th><th>when</th><th>parameters (defaults)</th>"
-            f"<th>what it does</th></tr>{rows}</table>{current}"
+            "<table><tr><th>name</th><th>when</th><th>what it does, and its parameters</th>"
+            f"</tr>{rows}</table>{current}"
         )
-
-
-def _call(description: dict[str, Any]) -> str:
-    params = ", ".join(f"{k}={v!r}" for k, v in description["params"].items())
-    return f"{description['name']}({params})"

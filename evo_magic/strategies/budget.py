@@ -17,7 +17,7 @@ The note joins the history like any message (replay runs the same strategy, so i
 tokens) and is recorded as an every-call edit (`MicroCompacted`, strategy "token-budget"). It
 never breaks the prompt cache: the newest message is past the cached prefix. The marks start
 again after a full compaction (the context is small again). The window is `window_tokens`, or
-the model's (`evo_magic.models.catalog.context_window`); unknown, only the compaction warning
+the model's (`evo_magic.catalog.context_window`); unknown, only the compaction warning
 is given.
 """
 
@@ -25,45 +25,45 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from evo_magic.catalog import context_window
 from evo_magic.compact.base import Context, Edited, Message
 from evo_magic.compacted import REMINDER_PREFIX
-from evo_magic.models.catalog import context_window
+from evo_magic.declared import check_fields, setting
+from evo_magic.messages import with_blocks
+from evo_magic.strategies.params import share, shares
 
 
-@dataclass
+@dataclass(frozen=True)
 class TokenBudget:
     """Tell the model the share of its context window used at each mark, and once before an
     automatic compaction (see the module)."""
 
-    window_tokens: int | None = None
-    """The window in tokens; None: the model's, from the model table."""
-    marks: Sequence[float] = (0.25, 0.5, 0.75)
-    """Shares of the window at which the model is told (each once per fill)."""
-    before_compaction: bool = True
-    """Also warn once when the context nears the session's compaction limit."""
-    warn_share: float = 0.9
-    """That warning comes at this share of the compaction limit (characters, or tokens when
-    the session has a token limit)."""
+    window_tokens: int | None = setting(
+        None, "The window in tokens (None: the model's, from the model table).", minimum=1
+    )
+    marks: tuple[float, ...] = setting(
+        (0.25, 0.5, 0.75),
+        "Shares of the window at which the model is told (each once per fill).",
+        check=shares,
+        rule="shares between 0 and 1",
+    )
+    before_compaction: bool = setting(
+        True, "Also warn once when the context nears the session's compaction limit."
+    )
+    warn_share: float = setting(
+        0.9,
+        "That warning comes at this share of the compaction limit.",
+        check=share,
+        rule="between 0 and 1",
+    )
 
     name = "token-budget"
     when = "every_call"
+    source = "Codex's TokenBudget (a note to the model, not a compaction)"
 
     def __post_init__(self) -> None:
-        self.marks = tuple(sorted(float(m) for m in self.marks))
-        if any(not 0 < m < 1 for m in self.marks):
-            raise ValueError(f"TokenBudget.marks must be shares between 0 and 1, got {self.marks}")
-        if self.window_tokens is not None and (
-            isinstance(self.window_tokens, bool)
-            or not isinstance(self.window_tokens, int)
-            or self.window_tokens <= 0
-        ):
-            raise ValueError(f"TokenBudget.window_tokens must be > 0, got {self.window_tokens!r}")
-        if not 0 < self.warn_share < 1:
-            raise ValueError(
-                f"TokenBudget.warn_share must be between 0 and 1, got {self.warn_share}"
-            )
+        check_fields(self, self.name)
 
     def window(self, ctx: Context) -> int | None:
         """The window the shares are of: `window_tokens`, else the model's (None: unknown)."""
@@ -76,9 +76,9 @@ class TokenBudget:
             return None  # (when a compaction is due, a summary replaces the history right after)
         memo = ctx.memo
         window = self.window(ctx)
-        if memo.get("key") != (self.marks, window):
+        if memo.get("window") != window:  # a new model, a new window: its marks afresh
             memo.clear()
-            memo.update(key=(self.marks, window), told=0.0, warned=False)
+            memo.update(window=window, told=0.0, warned=False)
         notes = []
         used = ctx.size.tokens
         if window:
@@ -110,9 +110,7 @@ class TokenBudget:
         return max(shares, default=0.0)
 
 
-def _with_note(message: Message, note: str) -> dict[str, Any]:
+def _with_note(message: Message, note: str) -> Message:
     """`message` with a text block holding `note` after its blocks (after any tool results,
     as the API requires)."""
-    content = message["content"]
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-    return {**message, "content": [*blocks, {"type": "text", "text": REMINDER_PREFIX + note}]}
+    return with_blocks(message, [{"type": "text", "text": REMINDER_PREFIX + note}])

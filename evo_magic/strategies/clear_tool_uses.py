@@ -21,55 +21,63 @@ derived from the prices and the cached prefix.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from evo_magic.compact.base import Context, Edited, Message
+from evo_magic.declared import check_fields, setting
 from evo_magic.strategies.blocks import block_at, json_chars, rewrite_blocks
+from evo_magic.strategies.params import calls_ahead_parameter, non_empty, tool_inputs
 
 CLEARED = "[Tool result cleared to save context. Run the tool again if you need it.]"
 
 
-@dataclass
+@dataclass(frozen=True)
 class ClearToolUses:
     """Clear old tool results (and optionally inputs) past a token threshold; see the module."""
 
-    trigger_tokens: int = 100_000
-    trigger_tool_uses: int | None = None
-    """When set, the trigger is this many tool uses in the context instead of tokens."""
-    keep: int = 3
-    clear_at_least: int = 0
-    """Tokens; a clearing that would free fewer changes nothing."""
-    exclude_tools: Iterable[str] = field(default_factory=frozenset)
-    clear_tool_inputs: bool | Iterable[str] = False
-    placeholder: str = CLEARED
-    cache_aware: bool = False
-    """Clear only when it saves money given the prompt cache (see the module)."""
-    calls_ahead: int = 10
-    """Cache-aware mode: the model calls expected while the cleared tokens would otherwise
-    stay in the context."""
+    trigger_tokens: int = setting(
+        100_000, "Clear when the prompt is over this many tokens.", minimum=0
+    )
+    trigger_tool_uses: int | None = setting(
+        None, "Instead: clear when the context holds more than this many tool uses.", minimum=0
+    )
+    keep: int = setting(3, "Most recent tool uses kept.", minimum=0)
+    clear_at_least: int = setting(
+        0, "Tokens a clearing must free, else nothing is cleared.", minimum=0
+    )
+    exclude_tools: frozenset[str] = setting(frozenset(), "Tools whose results are never cleared.")
+    clear_tool_inputs: bool | frozenset[str] = setting(
+        False,
+        "Also clear the calls' inputs: True for every tool, or a list of tool names.",
+        check=tool_inputs,
+        rule="True, False or a list of tool names",
+    )
+    placeholder: str = setting(
+        CLEARED, "Text of a cleared tool result.", check=non_empty, rule="not empty"
+    )
+    cache_aware: bool = setting(
+        False, "Clear only when that saves money given the prompt cache (see the module)."
+    )
+    calls_ahead: int = calls_ahead_parameter()
 
     name = "clear-tool-uses"
     when = "every_call"
+    source = "the API's clear_tool_uses_20250919, on the client"
 
     def __post_init__(self) -> None:
-        self.exclude_tools = frozenset(self.exclude_tools)
-        if not isinstance(self.clear_tool_inputs, bool):
-            self.clear_tool_inputs = frozenset(self.clear_tool_inputs)
+        check_fields(self, self.name)
 
     def compact(self, messages: Sequence[Message], ctx: Context) -> Edited | None:
         refs = ctx.tool_results(messages)
         if not self._triggered(ctx, len(refs)):
             return None
-        # Results before memo["done"] were cleared (or excluded) by an earlier pass.
-        key = (self.keep, self.placeholder, self.exclude_tools, self.clear_tool_inputs)
-        if ctx.memo.get("key") != key:
-            ctx.memo.clear()
-            ctx.memo.update(key=key, done=0)
+        # Results before memo["done"] were cleared (or excluded) by an earlier pass (a
+        # strategy's parameters never change: its notes hold for it as long as the history).
         end = max(len(refs) - self.keep, 0)
         replacements: list[tuple[int, int, dict]] = []
         freed = 0
-        for ref in refs[min(ctx.memo["done"], end) : end]:
+        for ref in refs[min(ctx.memo.get("done", 0), end) : end]:
             block = block_at(messages, ref)
             name = ctx.tool_name(block)
             if name in self.exclude_tools:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evo_magic.compact.base import Context, Edited, Message
+from evo_magic.declared import check_fields, setting
 from evo_magic.strategies.blocks import block_at, result_text, rewrite_blocks
 
 MARKER = (
@@ -32,26 +33,30 @@ def is_preview(text: str) -> bool:
     return match is not None and len(text) - match.end() == int(match["shown"].replace(",", ""))
 
 
-@dataclass
+@dataclass(frozen=True)
 class LargeOutputs:
     """Save each tool result longer than `limit` characters to a file and keep a preview of
     its first `preview_chars` characters in the context. Runs before every model call and
     looks only at results it has not seen; a result already moved (a preview) is never moved
     again, whatever the limit, so the file it points to is never overwritten."""
 
-    limit: int = 30_000
-    preview_chars: int = 2_000
+    limit: int = setting(
+        30_000, "Tool outputs longer than this many characters go to a file.", minimum=1
+    )
+    preview_chars: int = setting(
+        2_000, "Characters of such an output kept in the context.", minimum=0
+    )
 
     name = "large-outputs"
     when = "every_call"
+    source = "evo-agent's layer 0 (large outputs to files)"
+
+    def __post_init__(self) -> None:
+        check_fields(self, self.name)
 
     def compact(self, messages: Sequence[Message], ctx: Context) -> Edited | None:
         refs = ctx.tool_results(messages)
-        key = (self.limit, self.preview_chars)
-        if ctx.memo.get("key") != key:
-            ctx.memo.clear()
-            ctx.memo.update(key=key, done=0)
-        start = min(ctx.memo["done"], len(refs))
+        start = min(ctx.memo.get("done", 0), len(refs))  # the results seen in earlier passes
         chosen = []
         for ref in refs[start:]:
             block = block_at(messages, ref)

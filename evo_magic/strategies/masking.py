@@ -21,40 +21,49 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evo_magic.compact.base import Context, Edited, Message
+from evo_magic.declared import check_fields, setting
 from evo_magic.strategies.blocks import block_at, json_chars, result_text, rewrite_blocks
+from evo_magic.strategies.params import calls_ahead_parameter, formats_lines
 
 MASKED = "[Old tool output omitted: {lines} lines. Run the tool again if you need it.]"
 
 
-@dataclass
+@dataclass(frozen=True)
 class ObservationMasking:
     """Keep the tool results of the last `keep_turns` turns whole (a turn: one assistant step
     and its results); mask older ones with a placeholder giving their line count."""
 
-    keep_turns: int = 10
-    placeholder: str = MASKED
-    cache_aware: bool = False
-    """Mask only when it saves money given the prompt cache (see the module); False: mask
-    what is due before every call, as the paper does."""
-    calls_ahead: int = 10
-    """Cache-aware mode: the model calls expected while the masked tokens would otherwise stay
-    in the context."""
+    keep_turns: int = setting(
+        10, "Turns whose tool results stay whole (a turn: a step and its results).", minimum=0
+    )
+    placeholder: str = setting(
+        MASKED,
+        "Text of a masked result; {lines} is its line count.",
+        check=formats_lines,
+        rule="{lines} its only field",
+    )
+    cache_aware: bool = setting(
+        False,
+        "Mask only when that saves money given the prompt cache; False: mask what is due "
+        "before every call, as the paper does.",
+    )
+    calls_ahead: int = calls_ahead_parameter()
 
     name = "observation-masking"
     when = "every_call"
+    source = 'The Complexity Trap (arXiv 2508.21433), "observation masking"'
+
+    def __post_init__(self) -> None:
+        check_fields(self, self.name)
 
     def compact(self, messages: Sequence[Message], ctx: Context) -> Edited | None:
         refs = ctx.tool_results(messages)
         if not refs:
             return None
-        key = (self.keep_turns, self.placeholder)
-        if ctx.memo.get("key") != key:
-            ctx.memo.clear()
-            ctx.memo.update(key=key, done=0)
         end = _first_kept(refs, self.keep_turns)
         masked = []
         freed = 0
-        for ref in refs[min(ctx.memo["done"], end) : end]:
+        for ref in refs[min(ctx.memo.get("done", 0), end) : end]:  # earlier passes' done
             block = block_at(messages, ref)
             text = result_text(block)
             if text.startswith(self.placeholder.split("{", 1)[0]):

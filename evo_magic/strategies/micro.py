@@ -20,15 +20,18 @@ cache (with caching on it costs 28% more in the caching benchmark, see the READM
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from evo_magic.compact.base import Context, Edited, Message
-from evo_magic.compact.policy import PLACEHOLDER
+from evo_magic.declared import check_fields, setting
 from evo_magic.strategies.blocks import block_at, json_chars, result_text, rewrite_blocks
+from evo_magic.strategies.params import calls_ahead_parameter, non_empty
+
+PLACEHOLDER = "[Earlier tool result compacted. Re-run the tool if you need full detail.]"
 
 
-@dataclass
+@dataclass(frozen=True)
 class MicroCompact:
     """Replace tool results beyond the `keep_recent` most recent by `placeholder`.
 
@@ -40,24 +43,34 @@ class MicroCompact:
     that point). Running it twice changes nothing the second time.
     """
 
-    keep_recent: int = 3
-    min_chars: int = 120
-    placeholder: str = PLACEHOLDER
-    exclude_tools: Iterable[str] = field(default_factory=frozenset)
-    clear_at_least: int = 0
-    """Characters; 0 clears whatever is due, as the seed does."""
-    cache_aware: bool = True
-    """Clear only when it saves money given the prompt cache (see the module); False: the
-    seed's eager clearing, whatever the cache."""
-    calls_ahead: int = 10
-    """Cache-aware mode: the model calls expected while the cleared tokens would otherwise
-    stay in the context (what the clearing saves on each of them)."""
+    keep_recent: int = setting(
+        3, "Most recent tool results kept whole (every result counts).", minimum=0
+    )
+    min_chars: int = setting(
+        120, "Only tool results longer than this many characters are replaced.", minimum=0
+    )
+    placeholder: str = setting(
+        PLACEHOLDER, "Text of a replaced tool result.", check=non_empty, rule="not empty"
+    )
+    exclude_tools: frozenset[str] = setting(frozenset(), "Tools whose results are never replaced.")
+    clear_at_least: int = setting(
+        0,
+        "Replace only when that frees this many characters (0: whatever is due, as the seed).",
+        minimum=0,
+    )
+    cache_aware: bool = setting(
+        True,
+        "Replace only when that saves more than the prompt-cache write it causes (caching on, "
+        "a priced model); False: the seed's eager clearing.",
+    )
+    calls_ahead: int = calls_ahead_parameter()
 
     name = "micro"
     when = "every_call"
+    source = "evo-agent's layer 1 (micro-compaction)"
 
     def __post_init__(self) -> None:
-        self.exclude_tools = frozenset(self.exclude_tools)
+        check_fields(self, self.name)
 
     def compact(self, messages: Sequence[Message], ctx: Context) -> Edited | None:
         refs = ctx.tool_results(messages)
@@ -65,14 +78,10 @@ class MicroCompact:
         if end <= 0:
             return None
         latest = refs[-1].index  # the batch the model has not seen yet
-        # Results before memo["done"] were considered in an earlier pass with these settings
-        # and are placeholders or never due: only newer ones need a look (no history scan).
-        key = (self.keep_recent, self.min_chars, self.placeholder, self.exclude_tools)
+        # Results before memo["done"] were considered in an earlier pass (the parameters never
+        # change) and are placeholders or never due: only newer ones need a look (no scan).
         memo = ctx.memo
-        if memo.get("key") != key:
-            memo.clear()
-            memo.update(key=key, done=0)
-        start = min(memo["done"], end)
+        start = min(memo.get("done", 0), end)
         placeholder_chars = memo.get("placeholder_chars") or json_chars(self.placeholder)
         memo["placeholder_chars"] = placeholder_chars
         chosen: list[tuple[int, int, dict]] = []

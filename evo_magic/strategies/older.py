@@ -13,19 +13,27 @@ from dataclasses import dataclass
 
 from evo_magic.compact.base import Context, Message
 from evo_magic.compacted import compacted_message
+from evo_magic.declared import check_fields, setting
+from evo_magic.strategies.params import when_parameter
 from evo_magic.strategies.window import safe_cut
 
 
-@dataclass
+@dataclass(frozen=True)
 class SummariseOlder:
     """Summarise all but the last `keep` messages (or, when `keep_tokens` is set, all but the
     newest messages that fit in that many tokens); those stay verbatim."""
 
-    keep: int = 20
-    keep_tokens: int | None = None
-    when: str = "over_limit"
+    keep: int = setting(20, "Newest messages kept verbatim.", minimum=0)
+    keep_tokens: int | None = setting(
+        None, "Instead of `keep`: the newest messages that fit in this many tokens.", minimum=1
+    )
+    when: str = when_parameter()
 
     name = "summarise-older"
+    source = "LangChain's SummarizationMiddleware"
+
+    def __post_init__(self) -> None:
+        check_fields(self, self.name)
 
     def compact(self, messages: Sequence[Message], ctx: Context) -> list[Message] | None:
         cut = safe_cut(messages, self._cut(messages, ctx))

@@ -25,11 +25,12 @@ import importlib
 import inspect
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
-from evo_magic.compact.base import Strategy, check_strategy
+from evo_magic.compact.base import Strategy, check_strategy, parameters_of
+from evo_magic.declared import default_of, rule_text
 from evo_magic.strategies import BUILTIN, MicroCompact
 
 ENTRY_POINT_GROUP = "evo_magic.strategies"
@@ -50,22 +51,54 @@ def registered() -> dict[str, Callable[..., Any]]:
 
 
 def make_strategy(spec: Strategy | str, namespace: Mapping[str, Any] | None = None) -> Strategy:
-    """The strategy `spec` names (see the module docstring); StrategySpecError otherwise."""
+    """The strategy `spec` names (see the module docstring); StrategySpecError otherwise,
+    saying which spec, which parameter and which rule."""
     if not isinstance(spec, str):
         try:
             return check_strategy(spec)
         except TypeError as exc:
             raise StrategySpecError(str(exc)) from None
     name, kwargs = _parse(spec)
-    factory = _resolve(name, namespace)
+    return _construct(_resolve(name, namespace), kwargs, repr(spec))
+
+
+def _construct(factory: Callable[..., Any], kwargs: dict[str, Any], label: str) -> Strategy:
+    """`factory(**kwargs)`, checked: the one path by which a spec or a record becomes a
+    strategy. Whatever the strategy's own checks raise, the result is a StrategySpecError
+    (`label`: what to name in it), so a setting made of specs is refused whole."""
+    target = factory.load() if isinstance(factory, _LazyEntryPoint) else factory
+    known = _parameter_names(target)
+    unknown = sorted(set(kwargs) - known) if known is not None else []
+    if unknown:
+        shown = getattr(target, "name", None) or _dotted(target)
+        listed = ", ".join(sorted(known or ())) or "none"
+        raise StrategySpecError(
+            f"{label}: {shown} has no parameter {', '.join(unknown)} (its parameters: {listed})"
+        )
     try:
-        made = factory(**kwargs)
-    except TypeError as exc:
-        raise StrategySpecError(f"{spec!r}: {exc}") from None
+        made = target(**kwargs)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # a strategy's own check may raise anything: refused, said once
+        detail = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        raise StrategySpecError(f"{label}: {detail}") from None
     try:
         return check_strategy(made)
     except TypeError as exc:
-        raise StrategySpecError(f"{spec!r}: {exc}") from None
+        raise StrategySpecError(f"{label}: {exc}") from None
+
+
+def _parameter_names(target: Callable[..., Any]) -> set[str] | None:
+    """The keyword parameters `target` takes (None when it takes any)."""
+    if is_dataclass(target):
+        return {f.name for f in fields(target) if f.init}
+    try:
+        parameters = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return None
+    return {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 _SPEC = re.compile(r"(?P<name>[A-Za-z_][\w.-]*)\s*(?:\((?P<args>.*)\))?", re.S)
@@ -141,16 +174,32 @@ class _LazyEntryPoint:
 
 
 @dataclass(frozen=True)
-class StrategyInfo:
-    """What `%agent strategies` lists for one registered strategy."""
+class Parameter:
+    """One parameter of a strategy: its name, default, help and rule in words."""
 
     name: str
-    source: str
+    default: Any
+    help: str = ""
+    rule: str = ""
+
+
+@dataclass(frozen=True)
+class StrategyInfo:
+    """What `%agent strategies` and the tables list for one registered strategy."""
+
+    name: str
+    dotted: str
     """The class or factory's dotted path."""
     when: str
-    params: str
-    """Its keyword parameters with their defaults, as a call would write them."""
+    parameters: tuple[Parameter, ...]
     summary: str
+    source: str = ""
+    """Where the strategy comes from (a paper, a system), as the class declares it."""
+
+    @property
+    def params(self) -> str:
+        """Its keyword parameters with their defaults, as a call would write them."""
+        return ", ".join(f"{p.name}={_shown(p.default)}" for p in self.parameters)
 
 
 def describe_registered() -> list[StrategyInfo]:
@@ -161,34 +210,77 @@ def describe_registered() -> list[StrategyInfo]:
         infos.append(
             StrategyInfo(
                 name=name,
-                source=_dotted(target),
+                dotted=_dotted(target),
                 when=str(getattr(target, "when", "?")),
-                params=_params(target),
-                summary=(inspect.getdoc(target) or "").split("\n\n")[0].replace("\n", " "),
+                parameters=_parameters(target),
+                summary=_first_sentence(inspect.getdoc(target) or ""),
+                source=str(getattr(target, "source", "")),
             )
         )
     return infos
 
 
-def _params(target: Callable[..., Any]) -> str:
+def _parameters(target: Callable[..., Any]) -> tuple[Parameter, ...]:
+    """The parameters of a strategy class: its declared fields (with help and rule), or the
+    signature of any other factory (defaults only)."""
     if is_dataclass(target):
-        parts = []
+        found = []
         for f in fields(target):
-            default = f.default
-            if default is MISSING and f.default_factory is not MISSING:
-                default = f.default_factory()
-            shown = sorted(default) if isinstance(default, frozenset) else default
-            parts.append(f"{f.name}={shown!r}")
-        return ", ".join(parts)
+            if not f.init:
+                continue
+            default = default_of(f)
+            help_text = f.metadata.get("help", "")
+            found.append(Parameter(f.name, default, help_text, rule_text(f) if help_text else ""))
+        return tuple(found)
     try:
         signature = inspect.signature(target)
     except (TypeError, ValueError):
-        return ""
-    return ", ".join(
-        f"{p.name}={p.default!r}" if p.default is not p.empty else p.name
+        return ()
+    return tuple(
+        Parameter(p.name, p.default if p.default is not p.empty else None)
         for p in signature.parameters.values()
         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
     )
+
+
+def _first_sentence(doc: str) -> str:
+    """The first sentence of a docstring, on one line."""
+    paragraph = doc.split("\n\n")[0].replace("\n", " ")
+    return paragraph.split(". ")[0].rstrip(".") + "."
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, frozenset | set):
+        return repr(sorted(value))
+    return repr(value)
+
+
+def strategies_markdown() -> str:
+    """The built-in and registered strategies as a Markdown table (name, when, parameters with
+    their defaults, what it does, source): the README's and the docs' table is this text (a
+    test checks it)."""
+    lines = [
+        "| name | when | parameters (defaults) | what it does | source |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for info in describe_registered():
+        if info.dotted.split(".")[0] != "evo_magic":
+            continue  # another package's plug-in: listed by %agent strategies, not here
+        cells = [f"`{info.name}`", info.when, f"`{info.params}`", info.summary, info.source]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def parameters_markdown(name: str) -> str:
+    """One strategy's parameters as a Markdown table (parameter, default, rule, meaning)."""
+    info = next((i for i in describe_registered() if i.name == name), None)
+    if info is None:
+        raise StrategySpecError(f"unknown strategy {name!r}")
+    lines = ["| parameter | default | rule | meaning |", "| --- | --- | --- | --- |"]
+    for p in info.parameters:
+        cells = [f"`{p.name}`", f"`{_shown(p.default)}`", p.rule, p.help]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
 
 
 # -- a strategy as a record, and back -----------------------------------------------------
@@ -202,16 +294,11 @@ class NotRebuildable(StrategySpecError):
 def describe(strategy: Strategy) -> dict[str, Any]:
     """The strategy as a record: name, when, class and parameters (JSON-able). `rebuild`
     makes it again."""
-    cls = type(strategy)
-    if is_dataclass(strategy):
-        params = {f.name: getattr(strategy, f.name) for f in fields(strategy)}
-    else:
-        params = {k: v for k, v in vars(strategy).items() if not k.startswith("_")}
     return {
         "name": strategy.name,
         "when": strategy.when,
-        "class": _dotted(cls),
-        "params": {key: _plain(value) for key, value in params.items() if key != "when"},
+        "class": _dotted(type(strategy)),
+        "params": {key: _plain(value) for key, value in parameters_of(strategy).items()},
     }
 
 
@@ -243,12 +330,13 @@ def rebuild(described: Any, *, trust: bool = False) -> Strategy:
     kwargs = dict(params)
     if factory is MicroCompact:  # recorded before it became cache-aware by default: eager
         kwargs.setdefault("cache_aware", False)
-    if "when" in _init_params(factory) and isinstance(described.get("when"), str):
+    takes = _parameter_names(factory)
+    if (takes is None or "when" in takes) and isinstance(described.get("when"), str):
         kwargs["when"] = described["when"]
     try:
-        return check_strategy(factory(**kwargs))
-    except (TypeError, ValueError) as exc:
-        raise NotRebuildable(f"the strategy {name!r} ({path}): {exc}") from None
+        return _construct(factory, kwargs, f"the strategy {name!r} ({path})")
+    except StrategySpecError as exc:
+        raise NotRebuildable(str(exc)) from None
 
 
 def _registered_class(path: str) -> Callable[..., Any] | None:
@@ -275,13 +363,6 @@ def _dotted(target: Any) -> str:
     return f"{target.__module__}.{getattr(target, '__qualname__', target)}"
 
 
-def _init_params(factory: Callable[..., Any]) -> set[str]:
-    try:
-        return set(inspect.signature(factory).parameters)
-    except (TypeError, ValueError):
-        return set()
-
-
 def _plain(value: Any) -> Any:
     if isinstance(value, frozenset | set):
         return sorted(_plain(v) for v in value)
@@ -291,4 +372,42 @@ def _plain(value: Any) -> Any:
         return {str(k): _plain(v) for k, v in value.items()}
     if value is None or isinstance(value, bool | int | float | str):
         return value
+    if _is_strategy(value):  # a fallback: the spec that makes it again
+        return spec_of(value)
     return repr(value)
+
+
+def _is_strategy(value: Any) -> bool:
+    try:
+        check_strategy(value)
+    except TypeError:
+        return False
+    return True
+
+
+def spec_of(strategy: Strategy) -> str:
+    """The spec that makes `strategy` again (`make_strategy(spec_of(s))`): its registered
+    name (else its class's dotted path) with every parameter that differs from its default,
+    literals only."""
+    name = strategy.name if strategy.name in registered() else _dotted(type(strategy))
+    return _call(name, strategy)
+
+
+def shown(strategy: Strategy) -> str:
+    """`strategy` as a person reads it: its name with the parameters that differ from its
+    defaults (`micro(keep_recent=5)`)."""
+    return _call(strategy.name, strategy)
+
+
+def _call(name: str, strategy: Strategy) -> str:
+    described = describe(strategy)
+    defaults = {p.name: _plain(p.default) for p in _parameters(type(strategy))}
+    changed = {
+        key: value
+        for key, value in described["params"].items()
+        if key not in defaults or defaults[key] != value
+    }
+    if "when" in defaults and strategy.when != defaults["when"]:
+        changed["when"] = strategy.when
+    arguments = ", ".join(f"{key}={value!r}" for key, value in changed.items())
+    return f"{name}({arguments})" if arguments else name

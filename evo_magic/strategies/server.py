@@ -25,33 +25,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evo_magic.compact.base import Context, Message, ServerEdit, Strategy, server_edit
+from evo_magic.catalog import CLEAR_THINKING, CLEAR_TOOL_USES, COMPACT_EDIT, SUMMARIZE
+from evo_magic.compact.base import Context, Message, ServerEdit, Strategy
 from evo_magic.compact.server import COMPACT_BETA, SUMMARIZE_BETA
-from evo_magic.models.catalog import CLEAR_THINKING, CLEAR_TOOL_USES, COMPACT_EDIT, SUMMARIZE
+from evo_magic.declared import check_fields, setting
+from evo_magic.strategies.params import client_fallback
 
 CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
 MIN_COMPACT_TRIGGER = 50_000
 """The API's lowest compaction trigger (input tokens), from the compaction docs."""
 
 
-def _fallback(value: object) -> Strategy | None:
-    """A fallback given as a strategy or a spec string ("summarise", "micro(keep_recent=5)")."""
-    if value is None:
-        return None
-    from evo_magic.strategies.registry import make_strategy  # the registry imports this module
-
-    fallback = make_strategy(value)  # type: ignore[arg-type]
-    if server_edit(fallback) is not None:
-        raise ValueError(f"the fallback must be a client strategy, not {fallback.name!r}")
-    return fallback
-
-
-def _whole(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be a whole number >= {minimum:,}, not {value!r}")
+def _fallback() -> Any:
+    """The `fallback` parameter every server strategy declares."""
+    return setting(
+        None,
+        "A client strategy (object or spec) that takes over when the model or the API does "
+        "not offer this one (None: none).",
+        check=client_fallback,
+        rule="a client strategy or None",
+    )
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServerCompact:
     """The API compacts the conversation itself when its input passes `trigger_tokens`
     (`compact_20260112`): the reply starts with a `compaction` block that replaces everything
@@ -59,17 +55,23 @@ class ServerCompact:
     ask); `instructions` replace the server's summary prompt; `fallback` runs instead when the
     server or the model does not offer it."""
 
-    trigger_tokens: int = 150_000
-    pause_after_compaction: bool = False
-    instructions: str | None = None
-    fallback: Strategy | None = None
+    trigger_tokens: int = setting(
+        150_000,
+        "The server compacts when the input passes this many tokens.",
+        minimum=MIN_COMPACT_TRIGGER,
+    )
+    pause_after_compaction: bool = setting(
+        False, "Return the compaction block alone (the loop then continues the ask)."
+    )
+    instructions: str | None = setting(None, "Replace the server's summary prompt (None: its own).")
+    fallback: Strategy | None = _fallback()
 
     name = "server-compact"
     when = "every_call"
+    source = "the API's compact_20260112"
 
     def __post_init__(self) -> None:
-        _whole("trigger_tokens", self.trigger_tokens, MIN_COMPACT_TRIGGER)
-        self.fallback = _fallback(self.fallback)
+        check_fields(self, self.name)
 
     def server_edit(self) -> ServerEdit:
         edit: dict[str, Any] = {
@@ -85,32 +87,29 @@ class ServerCompact:
         return None  # the server compacts
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServerClearToolUses:
     """The API clears the oldest tool results from the prompt when its input passes
     `trigger_tokens`, keeping the newest `keep` tool uses (`clear_tool_uses_20250919`);
     the history itself keeps them."""
 
-    trigger_tokens: int = 100_000
-    keep: int = 3
-    clear_at_least: int = 0
-    exclude_tools: Sequence[str] = ()
-    clear_tool_inputs: bool = False
-    fallback: Strategy | None = None
+    trigger_tokens: int = setting(
+        100_000, "The server clears when the input passes this many tokens.", minimum=1
+    )
+    keep: int = setting(3, "Most recent tool uses kept.", minimum=0)
+    clear_at_least: int = setting(
+        0, "Tokens a clearing must free, else nothing is cleared (0: no minimum).", minimum=0
+    )
+    exclude_tools: tuple[str, ...] = setting((), "Tools whose results are never cleared.")
+    clear_tool_inputs: bool = setting(False, "Also clear the calls' inputs.")
+    fallback: Strategy | None = _fallback()
 
     name = "server-clear-tool-uses"
     when = "every_call"
+    source = "the API's clear_tool_uses_20250919"
 
     def __post_init__(self) -> None:
-        _whole("trigger_tokens", self.trigger_tokens, 1)
-        _whole("keep", self.keep, 0)
-        self.fallback = _fallback(self.fallback)
-        _whole("clear_at_least", self.clear_at_least, 0)
-        if isinstance(self.exclude_tools, str) or not all(
-            isinstance(name, str) for name in self.exclude_tools
-        ):
-            raise ValueError("exclude_tools must be a list of tool names")
-        self.exclude_tools = tuple(self.exclude_tools)
+        check_fields(self, self.name)
 
     def server_edit(self) -> ServerEdit:
         edit: dict[str, Any] = {
@@ -130,20 +129,20 @@ class ServerClearToolUses:
         return None  # the server clears
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServerClearThinking:
     """The API drops the thinking blocks of all but the newest `keep_turns` assistant turns
     from the prompt (`clear_thinking_20251015`)."""
 
-    keep_turns: int = 1
-    fallback: Strategy | None = None
+    keep_turns: int = setting(1, "Newest assistant turns whose thinking is kept.", minimum=1)
+    fallback: Strategy | None = _fallback()
 
     name = "server-clear-thinking"
     when = "every_call"
+    source = "the API's clear_thinking_20251015"
 
     def __post_init__(self) -> None:
-        _whole("keep_turns", self.keep_turns, 1)
-        self.fallback = _fallback(self.fallback)
+        check_fields(self, self.name)
 
     def server_edit(self) -> ServerEdit:
         keep = {"type": "thinking_turns", "value": self.keep_turns}
@@ -154,19 +153,20 @@ class ServerClearThinking:
         return None  # the server clears
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServerSummarise:
     """On request, the API summarises the whole conversation (the `compaction` parameter):
     the history becomes its signed `compaction` block (and the pending request, verbatim).
     The focus becomes the summary's `instructions`."""
 
-    fallback: Strategy | None = None
+    fallback: Strategy | None = _fallback()
 
     name = "server-summarise"
     when = "on_request"
+    source = "the API's compaction parameter"
 
     def __post_init__(self) -> None:
-        self.fallback = _fallback(self.fallback)
+        check_fields(self, self.name)
 
     def server_edit(self) -> ServerEdit:
         return ServerEdit(SUMMARIZE, SUMMARIZE_BETA, None)

@@ -44,33 +44,37 @@ from evo_magic.compacted import (
     compacted_message,
     is_pin_text,
 )
+from evo_magic.declared import check_fields, setting
 from evo_magic.measure import to_json
+from evo_magic.messages import content_blocks
+from evo_magic.strategies.params import when_parameter
 
 
-@dataclass
+@dataclass(frozen=True)
 class Summarise:
     """Replace the whole history by the seed's compacted message. `when` may be
     "on_request" to summarise only when asked (the model's compact tool, `%compact`).
     `keep_user_tokens` and `reread_files` keep the newest prompts and recent files after the
     summary (see the module)."""
 
-    when: str = "over_limit"
-    keep_user_tokens: int = 0
-    """Tokens of the newest prompts a person typed kept verbatim after the summary (0: none)."""
-    reread_files: int = 0
-    """How many of the most recently touched files are read again after the summary (0:
-    none)."""
-    reread_max_tokens: int = 5_000
-    """A file re-read is put back whole when it holds at most this many tokens, else listed
-    by path."""
+    when: str = when_parameter()
+    keep_user_tokens: int = setting(
+        0, "Tokens of the newest prompts a person typed kept verbatim (0: none).", minimum=0
+    )
+    reread_files: int = setting(
+        0, "Most recently touched files read again after the summary (0: none).", minimum=0
+    )
+    reread_max_tokens: int = setting(
+        5_000,
+        "A file read again is put back whole up to this many tokens, else listed by path.",
+        minimum=0,
+    )
 
     name = "summarise"
+    source = "evo-agent's layer 2 (and 3, on request)"
 
     def __post_init__(self) -> None:
-        for name in ("keep_user_tokens", "reread_files", "reread_max_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"Summarise.{name} must be an integer >= 0, got {value!r}")
+        check_fields(self, self.name)
 
     def compact(self, messages: Sequence[Message], ctx: Context) -> list[Message]:
         summary = ctx.summarise(messages, ctx.focus)
@@ -146,8 +150,7 @@ def prompt_text(message: Message) -> str | None:
     header."""
     if message.get("role") != "user":
         return None
-    content = message.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    blocks = content_blocks(message)
     if any(b.get("type") == "tool_result" for b in blocks):
         return None
     texts = [

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evo_magic.compact.base import Context, Message
+from evo_magic.declared import check_fields, setting
+from evo_magic.strategies.params import when_parameter
 
 
 def safe_cut(messages: Sequence[Message], cut: int) -> int:
@@ -33,15 +35,19 @@ def _starts_with_results(message: Message) -> bool:
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class SlidingWindow:
     """Keep the first user message and the last `keep` messages (a few more when a tool call
     and its result would be split)."""
 
-    keep: int = 20
-    when: str = "over_limit"
+    keep: int = setting(20, "Newest messages kept (after the first user message).", minimum=1)
+    when: str = when_parameter()
 
     name = "sliding-window"
+    source = "evo-agent article, section 3.1"
+
+    def __post_init__(self) -> None:
+        check_fields(self, self.name)
 
     def compact(self, messages: Sequence[Message], ctx: Context) -> list[Message] | None:
         cut = safe_cut(messages, len(messages) - self.keep)

@@ -11,6 +11,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 from evo_magic.analysis.engine.base import Outcome, SweepError, Unit
+from evo_magic.extras import missing
 
 Call = Callable[[Unit], Outcome]
 
@@ -63,10 +64,8 @@ def _client(client: Any, workers: int | None) -> tuple[Any, list[Any]]:
     """The Dask client to use, and what this sweep opened (to close after it)."""
     try:
         from distributed import Client, LocalCluster
-    except ImportError as exc:
-        raise SweepError(
-            "engine='dask' needs Dask distributed: pip install 'evo-magic[dask]'"
-        ) from exc
+    except ImportError:
+        raise SweepError(str(missing("Dask distributed", "engine='dask'", "dask"))) from None
     if client is None:
         cluster = LocalCluster(
             n_workers=workers or 2,

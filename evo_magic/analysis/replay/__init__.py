@@ -46,17 +46,17 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from evo_magic.analysis.engine import Engine, EngineOptions, engine_of
 from evo_magic.analysis.replay.calibration import Calibration
-from evo_magic.analysis.replay.recording import Recording, recordings
-from evo_magic.analysis.replay.results import CALL_COLUMNS, Replay, summary_counts, totals
-from evo_magic.analysis.replay.run import (
+from evo_magic.analysis.replay.options import (
     RECORDED,
     ReplayedCall,
     ReplaySettings,
     ReplayWarning,
-    Run,
     Skipped,
     warn_unrebuilt,
 )
+from evo_magic.analysis.replay.recording import Recording, recordings
+from evo_magic.analysis.replay.results import CALL_COLUMNS, Replay, summary_counts, totals
+from evo_magic.analysis.replay.run import Run
 from evo_magic.analysis.replay.summaries import median_summary_tokens
 from evo_magic.analysis.sources import is_lake, session_units, transcripts_of, unit_session
 from evo_magic.compact.base import Strategy

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from evo_magic.measure import TokenRate, estimate_tokens
+from evo_magic.measure import TokenAnchor, TokenRate, anchored_tokens, estimate_tokens
 
 
 @dataclass
@@ -36,7 +36,8 @@ class Calibration:
         if recorded is not None and ref is not None:
             if ref[0] == digest:
                 return recorded, True
-            return max(round(recorded + self.rate.rate * (chars - ref[1])), 1), False
+            anchor = TokenAnchor(ref[1], recorded, self.rate.rate)  # the live history's rule
+            return max(anchored_tokens(chars, anchor), 1), False
         return self.estimate(chars), False
 
 

@@ -64,10 +64,16 @@ class Replay:
     def plot(self, *, figsize: tuple[float, float] = (11, 4)) -> Any:
         """Context tokens per call, one line per strategy, broken between conversations
         (sessions and subagents); strategies whose lines coincide are drawn dashed with
-        markers and the legend says which they overlap. Cost per strategy. Returns the figure."""
+        markers and the legend says which they overlap. Cost per strategy, beside it, when any
+        cost anything (a replay without prices gets no empty panel). Returns the figure."""
         import matplotlib.pyplot as plt
 
-        fig, (left, right) = plt.subplots(1, 2, figsize=figsize, width_ratios=(2, 1))
+        cost = self.totals["cost_usd"].astype("Float64").fillna(0)
+        priced = bool((cost > 0).any())  # nothing cost anything: no cost panel
+        if priced:
+            fig, (left, right) = plt.subplots(1, 2, figsize=figsize, width_ratios=(2, 1))
+        else:
+            fig, left = plt.subplots(figsize=(figsize[0] * 2 / 3, figsize[1]))
         groups = self.calls.groupby("strategy", sort=False)
         series = {name: _with_gaps(rows) for name, rows in groups}
         drawn: list[tuple[str, list[float]]] = []
@@ -95,11 +101,11 @@ class Replay:
         left.set_ylabel("context tokens (whole prompt)")
         left.set_title("context sent per call")
         left.legend(loc="upper left", fontsize="small")
-        totals = self.totals
-        right.barh(totals["strategy"], totals["cost_usd"].fillna(0))
-        right.set_xlabel("cost (USD)")
-        right.set_title("total cost")
-        right.invert_yaxis()
+        if priced:
+            right.barh(self.totals["strategy"], cost.to_numpy(dtype=float))
+            right.set_xlabel("cost (USD)")
+            right.set_title("total cost")
+            right.invert_yaxis()
         fig.tight_layout()
         return fig
 

@@ -46,9 +46,7 @@ class Summaries:
     def use_policy(self, policy: CompactPolicy) -> None:
         """Ask summaries as `policy` says from now on (its input limit, in context or not)."""
         self.policy = policy
-        self.request = Summariser(
-            input_limit=policy.summary_input_limit, max_tokens=policy.summary_max_tokens
-        ).request
+        self.request = policy.summariser().request
 
     def __call__(self, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
         key = digest(list(messages))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from evo_magic.analysis.plot_words import label_points, words
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -111,7 +113,9 @@ class Retention:
     """A sweep's sessions that failed (`session_id`, `error`); None without an engine."""
 
     def frontier(self, x: str = "cost_usd", y: str = "kept_share", ax: Any = None) -> Any:
-        """`y` against `x`, one labelled point per strategy (the "all" rows of `totals`).
+        """`y` against `x`, one labelled point per strategy (the "all" rows of `totals`;
+        strategies at one point share a label, and no label overprints another), the axes
+        in words ("Cost (USD)").
         Where probes were asked, their accuracy is drawn too, with its 95% interval as an
         error bar. Returns the matplotlib Axes."""
         import matplotlib.pyplot as plt
@@ -121,9 +125,7 @@ class Retention:
         rows = self.totals[self.totals["kind"] == "all"]
         xs = rows[x].astype("Float64").to_numpy(dtype=float, na_value=float("nan"))
         ys = rows[y].astype("Float64").to_numpy(dtype=float, na_value=float("nan"))
-        ax.scatter(xs, ys, label=y.replace("_", " "), zorder=3)
-        for label, px, py in zip(rows["strategy"], xs, ys, strict=True):
-            ax.annotate(str(label), (px, py), textcoords="offset points", xytext=(5, 5))
+        ax.scatter(xs, ys, label=words(y).lower(), zorder=3)
         asked = rows["probes"].fillna(0).astype(int) > 0
         if asked.any():
             accuracy = rows["probe_accuracy"].to_numpy(dtype=float, na_value=float("nan"))
@@ -145,9 +147,11 @@ class Retention:
                     label="probe accuracy (95% interval)",
                 )
             ax.legend(loc="best", fontsize="small")
-        ax.set_xlabel(x.replace("_", " "))
-        ax.set_ylabel(y.replace("_", " "))
+        ax.set_xlabel(words(x))
+        ax.set_ylabel(words(y))
         ax.set_title("what each strategy costs and keeps")
+        ax.autoscale_view()  # the labels are placed where the points finally are
+        label_points(ax, list(zip(xs, ys, strict=True)), [str(s) for s in rows["strategy"]])
         return ax
 
     def _repr_html_(self) -> str:
