@@ -677,6 +677,7 @@ def _watch(read, seconds: float = 8.0):
     return seen, lambda: (stop.set(), thread.join())
 
 
+@pytest.mark.slow  # it waits seconds on purpose: the line ticks from 2 s on
 @pytest.mark.parametrize("mode", ["plain", "rich"])
 def test_a_tool_line_shows_when_the_tool_starts_and_ends_when_it_ends(ip, mode, monkeypatch):
     ip.run_line_magic("config", f"AgentMagics.display_mode = '{mode}'")
