@@ -87,6 +87,7 @@ class History:
         self.overhead_chars = overhead_chars
         """Characters of the system prompt and tool schemas, for token estimates."""
         self._messages: list[Message] = []
+        self._view = ReadOnlyList(self._messages)
         self._chars: list[int] = []
         self._chars_sum = 0
         # Per message, the JSON length of each block when known (tool-results messages, built
@@ -117,8 +118,10 @@ class History:
         return list(self._messages)
 
     def view(self) -> ReadOnlyList[Message]:
-        """The messages without a copy, read-only."""
-        return ReadOnlyList(self._messages)
+        """The messages without a copy, read-only: the same object until the history is
+        replaced or reset, so a strategy's context knows it is looking at the history itself
+        (and uses its index of tool results instead of scanning every message)."""
+        return self._view
 
     def is_whole(self, messages: Sequence[Message]) -> bool:
         """True when `messages` are this history's messages, the same dicts in the same order
@@ -343,6 +346,7 @@ class History:
 
     def _clear(self) -> None:
         self._messages = []
+        self._view = ReadOnlyList(self._messages)
         self._chars = []
         self._block_chars = []
         self._chars_sum = 0

@@ -459,3 +459,23 @@ def test_sizes_are_reported_before_and_after_each_layer(workspace: Path):
         assert event.before.messages > 1 == event.after.messages
         assert event.before.tokens > event.after.tokens > 0
         assert event.summary_usage.output_tokens > 0
+
+
+def test_the_every_call_strategies_read_the_historys_own_index_not_a_scan(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Before every call the pipeline looks at the newest tool results through the history's
+    own index: a scan of every message per call made the per-call cost grow with the history
+    (85x from 200 to 20,000 messages in the compaction benchmark) when the strategy's context
+    and its view of the history were two objects."""
+    from evo_magic.compact import base
+
+    def no_scan(messages):  # the fallback for a list other than the history
+        raise AssertionError("the history's tool results were scanned")
+
+    monkeypatch.setattr(base, "scan_tool_results", no_scan)
+    with FakeAnthropic(scripted()) as server:
+        session = session_on(server, workspace, policy=CompactPolicy(context_limit=1_000_000))
+        session.ask("Survey the project.")
+        server.assert_no_rejections()
+    assert session.calls >= 4 and session.history.view() is session.history.view()
