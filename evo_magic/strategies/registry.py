@@ -271,18 +271,6 @@ def strategies_markdown() -> str:
     return "\n".join(lines)
 
 
-def parameters_markdown(name: str) -> str:
-    """One strategy's parameters as a Markdown table (parameter, default, rule, meaning)."""
-    info = next((i for i in describe_registered() if i.name == name), None)
-    if info is None:
-        raise StrategySpecError(f"unknown strategy {name!r}")
-    lines = ["| parameter | default | rule | meaning |", "| --- | --- | --- | --- |"]
-    for p in info.parameters:
-        cells = [f"`{p.name}`", f"`{_shown(p.default)}`", p.rule, p.help]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines)
-
-
 # -- a strategy as a record, and back -----------------------------------------------------
 
 
