@@ -100,7 +100,9 @@ class SessionSettings:
         "Bytes each of the sandbox's /tmp, /var/tmp and /dev/shm may hold (None: no bound).",
     )
     bash_memory: int | None = setting(
-        4 * GiB, "Bytes of address space each process of a bash command may map (None: no bound)."
+        4 * GiB,
+        "Bytes of memory a bash command may use: of address space per process, and in all its "
+        "processes together where a memory cgroup can be made (None: no bound).",
     )
     bash_processes: int | None = setting(
         512, "Processes a bash command may have at once (None: no bound)."

@@ -23,6 +23,7 @@ from support.sandbox import sandbox_here
 from evo_magic.tools import ToolContext, default_tools, run_tool
 from evo_magic.tools.bash import command_environment
 from evo_magic.tools.bash_settings import DEFAULT_ENV_DROP, BashSettings
+from evo_magic.tools.cgroups import CommandCgroup, make_command_cgroup
 from evo_magic.tools.sandbox import (
     DEFAULT_SANDBOX,
     SANDBOX_MODES,
@@ -544,9 +545,9 @@ def test_as_root_without_a_pids_cgroup_the_process_bound_is_not_enforced_and_sai
     apply to root, so the bound does not hold; bash says so once."""
     if os.geteuid() != 0:
         pytest.skip("as a user other than root, `ulimit -u` bounds the processes")
-    from evo_magic.tools import bounds
+    from evo_magic.tools import cgroups
 
-    monkeypatch.setattr(bounds, "_CGROUP_MOUNT", Path("/nonexistent/cgroup"))
+    monkeypatch.setattr(cgroups, "_CGROUP_MOUNT", Path("/nonexistent/cgroup"))
     ctx = ToolContext(
         workspace=empty_workspace, sandbox=sandbox_here(), bash=BashSettings(processes=16)
     )
@@ -555,6 +556,66 @@ def test_as_root_without_a_pids_cgroup_the_process_bound_is_not_enforced_and_sai
     assert "\n40\n" in text  # 40 processes ran beyond a bound of 16
     text, _ = bash(ctx, "echo again")
     assert text == "again\n\n[exit code: 0]"
+
+
+def _cgroup_bounds(processes: int | None, memory: int | None) -> CommandCgroup | None:
+    made = make_command_cgroup(processes, memory)
+    if made is not None:
+        made.remove()
+    return made
+
+
+def test_only_the_cgroup_decides_that_a_fork_was_refused(empty_workspace: Path) -> None:
+    """A workspace file that says "fork: retry" must not make a command fail where a pids cgroup
+    counts the command's forks (it would let any file stop any command)."""
+    made = _cgroup_bounds(32, None)
+    if made is None or not made.bounds_processes:
+        pytest.skip("no pids cgroup can be made here: bash's words are the only sign there is")
+    (empty_workspace / "log.txt").write_text(
+        "bash: fork: retry: Resource temporarily unavailable\n"
+        "bash: fork: Resource temporarily unavailable\n"
+    )
+    ctx = ToolContext(
+        workspace=empty_workspace, sandbox=sandbox_here(), bash=BashSettings(processes=32)
+    )
+    text, is_error = bash(ctx, "cat log.txt; sleep 0.3; echo finished")
+    assert "finished" in text and "hit the process bound" not in text, text
+    assert text.endswith("[exit code: 0]") and not is_error
+
+
+@pytest.mark.parametrize("mode", ["require", "off"])
+def test_the_memory_bound_holds_for_all_processes_of_a_command(
+    empty_workspace: Path, mode: str
+) -> None:
+    """Four processes of 100 MiB each under a 256 MiB bound: each alone is within the
+    per-process bound, together they are not, and the kernel stops one of the command's own."""
+    if mode == "require" and not STATUS.available:
+        pytest.skip(STATUS.reason)
+    made = _cgroup_bounds(None, 256 << 20)
+    if made is None or not made.bounds_memory:
+        pytest.skip("no memory cgroup can be made here: the bound holds per process only")
+    ctx = ToolContext(workspace=empty_workspace, sandbox=mode, bash=BashSettings(memory=256 << 20))
+    hold = (
+        'python3 -c \'import time; b = b"x" * (100 << 20); '
+        'print("held", flush=True); time.sleep(3)\''
+    )
+    text, _ = bash(ctx, f"for i in 1 2 3 4; do {hold} & sleep 0.5; done; wait")
+    assert text.splitlines().count("done") < 4 and "Killed" in text, text
+    assert "passed the memory bound (256 MiB in all its processes together" in text, text
+    assert bash(ctx, "echo alive")[0].startswith("alive")
+
+
+def test_where_no_memory_cgroup_can_be_made_the_per_process_bound_is_said_once(
+    empty_workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evo_magic.tools import cgroups
+
+    monkeypatch.setattr(cgroups, "_CGROUP_MOUNT", Path("/nonexistent/cgroup"))
+    ctx = ToolContext(workspace=empty_workspace, sandbox=sandbox_here(), bash=BashSettings())
+    first, _ = bash(ctx, "echo one")
+    assert "[note: the memory bound holds per process only" in first
+    second, _ = bash(ctx, "echo two")
+    assert "memory bound" not in second
 
 
 @pytest.mark.parametrize("mode", ["require", "off"])

@@ -26,13 +26,8 @@ from typing import Any
 from evo_magic.secrets import SECRET_ENV_VARS, known_secrets
 from evo_magic.tools.base import Tool, ToolContext, ToolError
 from evo_magic.tools.bash_settings import BashSettings
-from evo_magic.tools.bounds import (
-    PidsCgroup,
-    bound_notes,
-    fork_refused,
-    make_pids_cgroup,
-    shell_argv,
-)
+from evo_magic.tools.bounds import bound_notes, processes_hit, shell_argv
+from evo_magic.tools.cgroups import CommandCgroup, make_command_cgroup
 from evo_magic.tools.guard import refusal_reason
 from evo_magic.tools.sandbox import (
     DEFAULT_SANDBOX,
@@ -56,6 +51,8 @@ UNSANDBOXED_NOTICE = "unsandboxed"
 """The key in `ToolContext.notices` of the warning that commands run without the sandbox."""
 UNBOUNDED_PROCESSES_NOTICE = "processes-unbounded"
 """The key in `ToolContext.notices` of the warning that the process bound is not enforced."""
+PER_PROCESS_MEMORY_NOTICE = "memory-per-process"
+"""The key in `ToolContext.notices` of the note that the memory bound holds per process only."""
 _WATCH_INTERVAL = 0.05
 """Seconds between two looks at whether a running command hit its process bound."""
 
@@ -268,16 +265,19 @@ def run_command(
     settings = settings or BashSettings()
     launch = plan_launch(Path(workspace), sandbox, notices, read_only, settings)
     argv = [*launch.prefix, *shell_argv(command, launch.settings)]
-    cgroup = make_pids_cgroup(launch.settings.processes)
+    cgroup = make_command_cgroup(launch.settings.processes, launch.settings.memory)
     notice = launch.notice + _unbounded_notice(cgroup, launch.settings, notices)
     if cgroup is not None:
         argv = cgroup.enter_argv(argv)
     try:
         output, returncode, hit = _execute(argv, workspace, timeout, launch.settings, cgroup)
+        hit = hit or processes_hit(cgroup, output, launch.settings)
+        memory_killed = cgroup is not None and cgroup.memory_hit()
     finally:
         if cgroup is not None:
             cgroup.remove()
-    notes = "".join(f"\n{note}" for note in bound_notes(output, returncode, launch.settings, hit))
+    found = bound_notes(output, returncode, launch.settings, hit, memory_killed)
+    notes = "".join(f"\n{note}" for note in found)
     if returncode is None and not hit:
         killed = f"timed out after {timeout:g} s and was killed, with every process it started"
         raise ToolError(f"{notice}{output}{notes}\n[{killed}]")
@@ -286,17 +286,28 @@ def run_command(
 
 
 def _unbounded_notice(
-    cgroup: PidsCgroup | None, settings: BashSettings, notices: set[str] | None
+    cgroup: CommandCgroup | None, settings: BashSettings, notices: set[str] | None
 ) -> str:
-    """Once per session: the process bound is not enforced (root, and no pids cgroup)."""
-    if cgroup is not None or settings.processes is None or os.geteuid() != 0:
-        return ""  # a user other than root is bounded by `ulimit -u` (counting the user's)
-    return _once(
-        notices,
-        UNBOUNDED_PROCESSES_NOTICE,
-        "[warning: the process bound is not enforced: no pids cgroup can be created here, and "
-        "the per-user process limit does not apply to root]\n",
-    )
+    """Once per session each: the process bound is not enforced (root, and no pids cgroup); the
+    memory bound holds per process only (no memory cgroup)."""
+    said = ""
+    processes_bounded = cgroup is not None and cgroup.bounds_processes
+    if not processes_bounded and settings.processes is not None and os.geteuid() == 0:
+        # A user other than root is bounded by `ulimit -u` (counting the user's processes).
+        said += _once(
+            notices,
+            UNBOUNDED_PROCESSES_NOTICE,
+            "[warning: the process bound is not enforced: no pids cgroup can be created here, "
+            "and the per-user process limit does not apply to root]\n",
+        )
+    if settings.memory is not None and not (cgroup is not None and cgroup.bounds_memory):
+        said += _once(
+            notices,
+            PER_PROCESS_MEMORY_NOTICE,
+            "[note: the memory bound holds per process only (address space): no memory cgroup "
+            "can be created here, so a command of several processes may use more in all]\n",
+        )
+    return said
 
 
 def _execute(
@@ -304,7 +315,7 @@ def _execute(
     workspace: os.PathLike[str] | str,
     timeout: float,
     settings: BashSettings,
-    cgroup: PidsCgroup | None = None,
+    cgroup: CommandCgroup | None = None,
 ) -> tuple[str, int | None, bool]:
     """Run `argv`; its output, exit code (None when it was killed: timed out or hit the
     process bound) and whether it hit the process bound."""
@@ -351,14 +362,10 @@ def _execute(
 
 
 def _hit_process_bound(
-    cgroup: PidsCgroup | None, buffer: _OutputBuffer, settings: BashSettings
+    cgroup: CommandCgroup | None, buffer: _OutputBuffer, settings: BashSettings
 ) -> bool:
-    """Whether a fork was refused: the cgroup counted one, or bash said so."""
-    if settings.processes is None:
-        return False
-    if cgroup is not None and cgroup.hit():
-        return True
-    return fork_refused(buffer.recent())
+    """Whether a fork was refused while the command runs (the rule of `processes_hit`)."""
+    return processes_hit(cgroup, buffer.recent(), settings)
 
 
 def _run(tool_input: dict[str, Any], ctx: ToolContext) -> str:

@@ -43,7 +43,8 @@ class BashSettings:
     tmp_size: int | None = 512 * MiB
     """Bytes each of the sandbox's /tmp, /var/tmp and /dev/shm may hold."""
     memory: int | None = 4 * GiB
-    """Bytes of address space each process of a command may map."""
+    """Bytes of address space each process of a command may map, and of memory all its
+    processes may hold together where a memory cgroup can be made."""
     processes: int | None = 512
     """Processes a command may have at once (a pids cgroup where one can be created)."""
     file_size: int | None = 4 * GiB

@@ -1,30 +1,21 @@
 """The bounds a bash command cannot exceed: memory, file size and processes.
 
 Memory and file size are resource limits the command's shell sets on itself before it runs the
-command (`ulimit -v`, `ulimit -f`), so they hold sandboxed or not. Processes are bounded by a
-pids cgroup made for the command inside the kernel's own, where one can be created (cgroup v1's
-`pids` hierarchy, or a cgroup v2 tree that delegates the pids controller; typically as root):
-the per-user process limit (`ulimit -u`)
-counts every process of the user and does not apply to root at all, so it is set as well but
-relied on only where nothing better exists. A command that hits a bound is stopped, and its
-output ends with a line naming the bound.
+command (`ulimit -v`, `ulimit -f`), so they hold sandboxed or not, per process. Where a cgroup
+can be made for the command (tools/cgroups.py; typically as root), it bounds the command's
+processes together: how many run at once, and the memory they hold in all. The per-user process
+limit (`ulimit -u`) counts every process of the user and does not apply to root at all, so it is
+set as well but relied on only where nothing better exists. A command that hits a bound is
+stopped, and its output ends with a line naming the bound.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import secrets
 import signal
-import threading
-import time
-from dataclasses import dataclass
-from pathlib import Path
 
 from evo_magic.tools.bash_settings import BashSettings
+from evo_magic.tools.cgroups import CommandCgroup
 
-_CGROUP_MOUNT = Path("/sys/fs/cgroup")
-_SELF_CGROUP = Path("/proc/self/cgroup")
 _SIGXFSZ_EXIT = 128 + signal.SIGXFSZ
 _MEMORY_SIGNS = ("Cannot allocate memory", "MemoryError", "std::bad_alloc", "out of memory")
 _FORK_SIGNS = ("fork: retry", "fork: Resource temporarily unavailable")
@@ -49,117 +40,41 @@ def shell_argv(command: str, settings: BashSettings) -> list[str]:
     return ["bash", "-c", f'{setup}; eval "set --\n$1"', "bash", command]
 
 
-@dataclass
-class PidsCgroup:
-    """A pids cgroup made for one command: the command enters it before it runs."""
-
-    path: Path
-
-    def enter_argv(self, argv: list[str]) -> list[str]:
-        """`argv` started by a shell that first moves itself into the cgroup (so every process
-        the command starts is counted from the first)."""
-        enter = 'echo $$ > "$0/cgroup.procs" || exit 125; exec "$@"'
-        return ["/bin/sh", "-c", enter, str(self.path), *argv]
-
-    def hit(self) -> bool:
-        """Whether a fork was refused because of the bound."""
-        try:
-            events = (self.path / "pids.events").read_text()
-        except OSError:
-            return False
-        counts = dict(line.split() for line in events.splitlines() if line.count(" ") == 1)
-        return counts.get("max", "0") != "0"
-
-    def remove(self) -> None:
-        """Kill what is left in the cgroup and remove it. Processes of a large tree take a
-        while to go: after half a second the removal goes on in the background (for at most
-        half a minute) rather than hold the command's result back."""
-        if not self._try_remove(attempts=50):
-            threading.Thread(target=self._try_remove, args=(3_000,), daemon=True).start()
-
-    def _try_remove(self, attempts: int) -> bool:
-        for _ in range(attempts):
-            try:
-                pids = (self.path / "cgroup.procs").read_text().split()
-            except OSError:
-                return True  # gone already
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
-                    os.kill(int(pid), signal.SIGKILL)
-            try:
-                self.path.rmdir()
-                return True
-            except OSError:
-                time.sleep(0.01)
+def processes_hit(cgroup: CommandCgroup | None, output: str, settings: BashSettings) -> bool:
+    """Whether the command hit the process bound. Where a cgroup counts the command's
+    processes only its count decides (a command may print "fork: retry" without any fork being
+    refused); elsewhere bash's own words for a refused fork are the only sign there is."""
+    if settings.processes is None:
         return False
-
-
-def make_pids_cgroup(processes: int | None) -> PidsCgroup | None:
-    """A new pids cgroup with `processes` as its bound, made inside this process's own pids
-    cgroup (so a bound set on the kernel, a container's say, still holds), or None where none
-    can be made."""
-    if processes is None:
-        return None
-    for parent in _own_pids_cgroups():
-        path = parent / f"evo_magic-{os.getpid()}-{secrets.token_hex(4)}"
-        try:
-            path.mkdir()
-        except OSError:
-            continue
-        try:
-            (path / "pids.max").write_text(str(processes))
-        except OSError:
-            with contextlib.suppress(OSError):
-                path.rmdir()
-            continue
-        return PidsCgroup(path)
-    return None
-
-
-def _own_pids_cgroups() -> list[Path]:
-    """The directories of this process's pids cgroup that a child cgroup could be made in: the
-    cgroup v1 `pids` hierarchy's, or the cgroup v2 one's where it delegates the pids controller."""
-    try:
-        lines = _SELF_CGROUP.read_text().splitlines()
-    except OSError:
-        return []
-    found = []
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        relative = path.lstrip("/")
-        if "pids" in controllers.split(","):
-            found.append(_CGROUP_MOUNT / "pids" / relative)
-        elif controllers == "" and (_CGROUP_MOUNT / "cgroup.controllers").exists():
-            own = _CGROUP_MOUNT / relative
-            if _v2_pids_enabled(own):
-                found.append(own)
-    return [d for d in found if (d / "cgroup.procs").exists() and os.access(d, os.W_OK)]
-
-
-def _v2_pids_enabled(directory: Path) -> bool:
-    try:
-        return "pids" in (directory / "cgroup.subtree_control").read_text().split()
-    except OSError:
-        return False
-
-
-def fork_refused(output: str) -> bool:
-    """Whether bash said a fork was refused (the sign of the process bound without a cgroup)."""
+    if cgroup is not None and cgroup.bounds_processes:
+        return cgroup.processes_hit()
     return any(sign in output for sign in _FORK_SIGNS)
 
 
 def bound_notes(
-    output: str, returncode: int | None, settings: BashSettings, processes_hit: bool
+    output: str,
+    returncode: int | None,
+    settings: BashSettings,
+    processes: bool,
+    memory_killed: bool = False,
 ) -> list[str]:
-    """One line for each bound the command's output or exit shows it hit."""
+    """One line for each bound the command hit: `processes` as `processes_hit` says,
+    `memory_killed` when the memory cgroup's OOM killer stopped a process of the command, else
+    the memory bound per process as the output shows it."""
     notes = []
-    if processes_hit or (settings.processes is not None and fork_refused(output)):
+    if processes:
         notes.append(
             f"[stopped: the command hit the process bound ({settings.processes} processes at "
             "once; setting bash_processes)]"
         )
+    if settings.memory is not None and memory_killed:
+        notes.append(
+            f"[killed: a process of the command passed the memory bound "
+            f"({_size(settings.memory)} in all its processes together; setting bash_memory)]"
+        )
     failed = returncode != 0  # a failed allocation that the command survived is its business
-    if settings.memory is not None and failed and any(sign in output for sign in _MEMORY_SIGNS):
+    said = any(sign in output for sign in _MEMORY_SIGNS)
+    if settings.memory is not None and not memory_killed and failed and said:
         notes.append(
             f"[the command hit the memory bound ({_size(settings.memory)} of address space per "
             "process; setting bash_memory)]"
