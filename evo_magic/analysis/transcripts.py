@@ -31,6 +31,7 @@ from evo_magic.analysis.loader import (
     warn_bad_usage,
 )
 from evo_magic.analysis.memory import drained, give_back
+from evo_magic.analysis.session_index import SessionRows, cut
 
 if TYPE_CHECKING:
     from evo_magic.analysis.lake_transcripts import LakeTranscripts
@@ -65,6 +66,7 @@ class Transcripts:
     _identities: pa.Table | None = field(default=None, repr=False)
     _sources: list[SourceFile] = field(default_factory=list, repr=False)
     _events: pd.DataFrame | None = field(default=None, repr=False)
+    _rows: SessionRows = field(default_factory=SessionRows, repr=False, compare=False)
 
     @property
     def events(self) -> pd.DataFrame:
@@ -80,36 +82,35 @@ class Transcripts:
         """The sessions' ids, in the order their records were read."""
         if not len(self.blocks):
             return []
-        return [str(s) for s in self.blocks["session_id"].astype(object).drop_duplicates()]
+        return list(self._rows.positions("blocks", self.blocks))
 
     def session(self, session_id: str) -> Transcripts:
-        """One session's Transcripts (its subagents included): every frame cut to its rows."""
-        if session_id not in self.session_ids():
+        """One session's Transcripts (its subagents included): every frame cut to its rows.
+        Each frame is scanned once for all its sessions (the first cut builds an index), so
+        cutting every session out of the frames is linear in their rows."""
+        rows = self._rows
+        if not len(self.blocks) or session_id not in rows.positions("blocks", self.blocks):
             raise KeyError(f"no session {session_id!r} in these transcripts")
-
-        def cut(frame: pd.DataFrame) -> pd.DataFrame:
-            if not len(frame) or "session_id" not in frame.columns:
-                return frame
-            mine = frame[frame["session_id"].astype(object) == session_id].reset_index(drop=True)
-            return mine
-
         identities = self._identities
+        names: list[str] = []
         if identities is not None and identities.num_rows:
-            import pyarrow.compute as pc
-
-            column = identities.column("session_id").cast(pa.string())
-            identities = identities.filter(pc.equal(column, session_id))
-        names = set(identities.column("file").to_pylist()) if identities is not None else set()
+            positions = rows.table_positions("identities", identities).get(session_id)
+            identities = identities.take(pa.array([] if positions is None else positions))
+            names = list(dict.fromkeys(identities.column("file").to_pylist()))
+        paths = rows.named("files", self.files, str)
+        sources = rows.named("sources", self._sources, lambda source: source.name)
         return Transcripts(
-            blocks=cut(self.blocks),
-            calls=cut(self.calls),
-            compactions=cut(self.compactions),
-            parts=cut(self.parts),
-            files=[path for path in self.files if str(path) in names] or list(self.files),
+            blocks=cut(rows, "blocks", self.blocks, session_id),
+            calls=cut(rows, "calls", self.calls, session_id),
+            compactions=cut(rows, "compactions", self.compactions, session_id),
+            parts=cut(rows, "parts", self.parts, session_id),
+            files=[paths[n] for n in names if n in paths] or list(self.files),
             skipped=dict(self.skipped),
             _identities=identities,
-            _sources=[source for source in self._sources if source.name in names],
-            _events=cut(self._events) if self._events is not None else None,
+            _sources=[sources[n] for n in names if n in sources],
+            _events=cut(rows, "events", self._events, session_id)
+            if self._events is not None
+            else None,
         )
 
     def frames(self) -> dict[str, pd.DataFrame]:
