@@ -18,6 +18,7 @@ from __future__ import annotations
 from evo_magic.compact.base import Context, Edited, Strategy
 from evo_magic.strategies.budget import TokenBudget
 from evo_magic.strategies.clear_tool_uses import ClearToolUses
+from evo_magic.strategies.dedupe import DedupeReads
 from evo_magic.strategies.large_outputs import LargeOutputs
 from evo_magic.strategies.masking import ObservationMasking
 from evo_magic.strategies.micro import MicroCompact
@@ -35,6 +36,7 @@ __all__ = [
     "BUILTIN",
     "ClearToolUses",
     "Context",
+    "DedupeReads",
     "Edited",
     "LargeOutputs",
     "MicroCompact",
@@ -66,6 +68,7 @@ BUILTIN: dict[str, type] = {
         ServerSummarise,
         ServerClearToolUses,
         ServerClearThinking,
+        DedupeReads,
     )
 }
 """The built-in strategies by name."""

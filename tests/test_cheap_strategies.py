@@ -1,0 +1,126 @@
+"""The cheap deterministic strategies of issue 34 (dedupe-reads, observation-masking's `every`,
+interval-summary, clear-thinking, fold-files, summarise's `background_at`), each through the real
+SDK against the loopback fake: the requests are valid, the strategy acts live as it says, and
+replay of the recorded session (as recorded, and under the strategy itself) sends what the
+live session sent; retention runs over the same replay."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from support.fake_api import FakeAnthropic, reply, text, tool_use  # noqa: F401
+from test_replay_fidelity import agent_requests, assert_reproduced, scripted_agent
+
+from evo_magic import load_transcripts, replay
+from evo_magic.analysis.retention import retention
+from evo_magic.models import AnthropicModel
+from evo_magic.session import Session
+from evo_magic.strategies.dedupe import DedupeReads
+from evo_magic.strategies.registry import make_strategy
+
+
+def live(
+    workspace: Path, strategies: Sequence[Any], replies: Sequence[Any], asks: Sequence[str],
+    **options: Any,
+) -> tuple[Session, FakeAnthropic]:  # fmt: skip
+    """The asks through the real SDK against the fake (agent calls answered by `replies` in
+    turn, summaries by the offline model); every request must pass the fake's checks."""
+    with FakeAnthropic(scripted_agent(*replies)) as server:
+        model = AnthropicModel(client=server.client(max_retries=0))
+        with Session(workspace, model=model, strategies=list(strategies), **options) as s:
+            for ask in asks:
+                s.ask(ask)
+        server.assert_no_rejections()
+    return s, server
+
+
+def reads(*paths: str) -> list[Any]:
+    return [reply(tool_use("read_file", {"path": p}, id=f"toolu_{i}")) for i, p in enumerate(paths)]
+
+
+def results(body: dict) -> dict[str, str]:
+    """tool_use_id -> the text of its result, in a request."""
+    found = {}
+    for message in body["messages"]:
+        if message["role"] != "user" or not isinstance(message["content"], list):
+            continue
+        for block in message["content"]:
+            if block.get("type") == "tool_result":
+                content = block["content"]
+                found[block["tool_use_id"]] = (
+                    content if isinstance(content, str) else json.dumps(content)
+                )
+    return found
+
+
+def assert_replays(s: Session, server: FakeAnthropic, strategies: Sequence[Any]) -> Any:
+    """Replay of `s` as recorded and under `strategies` sends what it sent live."""
+    r = replay(load_transcripts(s.directory), {"recorded": "recorded", "own": list(strategies)})
+    assert_reproduced(r, "recorded", server)
+    assert_reproduced(r, "own", server)
+    return r
+
+
+# -- dedupe-reads -------------------------------------------------------------------------------
+
+READS = ("inventory.py", "README.md", "inventory.py", "samples.csv", "inventory.py")
+
+
+def test_dedupe_reads_leaves_one_copy_of_an_unchanged_file_live_and_in_replay(workspace: Path):
+    strategies = [DedupeReads(cache_aware=False)]
+    s, server = live(workspace, strategies, reads(*READS), ["Read the project files."])
+    last = results(agent_requests(server)[-1])
+    original = (workspace / "inventory.py").read_text()
+    assert original in last["toolu_4"]  # the newest read stays whole
+    # Each older copy points to the read that made it a duplicate (once written, a pointer
+    # is not rewritten: that would break the prompt cache again for nothing).
+    for older, newer in (("toolu_0", "toolu_2"), ("toolu_2", "toolu_4")):
+        assert last[older].startswith("[Unchanged: inventory.py was read again later")
+        assert f"(tool use {newer})" in last[older] and original not in last[older]
+    assert (workspace / "README.md").read_text() in last["toolu_1"]  # read once: kept
+    third = results(agent_requests(server)[3])
+    assert "toolu_2" in third["toolu_0"] and original in third["toolu_2"]
+    # The transcript keeps every original.
+    kept = (s.directory / "session.jsonl").read_text()
+    assert kept.count(json.dumps(original)[1:-1][:200]) >= 3
+    assert_replays(s, server, strategies)
+
+
+def test_a_changed_file_read_again_is_not_a_duplicate(workspace: Path):
+    first, second = reads("README.md"), reads("README.md")
+    second[0] = reply(tool_use("read_file", {"path": "README.md"}, id="toolu_9"))
+    change = {"path": "README.md", "content": "changed\n"}
+    edit = reply(tool_use("write_file", change, id="toolu_w"))
+    strategies = [DedupeReads(cache_aware=False)]
+    s, server = live(workspace, strategies, [*first, edit, *second], ["Read, edit, read."])
+    last = results(agent_requests(server)[-1])
+    assert not last["toolu_0"].startswith("[Unchanged") and "changed" in last["toolu_9"]
+    assert_replays(s, server, strategies)
+
+
+def test_cache_aware_dedupe_waits_while_the_write_would_cost_more(workspace: Path):
+    """With the prompt cache warm and a small file, replacing the old copy breaks the cache
+    for less than it saves: it waits (the eager setting replaces at once)."""
+    script = reads("README.md", "samples.csv", "README.md")
+    eager, eager_server = live(workspace, [DedupeReads(cache_aware=False)], script, ["Read."])
+    again = reads("README.md", "samples.csv", "README.md")
+    aware, aware_server = live(workspace, [DedupeReads()], again, ["Read."])
+    assert results(agent_requests(eager_server)[-1])["toolu_0"].startswith("[Unchanged")
+    assert not results(agent_requests(aware_server)[-1])["toolu_0"].startswith("[Unchanged")
+    assert_replays(aware, aware_server, [DedupeReads()])
+
+
+def test_dedupe_reads_is_registered_and_retention_runs_over_its_replay(workspace: Path):
+    made = make_strategy("dedupe-reads(cache_aware=False, tools=['read_file'])")
+    assert made == DedupeReads(cache_aware=False, tools=frozenset({"read_file"}))
+    s, server = live(workspace, [], reads(*READS), ["Read the project files."])
+    measured = retention(load_transcripts(s.directory), {"none": [], "dedupe": [made]})
+    totals = measured.totals[measured.totals["kind"] == "all"].set_index("strategy")
+    # The text of every read is still in the context once: nothing a read showed is lost.
+    assert totals.loc["dedupe", "kept_share"] == totals.loc["none", "kept_share"]
+    r = replay(load_transcripts(s.directory), {"none": [], "dedupe": [made]})
+    chars = r.calls.groupby("strategy", observed=True)["context_chars"].last()
+    assert chars["dedupe"] < chars["none"]
