@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from support.fake_api import FakeAnthropic, reply, text, tool_use  # noqa: F401
+from support.fake_api import FakeAnthropic, reply, text, tool_use, unmarked
 from test_replay_fidelity import agent_requests, assert_reproduced, scripted_agent
 
 from evo_magic import load_transcripts, replay
@@ -124,3 +124,100 @@ def test_dedupe_reads_is_registered_and_retention_runs_over_its_replay(workspace
     r = replay(load_transcripts(s.directory), {"none": [], "dedupe": [made]})
     chars = r.calls.groupby("strategy", observed=True)["context_chars"].last()
     assert chars["dedupe"] < chars["none"]
+
+
+# -- observation-masking(every=k) -------------------------------------------------------------
+
+
+def masked_per_request(server: FakeAnthropic) -> list[int]:
+    return [
+        sum(v.startswith("[Old tool output omitted") for v in results(body).values())
+        for body in agent_requests(server)
+    ]
+
+
+def test_masking_every_k_moves_the_window_k_turns_at_a_time(workspace: Path):
+    """keep_turns=2: with every=1 each new turn masks one more; with every=3 the window moves
+    every third turn by three, so the prompt between moves only grows (the cache holds)."""
+    script = ["samples.csv"] * 8
+    eager = make_strategy("observation-masking(keep_turns=2)")
+    polled = make_strategy("observation-masking(keep_turns=2, every=3)")
+    _, eager_server = live(workspace, [eager], reads(*script), ["Read it, again and again."])
+    s, server = live(workspace, [polled], reads(*script), ["Read it, again and again."])
+    assert masked_per_request(eager_server) == [0, 0, 0, 1, 2, 3, 4, 5, 6]
+    assert masked_per_request(server) == [0, 0, 0, 0, 0, 3, 3, 3, 6]
+    # Between moves each request extends the one before: nothing in it was rewritten.
+    bodies = agent_requests(server)
+    for before, after in ((5, 6), (6, 7)):
+        old = unmarked(bodies[before]["messages"])  # cache breakpoints move, as they should
+        new = unmarked(bodies[after]["messages"])
+        assert json.dumps(new[: len(old) - 1]) == json.dumps(old[:-1])
+    assert_replays(s, server, [polled])
+
+
+# -- interval-summary ---------------------------------------------------------------------------
+
+
+def test_interval_summary_summarises_every_n_turns_keeping_m_and_masks_between(
+    workspace: Path,
+):
+    strategy = make_strategy("interval-summary(every=4, keep=2)")
+    s, server = live(workspace, [strategy], reads(*["inventory.py"] * 7), ["Keep reading."])
+    bodies = agent_requests(server)
+    heads = [body["messages"][0]["content"] for body in bodies]
+    summarised = [i for i, head in enumerate(heads) if "compacted" in json.dumps(head).lower()]
+    assert summarised, "no summary"
+    first = summarised[0]
+    # The history held 4 steps: the request after it opens with the summary, then the last 2
+    # steps verbatim (their results whole).
+    after = bodies[first]["messages"]
+    steps = [m for m in after if m["role"] == "assistant"]
+    assert len(steps) == 2
+    kept = [v for v in results(bodies[first]).values()]
+    assert kept and all("omitted" not in v for v in kept)
+    # Before it, the results older than 2 turns were masked.
+    assert any("omitted" in v for v in results(bodies[first - 1]).values())
+    # 7 steps: a summary when the history holds 4 (before the 5th request), then 2 kept and
+    # 2 new make 4 again (before the 7th): two summaries.
+    assert first == 4 and s.state.compact_count == 2
+    assert_replays(s, server, [strategy])
+
+
+# -- clear-thinking -------------------------------------------------------------------------------
+
+
+def thinking(n: int) -> dict:
+    return {"type": "thinking", "thinking": f"Let me think about step {n}. " * 40,
+            "signature": f"sig-{n}"}  # fmt: skip
+
+
+def test_clear_thinking_drops_the_thinking_of_older_turns_only(workspace: Path):
+    strategy = make_strategy("clear-thinking(cache_aware=False)")
+    script = [
+        reply(thinking(0), tool_use("read_file", {"path": "README.md"}, id="toolu_a")),
+        reply(thinking(1), text("First answer.")),
+        reply(thinking(2), text("Second answer.")),
+        reply(thinking(3), tool_use("read_file", {"path": "README.md"}, id="toolu_b")),
+        reply(thinking(4), text("Third answer.")),
+    ]
+    s, server = live(workspace, [strategy], script, ["One.", "Two.", "Three."])
+
+    def thought(body: dict) -> list[str]:
+        return [
+            b["signature"]
+            for m in body["messages"]
+            if m["role"] == "assistant"
+            for b in m["content"]
+            if b.get("type") == "thinking"
+        ]
+
+    bodies = agent_requests(server)
+    assert thought(bodies[1]) == ["sig-0"]  # the turn goes on: its thinking stays
+    assert thought(bodies[2]) == ["sig-0", "sig-1"]  # ask 1's loop is one turn: kept
+    assert thought(bodies[3]) == ["sig-2"]  # ask 1's turn cleared once ask 2 answered
+    assert thought(bodies[4]) == ["sig-3"]  # the third ask's loop keeps its own thinking
+    # Replay drops thinking (a transcript keeps no usable signature), so there the strategy
+    # has nothing to clear: its replay is the replay without it, and says so by being equal.
+    r = replay(load_transcripts(s.directory), {"none": [], "clear-thinking": [strategy]})
+    sizes = r.calls.groupby("strategy", observed=True)["context_chars"].apply(list)
+    assert sizes["clear-thinking"] == sizes["none"]

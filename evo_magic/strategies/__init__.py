@@ -19,6 +19,7 @@ from evo_magic.compact.base import Context, Edited, Strategy
 from evo_magic.strategies.budget import TokenBudget
 from evo_magic.strategies.clear_tool_uses import ClearToolUses
 from evo_magic.strategies.dedupe import DedupeReads
+from evo_magic.strategies.interval import IntervalSummary
 from evo_magic.strategies.large_outputs import LargeOutputs
 from evo_magic.strategies.masking import ObservationMasking
 from evo_magic.strategies.micro import MicroCompact
@@ -30,14 +31,17 @@ from evo_magic.strategies.server import (
     ServerSummarise,
 )
 from evo_magic.strategies.summarise import Summarise
+from evo_magic.strategies.thinking import ClearThinking
 from evo_magic.strategies.window import SlidingWindow
 
 __all__ = [
     "BUILTIN",
+    "ClearThinking",
     "ClearToolUses",
     "Context",
     "DedupeReads",
     "Edited",
+    "IntervalSummary",
     "LargeOutputs",
     "MicroCompact",
     "ObservationMasking",
@@ -69,6 +73,8 @@ BUILTIN: dict[str, type] = {
         ServerClearToolUses,
         ServerClearThinking,
         DedupeReads,
+        IntervalSummary,
+        ClearThinking,
     )
 }
 """The built-in strategies by name."""
