@@ -221,3 +221,24 @@ def test_clear_thinking_drops_the_thinking_of_older_turns_only(workspace: Path):
     r = replay(load_transcripts(s.directory), {"none": [], "clear-thinking": [strategy]})
     sizes = r.calls.groupby("strategy", observed=True)["context_chars"].apply(list)
     assert sizes["clear-thinking"] == sizes["none"]
+
+
+# -- fold-files -----------------------------------------------------------------------------------
+
+
+def test_fold_files_puts_the_signatures_of_python_files_read_after_the_summary(workspace: Path):
+    strategy = make_strategy("fold-files")
+    script = reads("inventory.py", "README.md", "samples.csv")
+    s, server = live(workspace, [strategy], script, ["Read the files."], context_limit=9_000)
+    assert s.state.compact_count == 1
+    opening = agent_requests(server)[-1]["messages"][0]["content"]
+    folded = opening[-1]["text"]
+    assert folded.startswith("Signatures of the Python files read")
+    assert "## inventory.py" in folded and "README.md" not in folded  # Python files only
+    source = (workspace / "inventory.py").read_text()
+    assert sum(" def " in f" {line}" for line in folded.splitlines()) >= 2
+    for line in folded.splitlines()[2:]:
+        name = line.strip().split(" ", 2)[1].split("(")[0].rstrip(":")
+        assert f"def {name}(" in source or f"class {name}" in source, line
+    assert "return" not in folded  # bodies folded
+    assert_replays(s, server, [strategy])

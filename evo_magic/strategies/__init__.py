@@ -19,6 +19,7 @@ from evo_magic.compact.base import Context, Edited, Strategy
 from evo_magic.strategies.budget import TokenBudget
 from evo_magic.strategies.clear_tool_uses import ClearToolUses
 from evo_magic.strategies.dedupe import DedupeReads
+from evo_magic.strategies.fold import FoldFiles
 from evo_magic.strategies.interval import IntervalSummary
 from evo_magic.strategies.large_outputs import LargeOutputs
 from evo_magic.strategies.masking import ObservationMasking
@@ -41,6 +42,7 @@ __all__ = [
     "Context",
     "DedupeReads",
     "Edited",
+    "FoldFiles",
     "IntervalSummary",
     "LargeOutputs",
     "MicroCompact",
@@ -75,6 +77,7 @@ BUILTIN: dict[str, type] = {
         DedupeReads,
         IntervalSummary,
         ClearThinking,
+        FoldFiles,
     )
 }
 """The built-in strategies by name."""
