@@ -242,3 +242,19 @@ def test_fold_files_puts_the_signatures_of_python_files_read_after_the_summary(w
         assert f"def {name}(" in source or f"class {name}" in source, line
     assert "return" not in folded  # bodies folded
     assert_replays(s, server, [strategy])
+
+
+def test_fold_files_reads_claude_codes_numbered_lines():
+    from evo_magic.strategies.fold import signatures
+
+    shown = (
+        '     1→"""A module."""\n     2→\n     3→class Box(Base):\n'
+        "     4→    def open(self, lid: int = 1) -> bool:\n     5→        return True\n"
+        "\n<system-reminder>Whenever you read a file, consider...</system-reminder>\n"
+    )
+    assert list(signatures(shown)) == [
+        "class Box(Base):",
+        "    def open(self, lid: int=1) -> bool: ...",
+    ]
+    assert list(signatures(shown.replace("→", "\t"))) == list(signatures(shown))
+    assert list(signatures("def broken(:\n")) == []

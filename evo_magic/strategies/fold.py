@@ -27,8 +27,8 @@ from evo_magic.strategies.dedupe import READ_TOOLS
 from evo_magic.strategies.params import when_parameter
 
 FOLD_HEADER = "Signatures of the Python files read before this compaction (bodies folded):"
-_NUMBERED = re.compile(r"^\s*\d+\t", re.M)
-"""Claude Code's Read shows each line after its number and a tab (`cat -n`)."""
+_NUMBERED = re.compile(r"^\s*\d+(?:\t|\u2192)")
+"""Claude Code's Read shows each line after its number and a tab (`cat -n`) or an arrow."""
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,10 @@ def signatures(text: str) -> Iterator[str]:
     """The class and function signatures of Python source `text`, nested ones indented;
     nothing when it does not parse."""
     lines = text.splitlines()
-    if lines and all(_NUMBERED.match(line) for line in lines if line.strip()):
-        text = _NUMBERED.sub("", text)
+    if lines and _NUMBERED.match(lines[0]):  # numbered: the code is the numbered lines only
+        text = "\n".join(
+            _NUMBERED.sub("", line, count=1) for line in lines if _NUMBERED.match(line)
+        )
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
