@@ -108,10 +108,12 @@ CALL_COLUMNS = {
     "duration": "Float64",
     **{f"context_before_micro_{name}": dtype for name, dtype in SIZE.items()},
     **{f"context_sent_{name}": dtype for name, dtype in SIZE.items()},
+    "applied_edits": "string",
     "parent_tool_use_id": "string",
     **_WHERE,
 }
-"""Columns of `Transcripts.calls` and their dtypes."""
+"""Columns of `Transcripts.calls` and their dtypes (`applied_edits`: the server's clearing
+edits on the call's prompt as the API reported them, JSON; null when none)."""
 
 COMPACTION_COLUMNS = {
     "session_id": "category",

@@ -65,6 +65,17 @@ def names_feature(message: str, edit: ServerEdit) -> bool:
     return edit.feature.lower() in text or edit.beta.lower() in text
 
 
+NO_BLOCK = "the reply holds no compaction block"
+"""How an on-demand summary's reply without a block is reported: the server (a stand-in, a
+compatible endpoint) ignored the `compaction` parameter, so the feature is not offered there."""
+
+
+def not_offered(message: str, edit: ServerEdit) -> bool:
+    """True when a failure's message says the feature of `edit` is not offered: the API
+    refused it by name, or a reply came back without what the feature makes."""
+    return names_feature(message, edit) or NO_BLOCK in message
+
+
 def named_in(message: str, strategies: Sequence[Strategy]) -> list[Strategy]:
     """The server strategies whose edits a request carried and an API error message names:
     by edit type or beta; when it names none of them but `context_management` itself (a
@@ -157,7 +168,7 @@ def summary_block(reply: ModelReply) -> tuple[dict[str, Any], Usage]:
     which the top-level usage leaves out); ValueError when there is no usable summary."""
     index = compaction_index(reply.content)
     if index is None:
-        raise ValueError(f"the reply holds no compaction block (stop_reason {reply.stop_reason})")
+        raise ValueError(f"{NO_BLOCK} (stop_reason {reply.stop_reason})")
     block = reply.content[index]
     usage = sum(
         (Usage.from_api(i) for i in reply.iterations if i.get("type") == "compaction"),

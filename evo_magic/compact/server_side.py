@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from evo_magic.catalog import COMPACT_EDIT
 from evo_magic.compact import server
 from evo_magic.compact.attempt import Attempt
 from evo_magic.compact.base import Context, Strategy, server_edit
@@ -87,13 +88,14 @@ class ServerSide:
         return True
 
     def rejected_for(self, strategy: Strategy, outcome: object) -> Strategy | None:
-        """When the API refused an on-demand server strategy's feature (a failure naming it)
-        and it has a fallback: the fallback, which takes over from now on; else None."""
+        """When the API refused an on-demand server strategy's feature (a failure naming it, or
+        a reply without the block it makes) and it has a fallback: the fallback, which takes
+        over from now on; else None."""
         edit = server_edit(strategy)
         fallback = getattr(strategy, "fallback", None)
         if edit is None or fallback is None or not isinstance(outcome, CompactionFinished):
             return None
-        if outcome.success or not server.names_feature(outcome.error or "", edit):
+        if outcome.success or not server.not_offered(outcome.error or "", edit):
             return None
         self.fall_back([strategy], f"the API rejected {strategy.name}: {outcome.error}")
         return fallback
@@ -123,11 +125,18 @@ class ServerSide:
     ) -> CompactionFinished:
         """The last reply holds a server's compaction block: the history becomes what the server
         reads from now on (the reply from that block on, then the pending request verbatim),
-        the original on disk first. A block with null content failed: it stays, as it came."""
+        the original on disk first. A block with null content failed: it stays, as it came.
+        The record names the strategy whose edit compacts; its `before` tokens are what the
+        compaction iteration (`usage`) read, exact."""
         compactor = self._compactor
         self._block_betas.add(server.COMPACT_BETA)
-        strategies = server.server_strategies(compactor.strategies)
-        name = next((s.name for s in strategies), "server-compact")
+        # The strategy whose edit compacts, not the first server strategy configured.
+        name = self.name_of(COMPACT_EDIT)
+        if name == COMPACT_EDIT:
+            name = "server-compact"
+        if usage.context_tokens > 0:
+            # What the server read, as its compaction iteration says: exact, not the estimate.
+            before = replace(before, tokens=usage.context_tokens, tokens_exact=True)
         attempt = Attempt(name, "every_call", "server", None, before, usage=usage, cost_usd=cost)
         if summary is None:
             why = "the server's summary failed (its compaction block has null content)"

@@ -18,6 +18,9 @@ from __future__ import annotations
 from evo_magic.compact.base import Context, Edited, Strategy
 from evo_magic.strategies.budget import TokenBudget
 from evo_magic.strategies.clear_tool_uses import ClearToolUses
+from evo_magic.strategies.dedupe import DedupeReads
+from evo_magic.strategies.fold import FoldFiles
+from evo_magic.strategies.interval import IntervalSummary
 from evo_magic.strategies.large_outputs import LargeOutputs
 from evo_magic.strategies.masking import ObservationMasking
 from evo_magic.strategies.micro import MicroCompact
@@ -29,13 +32,18 @@ from evo_magic.strategies.server import (
     ServerSummarise,
 )
 from evo_magic.strategies.summarise import Summarise
+from evo_magic.strategies.thinking import ClearThinking
 from evo_magic.strategies.window import SlidingWindow
 
 __all__ = [
     "BUILTIN",
+    "ClearThinking",
     "ClearToolUses",
     "Context",
+    "DedupeReads",
     "Edited",
+    "FoldFiles",
+    "IntervalSummary",
     "LargeOutputs",
     "MicroCompact",
     "ObservationMasking",
@@ -66,6 +74,10 @@ BUILTIN: dict[str, type] = {
         ServerSummarise,
         ServerClearToolUses,
         ServerClearThinking,
+        DedupeReads,
+        IntervalSummary,
+        ClearThinking,
+        FoldFiles,
     )
 }
 """The built-in strategies by name."""

@@ -44,3 +44,19 @@ def rewrite_blocks(
 def json_chars(value: Any) -> int:
     """Characters of the JSON of `value` (how much a block's content adds to the measure)."""
     return len(to_json(value))
+
+
+def tool_use_of(messages: Sequence[Message], ref: ResultRef) -> dict[str, Any] | None:
+    """The tool_use block a tool result answers: in the assistant message just before the
+    result's message, with the same id (None when there is none)."""
+    index = ref.index - 1
+    if index < 0 or messages[index].get("role") != "assistant":
+        return None
+    for block in messages[index].get("content") or []:
+        if (
+            isinstance(block, dict)
+            and block.get("type") == "tool_use"
+            and block.get("id") == ref.tool_use_id
+        ):
+            return block
+    return None

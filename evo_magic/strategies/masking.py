@@ -6,6 +6,10 @@ last M turns whole (M = 10 in the paper) and replace every older observation by 
 placeholder, leaving the agent's reasoning and actions intact. On SWE-bench Verified it halved
 the cost of the raw agent and matched or beat LLM summaries.
 
+Polling (`every=k`, SWE-agent's `polling` of its last-N-observations history processor): the
+window of whole results moves only every k turns, k at a time, so for k-1 calls in k the prompt
+sent is the previous one plus the new turn, and the cache holds. `every=1` is the paper's.
+
 Cache-aware mode (`cache_aware=True`, evo_magic's addition): masking one more result before
 every call breaks the prompt cache from that result on, so the next call writes the rest of the
 conversation again; on a recorded Claude Code session eager masking costs about twice what never
@@ -48,6 +52,12 @@ class ObservationMasking:
         "before every call, as the paper does.",
     )
     calls_ahead: int = calls_ahead_parameter()
+    every: int = setting(
+        1,
+        "Move the masking window every this many turns (SWE-agent's polling): between moves "
+        "the prompt is unchanged up to the newest result, so the cached prefix survives.",
+        minimum=1,
+    )
 
     name = "observation-masking"
     when = "every_call"
@@ -60,7 +70,7 @@ class ObservationMasking:
         refs = ctx.tool_results(messages)
         if not refs:
             return None
-        end = _first_kept(refs, self.keep_turns)
+        end = _first_kept(refs, self._kept_turns(refs, ctx.memo))
         masked = []
         freed = 0
         for ref in refs[min(ctx.memo.get("done", 0), end) : end]:  # earlier passes' done
@@ -79,6 +89,20 @@ class ObservationMasking:
                 return None  # the cache write it causes costs more than it saves: wait
         ctx.memo["done"] = end
         return rewrite_blocks(messages, masked) if masked else None
+
+    def _kept_turns(self, refs: Sequence, memo: dict) -> int:
+        """Turns kept whole now: `keep_turns`, plus the turns since the window last moved
+        (it moves every `every` turns, so between `keep_turns` and `keep_turns + every - 1`).
+        The turns (result messages) are counted once each, in `memo`."""
+        if self.every == 1:
+            return self.keep_turns
+        turns, last = memo.get("turns", 0), memo.get("last_index")
+        for ref in refs[memo.get("counted", 0) :]:
+            if ref.index != last:
+                turns, last = turns + 1, ref.index
+        memo.update(turns=turns, last_index=last, counted=len(refs))
+        over = turns - self.keep_turns
+        return self.keep_turns + over % self.every if over > 0 else self.keep_turns
 
 
 def _first_kept(refs: Sequence, keep_turns: int) -> int:

@@ -315,7 +315,7 @@ def rebuild(described: Any, *, trust: bool = False) -> Strategy:
                 f"group {ENTRY_POINT_GROUP!r}) or pass trust=True for files you wrote"
             )
         factory = _import(path)
-    kwargs = dict(params)
+    kwargs = {key: _legacy_spec(value) for key, value in params.items()}
     if factory is MicroCompact:  # recorded before it became cache-aware by default: eager
         kwargs.setdefault("cache_aware", False)
     takes = _parameter_names(factory)
@@ -325,6 +325,23 @@ def rebuild(described: Any, *, trust: bool = False) -> Strategy:
         return _construct(factory, kwargs, f"the strategy {name!r} ({path})")
     except StrategySpecError as exc:
         raise NotRebuildable(str(exc)) from None
+
+
+_REPR = re.compile(r"(?P<cls>[A-Z]\w*)\((?P<args>.*)\)", re.S)
+
+
+def _legacy_spec(value: Any) -> Any:
+    """A parameter as records written before strategies were recorded as specs hold it: a
+    strategy (a fallback) as its repr, `Summarise(when='over_limit', ...)`. When the class
+    is a built-in one, its spec (`summarise(when='over_limit', ...)`), read as any spec
+    (literals only, nothing imported); any other value as it is."""
+    match = _REPR.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        return value
+    for name, cls in BUILTIN.items():
+        if cls.__name__ == match["cls"]:
+            return f"{name}({match['args']})"
+    return value
 
 
 def _registered_class(path: str) -> Callable[..., Any] | None:

@@ -78,6 +78,7 @@ FIELDS = {
     "before": _SIZE,
     "after": _SIZE,
     "summary_usage": USAGE_FIELDS,
+    "applied_edits": "JSON",
 }
 """The fields the frames use (other fields are only in `events`)."""
 
@@ -155,6 +156,7 @@ _CALL_SELECT = select_sql(
     reasoning_output_tokens="null",
     **{f"context_{at}_{n}": f"context_{at}.{n}" for at in ("before_micro", "sent") for n in SIZE},
     parent_tool_use_id="null",
+    applied_edits="case when json_array_length(applied_edits) > 0 then applied_edits end",
 )
 _COMPACTION_SELECT = select_sql(
     COMPACTION_COLUMNS,
