@@ -164,3 +164,10 @@ def test_a_gateways_id_of_a_model_is_priced_as_the_model(tmp_path: Path, model: 
         t = load_transcripts(renamed(tmp_path, model))
     plain = load_transcripts(renamed(tmp_path / "plain", "claude-sonnet-4-5-20250929"))
     assert t.calls["cost_usd"].tolist() == plain.calls["cost_usd"].tolist()
+
+
+def test_a_bad_price_is_refused_before_anything_is_read(tmp_path: Path):
+    # (a folder that does not exist: the rates are checked first)
+    bad = {"acme-coder-7": {"input": -1, "output": 8}}
+    with pytest.raises(ValueError, match=r"acme-coder-7.*-1"):
+        load_transcripts(tmp_path / "no such folder", prices=bad)

@@ -32,6 +32,7 @@ from evo_magic.analysis.loader import (
     warn_bad_usage,
 )
 from evo_magic.analysis.memory import drained, give_back
+from evo_magic.cost import price_table
 
 if TYPE_CHECKING:
     from evo_magic.analysis.lake_transcripts import LakeTranscripts
@@ -229,6 +230,7 @@ def load_transcripts(
     `TranscriptWarning` naming the models; calls whose recorded usage is not the reply's final
     usage (`usage_partial`) are priced as recorded, with one warning saying how many.
     """
+    prices = price_table(prices)  # a bad rate is refused before anything is read
     if lake is not None:
         from evo_magic.analysis.lake_transcripts import LakeTranscripts, update_lake
 

@@ -66,15 +66,14 @@ def final_record(records: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
     Claude Code writes each block of a streamed reply as a record as it arrives, each with the
     usage known then: at the start of the stream, output is a few tokens; the final count comes
     with the reply's stop reason. So the final record is the last one with a stop reason; a
-    reply none of whose records has one takes the largest output count written, and that count
-    is partial when it is below what the reply's text, thinking and tool inputs need (fewer
-    than one token per `CHARS_PER_TOKEN_BOUND` characters)."""
+    reply none of whose records has one takes its last record (the latest count written), and
+    that count is partial when it is below what the reply's text, thinking and tool inputs need
+    (fewer than one token per `CHARS_PER_TOKEN_BOUND` characters)."""
     stopped = [r for r in records if (r.get("message") or {}).get("stop_reason")]
     if stopped:
         return stopped[-1], False
-    best = max(reversed(records), key=_output_tokens)  # the last of the largest
     chars = sum(r.get("output_chars") or 0 for r in records)
-    return best, _output_tokens(best) * CHARS_PER_TOKEN_BOUND < chars
+    return records[-1], _output_tokens(records[-1]) * CHARS_PER_TOKEN_BOUND < chars
 
 
 def _output_tokens(record: dict[str, Any]) -> int:
