@@ -39,7 +39,7 @@ Where the figures come from:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from evo_magic.price import RATE_FIELDS, LongPromptTier, Price
 
@@ -91,6 +91,39 @@ OPENAI_PRICES_SOURCE = (
     "gpt-5.3-codex), OpenRouter (gpt-5.1-codex-mini), read 2026-12-04"
 )
 
+FIELD_PRICES_AS_OF = "2026-12-05"
+"""When the rates of the field's other models (Gemini, DeepSeek, Qwen, GLM, Kimi, GPT-5.4/5.5,
+Claude 3.x) were read."""
+_FIELD = {
+    "gpt-5.5": "OpenAI pricing page (developers.openai.com/api/docs/pricing) as quoted by price "
+    "trackers (benchr.org, spendwall.app): $5 / $30, cached $0.50; prompts over 272,000 tokens "
+    "$10 / $45, cached $1; not read on OpenAI's own page here",
+    "gpt-5.4": "OpenAI pricing page as quoted by plausiblereality.com: $2.50 / $15, cached $0.25; "
+    "not read on OpenAI's own page here",
+    "claude-3": "Anthropic pricing page, legacy models (Claude 3.7 Sonnet and 3.5 Sonnet $3 / $15, "
+    "Claude 3 Opus $15 / $75, Claude 3 Haiku $0.25 / $1.25), with the standard cache multipliers",
+    "gemini": "Gemini Developer API pricing (ai.google.dev/gemini-api/docs/pricing), paid tier, "
+    "as quoted on Google's developer forum (Gemini 2.5 Pro: $1.25 / $10, cached $0.125; over "
+    "200,000 prompt tokens $2.50 / $15, cached $0.25) and by price trackers for Gemini 2.5 "
+    "Flash ($0.30 / $2.50, cached $0.03) and Gemini 3 Pro ($2 / $12, cached $0.20; over 200,000 "
+    "$4 / $18, cached $0.40); implicit caching writes nothing extra, explicit cache storage "
+    "(per hour) is not modelled",
+    "deepseek": "DeepSeek API docs, Models & Pricing (api-docs.deepseek.com/quick_start/"
+    "pricing-details-usd): deepseek-chat $0.27 cache miss, $0.07 cache hit, $1.10 output; "
+    "deepseek-reasoner $0.55 / $0.14 / $2.19 (the page as stored; later reductions not confirmed)",
+    "qwen": "Alibaba Cloud Model Studio, Qwen-Coder (alibabacloud.com/help/en/model-studio/"
+    "qwen-coder), international: qwen3-coder-plus billed by the prompt's band, up to 32K $1 / "
+    "$5, 32K-128K $1.8 / $9, 128K-256K $3 / $15, over 256K $6 / $60, cache hits at 20% of input "
+    "(the band structure and the 20% confirmed on the mainland-China page; the USD rates not "
+    "confirmed here)",
+    "glm": "Z.ai pricing (docs.z.ai): GLM-4.5 and GLM-4.6 $0.60 / $2.20, cache hits at one fifth "
+    "($0.11, Z.ai FAQ); GLM-4.5-Air $0.20 / $1.10, cached $0.03 (not confirmed here)",
+    "kimi": "Moonshot AI pricing (platform.moonshot.ai/docs/pricing/chat, archived 2026-03-26): "
+    "kimi-k2 (0905 and 0711 previews) $0.60 cache miss, $0.15 cache hit, $2.50 output; "
+    "kimi-k2.5 $0.60 / $0.10 / $3.00",
+}
+FIELD_PRICES_SOURCE = "; ".join(f"{name}: {text}" for name, text in _FIELD.items())
+
 AS_OF = "2026-12-04"
 """When the windows and features were read."""
 _CLAUDE_CONTEXT_PAGES = (
@@ -125,6 +158,7 @@ class Source:
 
 ANTHROPIC_PRICING = Source("Anthropic pricing", PRICES_AS_OF, PRICES_SOURCE)
 OPENAI_PRICING = Source("OpenAI pricing", OPENAI_PRICES_AS_OF, OPENAI_PRICES_SOURCE)
+FIELD_PRICING = Source("field models' pricing", FIELD_PRICES_AS_OF, FIELD_PRICES_SOURCE)
 OFFLINE_PRICING = Source("evo_magic", None, "the offline scripted stand-in: nothing is billed")
 CLAUDE_CONTEXT = Source("Claude context docs", AS_OF, _CLAUDE_CONTEXT_PAGES)
 CLAUDE_CONTEXT_ASSUMED = Source("Claude context docs", AS_OF, _CLAUDE_CONTEXT_PAGES, True)
@@ -194,8 +228,22 @@ def _claude(
     )
 
 
-def _gpt(name: str, price: Price) -> Family:
-    return Family(name, price, OPENAI_PRICING, GPT_5_WINDOW, context_source=OPENAI_WINDOWS)
+def _gpt(name: str, price: Price, source: Source = OPENAI_PRICING) -> Family:
+    return Family(name, price, source, GPT_5_WINDOW, context_source=OPENAI_WINDOWS)
+
+
+def _priced(name: str, price: Price, source: Source = FIELD_PRICING) -> Family:
+    """A family the catalog knows only the price of (its window and features unknown)."""
+    return Family(name, price, source)
+
+
+def _banded(bands: list[tuple[int, Price]], first: Price) -> Price:
+    """`first`, with a higher band for each (threshold, price) in ascending order."""
+    price = None
+    for threshold, band in reversed(bands):
+        band = replace(band, long_prompt=price)
+        price = LongPromptTier(threshold, band)
+    return replace(first, long_prompt=price)
 
 
 def _row(input: float, output: float, write_5m: float, write_1h: float, read: float) -> Price:
@@ -230,6 +278,29 @@ _GPT_5 = _openai(1.25, 10, 0.125)
 _GPT_5_MINI = _openai(0.25, 2, 0.025)
 _GPT_5_NANO = _openai(0.05, 0.40, 0.005)
 _GPT_5_2 = _openai(1.75, 14, 0.175)
+_GPT_5_4 = _openai(2.50, 15, 0.25)
+_GPT_5_5 = _banded([(272_000, _openai(10, 45, 1.0))], _openai(5, 30, 0.50))
+_SONNET_3 = _row(3, 15, 3.75, 6, 0.30)
+_OPUS_3 = _row(15, 75, 18.75, 30, 1.50)
+_HAIKU_3 = _row(0.25, 1.25, 0.30, 0.50, 0.03)
+# Providers without cache writes bill a cached prefix as it is written at the input rate.
+_GEMINI_2_5_PRO = _banded([(200_000, _openai(2.50, 15, 0.25))], _openai(1.25, 10, 0.125))
+_GEMINI_2_5_FLASH = _openai(0.30, 2.50, 0.03)
+_GEMINI_3_PRO = _banded([(200_000, _openai(4, 18, 0.40))], _openai(2, 12, 0.20))
+_DEEPSEEK_CHAT = _openai(0.27, 1.10, 0.07)
+_DEEPSEEK_REASONER = _openai(0.55, 2.19, 0.14)
+_QWEN3_CODER_PLUS = _banded(
+    [
+        (32_000, _openai(1.8, 9, 0.36)),
+        (128_000, _openai(3, 15, 0.60)),
+        (256_000, _openai(6, 60, 1.20)),
+    ],
+    _openai(1, 5, 0.20),
+)
+_GLM_4_5 = _openai(0.60, 2.20, 0.11)
+_GLM_4_5_AIR = _openai(0.20, 1.10, 0.03)
+_KIMI_K2 = _openai(0.60, 2.50, 0.15)
+_KIMI_K2_5 = _openai(0.60, 3.00, 0.10)
 
 _NEW = CLAUDE_CONTEXT_ASSUMED  # newer than every model the context pages list
 _NEW_CACHE = CLAUDE_CACHING_ASSUMED  # not in the caching page's list
@@ -270,6 +341,24 @@ _ENTRIES = (
     _gpt("gpt-5.2", _GPT_5_2),
     _gpt("gpt-5.2-codex", _GPT_5_2),
     _gpt("gpt-5.3-codex", _GPT_5_2),
+    _gpt("gpt-5.4", _GPT_5_4, FIELD_PRICING),
+    _gpt("gpt-5.5", _GPT_5_5, FIELD_PRICING),
+    # The field's other models: priced only (window and features not in the catalog).
+    _priced("claude-3-7-sonnet", _SONNET_3),
+    _priced("claude-3-5-sonnet", _SONNET_3),
+    _priced("claude-3-opus", _OPUS_3),
+    _priced("claude-3-haiku", _HAIKU_3),
+    _priced("gemini-3-pro", _GEMINI_3_PRO),
+    _priced("gemini-2.5-pro", _GEMINI_2_5_PRO),
+    _priced("gemini-2.5-flash", _GEMINI_2_5_FLASH),
+    _priced("deepseek-chat", _DEEPSEEK_CHAT),
+    _priced("deepseek-reasoner", _DEEPSEEK_REASONER),
+    _priced("qwen3-coder-plus", _QWEN3_CODER_PLUS),
+    _priced("glm-4.6", _GLM_4_5),
+    _priced("glm-4.5", _GLM_4_5),
+    _priced("glm-4.5-air", _GLM_4_5_AIR),
+    _priced("kimi-k2", _KIMI_K2),
+    _priced("kimi-k2.5", _KIMI_K2_5),
     # evo_magic's offline scripted stand-in: nothing is billed (override its price to price an
     # offline run as if it were a model).
     Family("offline", _row(0, 0, 0, 0, 0), OFFLINE_PRICING),
@@ -289,6 +378,11 @@ _SNAPSHOT_DATE = re.compile(r"-\d{8}$")  # "claude-sonnet-4-5-20250929"
 _OPENAI_DATE = re.compile(r"^(gpt-.*)-\d{4}-\d{2}-\d{2}$")  # "gpt-5-2025-08-07"
 _OPENAI_VENDOR = re.compile(r"^openai/")  # "openai/gpt-5" (routers)
 _MAJOR_ALIAS = re.compile(r"^(claude-[a-z]+-\d+)-0$")  # "claude-opus-4-0" is Opus 4
+_CLAUDE_DOT = re.compile(r"(?<=\d)\.(?=\d)")  # "claude-sonnet-4.5" (OpenRouter)
+_GPT_HYPHEN_MINOR = re.compile(r"^(gpt-\d+)-(\d)(?=-|$)")  # "gpt-5-1-codex" is gpt-5.1-codex
+_GEMINI_PREVIEW = re.compile(r"^(gemini-.*?)-(?:preview|exp)(?:-[\d-]+)?$")
+_KIMI_K2_SNAPSHOT = re.compile(r"^kimi-k2-(?:\d{4}-preview|instruct(?:-\d{4})?)$")
+_ALIASES = {"deepseek-v3": "deepseek-chat", "deepseek-r1": "deepseek-reasoner"}
 _LONG_TAG = "[1m]"
 
 
@@ -300,9 +394,15 @@ def model_family(model: str) -> str:
     ``claude-sonnet-4-5``; the alias ``claude-opus-4-0`` gives ``claude-opus-4``; ``openai/gpt-5``
     and ``gpt-5-2025-08-07`` give ``gpt-5``. Only whole, known decorations are removed, so a
     dated id never lands on a neighbouring model (``claude-fable-5-20260609`` is Fable 5, not
-    Fable 5.2). Every lookup of the catalog, and the price table, maps ids through this.
+    Fable 5.2). A router's or gateway's prefix is dropped (``converse/jp.anthropic.claude-
+    haiku-4-5-20251001-v1:0`` is ``claude-haiku-4-5``, ``openrouter/anthropic/claude-sonnet-4.5``
+    ``claude-sonnet-4-5``), as are OpenAI's hyphenated minor version (``gpt-5-1-codex-2025-11-13``
+    is ``gpt-5.1-codex``), Gemini's ``-preview`` tags and Kimi K2's snapshot names. Every lookup
+    of the catalog, and the price table, maps ids through this.
     """
-    family = model.strip().lower()
+    # A router's or gateway's prefix ("openrouter/anthropic/", "converse/", "google/") names
+    # no model: ids themselves hold no "/".
+    family = model.strip().lower().rsplit("/", 1)[-1]
     family = _CONTEXT_TAG.sub("", family)
     family = _REGION_PREFIX.sub("", family)
     family = _VENDOR_PREFIX.sub("", family)
@@ -311,7 +411,13 @@ def model_family(model: str) -> str:
     family = _SNAPSHOT_DATE.sub("", family)
     family = _MAJOR_ALIAS.sub(r"\1", family)
     family = _OPENAI_DATE.sub(r"\1", _OPENAI_VENDOR.sub("", family))
-    return family.removesuffix("-latest")
+    family = family.removesuffix("-latest")
+    if family.startswith("claude-"):
+        family = _CLAUDE_DOT.sub("-", family)
+    family = _GPT_HYPHEN_MINOR.sub(r"\1.\2", family)
+    family = _GEMINI_PREVIEW.sub(r"\1", family)
+    family = "kimi-k2" if _KIMI_K2_SNAPSHOT.match(family) else family
+    return _ALIASES.get(family, family)
 
 
 def lookup(model: str) -> Family | None:
@@ -417,9 +523,10 @@ _SOURCES_HEADING = (
 def _markdown_row(entry: Family) -> str:
     name = f"`{entry.name}`"
     tier = entry.price.long_prompt if entry.price else None
-    if tier is not None:
+    while tier is not None:
         band = " / ".join(_number(getattr(tier.price, rate)) for rate in RATE_FIELDS)
         name += f" (prompts over {tier.threshold_tokens:,} tokens: {band})"
+        tier = tier.price.long_prompt
     window = _sourced(entry.window, entry.context_source)
     minimum = _sourced(entry.cache_minimum, entry.cache_source)
     rates = [_number(getattr(entry.price, r)) if entry.price else "—" for r in RATE_FIELDS]

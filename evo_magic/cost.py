@@ -76,6 +76,7 @@ __all__ = [
     "model_family",
     "price_table",
     "unpriced_notice",
+    "usage_cost",
     "validate_prices",
 ]
 
@@ -187,19 +188,24 @@ def call_cost(usage: Any, model: str, prices: PriceTable | None = None) -> CallC
     """The USD cost of one call of ``model`` whose usage is ``usage``; None for an unknown model.
 
     ``usage`` is a `Usage`, or anything `Usage.from_api` reads (the API's JSON ``usage``, the
-    SDK's object). ``prices`` defaults to `DEFAULT_PRICES`. Cache writes are priced by TTL as
-    `Usage.cache_writes` splits them (all at the 5-minute rate when the usage has no split).
-    For a model with a long-prompt band, a call whose prompt exceeds the threshold is priced
-    entirely at that band.
+    SDK's object). ``prices`` defaults to `DEFAULT_PRICES`. See `usage_cost` for the rule.
     """
     price = (prices or DEFAULT_PRICES).lookup(model)
     if price is None:
         return None
-    if not isinstance(usage, Usage):
-        usage = Usage.from_api(usage)
-    tier = price.long_prompt
-    if tier is not None and usage.context_tokens > tier.threshold_tokens:
-        price = tier.price
+    return usage_cost(usage if isinstance(usage, Usage) else Usage.from_api(usage), price)
+
+
+def usage_cost(usage: Usage, price: Price) -> CallCost:
+    """What a call with ``usage`` costs at ``price``: the one pricing rule of the project (live
+    calls, replay and the calls of loaded transcripts all come here).
+
+    Cache writes are priced by TTL as `Usage.cache_writes` splits them (all at the 5-minute
+    rate when the usage has no split). For a model with long-prompt bands, a call whose prompt
+    (input plus cache reads and writes) exceeds a band's threshold is priced entirely at the
+    highest band it exceeds.
+    """
+    price = band(price, usage.context_tokens)
     write_5m, write_1h = usage.cache_writes()
     return CallCost(
         input=usage.input_tokens * price.input / PER_MILLION,
@@ -208,6 +214,15 @@ def call_cost(usage: Any, model: str, prices: PriceTable | None = None) -> CallC
         cache_write_5m=write_5m * price.cache_write_5m / PER_MILLION,
         cache_write_1h=write_1h * price.cache_write_1h / PER_MILLION,
     )
+
+
+def band(price: Price, prompt_tokens: int) -> Price:
+    """The band of ``price`` a prompt of ``prompt_tokens`` is billed at (bands nest: each
+    `LongPromptTier` may have a higher one)."""
+    tier = price.long_prompt
+    while tier is not None and prompt_tokens > tier.threshold_tokens:
+        price, tier = tier.price, tier.price.long_prompt
+    return price
 
 
 def price_table(prices: PriceTable | Overrides | None) -> PriceTable:

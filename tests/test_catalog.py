@@ -145,3 +145,54 @@ def test_the_readme_table_is_the_generated_one():
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     # A changed catalog: paste the printed table into the README.
     assert catalog_markdown() in readme, "print(evo_magic.catalog.catalog_markdown())"
+
+
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [
+        # ids seen in real Claude Code, Codex and research trajectories
+        ("converse/jp.anthropic.claude-haiku-4-5-20251001-v1:0", "claude-haiku-4-5"),
+        ("gpt-5-1-codex-2025-11-13", "gpt-5.1-codex"),
+        ("gpt-5.5", "gpt-5.5"),
+        ("openrouter/anthropic/claude-sonnet-4.5", "claude-sonnet-4-5"),
+        ("anthropic/claude-3.7-sonnet", "claude-3-7-sonnet"),
+        ("claude-3-5-sonnet-20241022", "claude-3-5-sonnet"),
+        ("vertex_ai/claude-3-7-sonnet@20250219", "claude-3-7-sonnet"),
+        ("gemini-3-pro-preview", "gemini-3-pro"),
+        ("models/gemini-2.5-pro", "gemini-2.5-pro"),
+        ("gemini-2.5-flash-preview-05-20", "gemini-2.5-flash"),
+        ("deepseek/deepseek-chat", "deepseek-chat"),
+        ("deepseek-r1", "deepseek-reasoner"),
+        ("qwen/qwen3-coder-plus", "qwen3-coder-plus"),
+        ("z-ai/glm-4.6", "glm-4.6"),
+        ("moonshotai/kimi-k2-0905-preview", "kimi-k2"),
+        ("kimi-k2.5", "kimi-k2.5"),
+    ],
+)
+def test_the_ids_of_the_fields_transcripts_find_a_priced_family(model: str, family: str):
+    assert model_family(model) == family
+    assert DEFAULT_PRICES.lookup(model) is DEFAULT_PRICES.lookup(family) is not None
+
+
+def test_a_model_priced_by_the_prompts_band_bills_the_whole_call_at_the_highest_band_passed():
+    # qwen3-coder-plus: $1 up to 32K, $1.8 to 128K, $3 to 256K, $6 beyond (input, per MTok).
+    def cost(tokens: int) -> float:
+        priced = call_cost({"input_tokens": tokens}, "qwen3-coder-plus")
+        assert priced is not None
+        return priced.total
+
+    assert cost(32_000) == pytest.approx(0.032)
+    assert cost(32_001) == pytest.approx(32_001 * 1.8 / 1e6)
+    assert cost(200_000) == pytest.approx(0.6)
+    assert cost(300_000) == pytest.approx(1.8)
+    # gpt-5.5 doubles its input rate over 272,000 prompt tokens
+    long = call_cost({"input_tokens": 272_001, "output_tokens": 1_000}, "gpt-5.5")
+    assert long is not None and long.total == pytest.approx(272_001 * 10 / 1e6 + 1_000 * 45 / 1e6)
+
+
+def test_every_band_of_a_banded_model_is_in_the_table():
+    assert (
+        "`qwen3-coder-plus` (prompts over 32,000 tokens: 1.8 / 9 / 1.8 / 1.8 / 0.36) "
+        "(prompts over 128,000 tokens: 3 / 15 / 3 / 3 / 0.6) "
+        "(prompts over 256,000 tokens: 6 / 60 / 6 / 6 / 1.2)"
+    ) in catalog_markdown()

@@ -183,6 +183,8 @@ def test_a_folder_of_files_without_messages_gives_one_warning(tmp_path: Path):
         warnings.simplefilter("always")
         t = load_transcripts(folder)
     ours = [w for w in caught if issubclass(w.category, TranscriptWarning)]
+    # (the file with messages also says its usage is partial: tests/test_usage_partial.py)
+    ours = [w for w in ours if "usage_partial" not in str(w.message)]
     assert len(ours) == 1 and "3 files without messages" in str(ours[0].message)
     assert t.skipped == {
         "empty file": 1,

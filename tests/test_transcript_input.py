@@ -33,7 +33,10 @@ def caught_load(path: Path | str):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t = load_transcripts(path)
-    return t, [str(w.message) for w in caught if issubclass(w.category, TranscriptWarning)]
+    said = [str(w.message) for w in caught if issubclass(w.category, TranscriptWarning)]
+    # The real Claude Code file's replies carry partial usage, said once per load (that
+    # warning has its own tests: tests/test_usage_partial.py).
+    return t, [text for text in said if "(usage_partial)" not in text]
 
 
 # -- names are data ------------------------------------------------------------------------------

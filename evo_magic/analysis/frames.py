@@ -105,6 +105,7 @@ CALL_COLUMNS = {
     "cache_creation_1h_input_tokens": "Int64",
     "reasoning_output_tokens": "Int64",
     "cost_usd": "Float64",
+    "usage_partial": "boolean",
     "duration": "Float64",
     **{f"context_before_micro_{name}": dtype for name, dtype in SIZE.items()},
     **{f"context_sent_{name}": dtype for name, dtype in SIZE.items()},

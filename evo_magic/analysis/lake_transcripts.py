@@ -226,9 +226,18 @@ class LakeTranscripts:
     large, and `session(id)` reads one session's rows only."""
 
     def __init__(
-        self, lake: str | Path, make: Callable[..., Any], update: LakeUpdate | None = None
+        self,
+        lake: str | Path,
+        make: Callable[..., Any],
+        update: LakeUpdate | None = None,
+        *,
+        prices: Any = None,
     ):
         self.lake = Path(lake).expanduser()
+        self.prices = prices
+        """The prices the calls are shown at (`evo_magic.cost.price_table`'s argument): the
+        lake's calls are priced again as they are read, so a session read under other prices
+        (or an older catalog) shows the same costs as a fresh load."""
         self._make = make  # the Transcripts class
         manifest = read_manifest(self.lake)
         self.update = update or LakeUpdate(kept=len(manifest["groups"]))
@@ -243,7 +252,11 @@ class LakeTranscripts:
 
     @property
     def calls(self) -> pd.DataFrame:
-        return self._frame("calls")
+        if "calls" not in self._cache:
+            from evo_magic.analysis.call_costs import price_calls
+
+            self._cache["calls"] = price_calls(self._frame("calls"), self.prices)[0]
+        return self._cache["calls"]
 
     @property
     def compactions(self) -> pd.DataFrame:
@@ -263,24 +276,15 @@ class LakeTranscripts:
 
     @property
     def sessions(self) -> pd.DataFrame:
-        """One row per session: its source, calls, cost and the files it came from."""
-        import pandas as pd
+        """One row per session: its source, calls, cost (NA when a call had no price), calls
+        without a price or with partial usage, and the files it came from."""
+        from evo_magic.analysis.call_costs import session_totals
 
-        rows = []
-        calls = self.calls
-        for session, keys in self._by_session.items():
-            mine = calls[calls["session_id"].astype(object) == session]
-            files = [name for key in keys for name in self._groups[key]["files"]]
-            rows.append(
-                {
-                    "session_id": session,
-                    "source": str(mine["source"].iloc[0]) if len(mine) else None,
-                    "calls": len(mine),
-                    "cost_usd": float(mine["cost_usd"].sum()) if len(mine) else 0.0,
-                    "files": len(files),
-                }
-            )
-        return pd.DataFrame(rows, columns=["session_id", "source", "calls", "cost_usd", "files"])
+        files = {
+            session: sum(len(self._groups[key]["files"]) for key in keys)
+            for session, keys in self._by_session.items()
+        }
+        return session_totals(self.calls, files)
 
     @property
     def blocks(self) -> pd.DataFrame:

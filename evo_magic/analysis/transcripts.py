@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from evo_magic.analysis import lake
+from evo_magic.analysis.call_costs import price_calls, session_totals
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.formats import Part, claude_code, codex, detect, evo
 from evo_magic.analysis.frames import (
@@ -32,9 +33,11 @@ from evo_magic.analysis.loader import (
 )
 from evo_magic.analysis.memory import drained, give_back
 from evo_magic.analysis.session_index import SessionRows, cut
+from evo_magic.cost import price_table
 
 if TYPE_CHECKING:
     from evo_magic.analysis.lake_transcripts import LakeTranscripts
+    from evo_magic.cost import Overrides, PriceTable
 
 _READERS = {"evo_magic": evo.read, "claude_code": claude_code.read, "codex": codex.read}
 _HINTS = {
@@ -67,6 +70,12 @@ class Transcripts:
     _sources: list[SourceFile] = field(default_factory=list, repr=False)
     _events: pd.DataFrame | None = field(default=None, repr=False)
     _rows: SessionRows = field(default_factory=SessionRows, repr=False, compare=False)
+
+    @property
+    def sessions(self) -> pd.DataFrame:
+        """One row per session: source, calls, cost (NA when a call had no price), calls
+        without a price, calls with partial usage, files (`call_costs.session_totals`)."""
+        return session_totals(self.calls)
 
     @property
     def events(self) -> pd.DataFrame:
@@ -188,7 +197,10 @@ def _key_columns(name: str, frame: pd.DataFrame | None) -> str:
 
 
 def load_transcripts(
-    path: str | Path, lake: str | Path | None = None
+    path: str | Path,
+    lake: str | Path | None = None,
+    *,
+    prices: PriceTable | Overrides | None = None,
 ) -> Transcripts | LakeTranscripts:
     """Load transcripts into typed DataFrames.
 
@@ -211,19 +223,33 @@ def load_transcripts(
     With `lake=DIR` the files are parsed once into a lake of Parquet files (built, or brought
     up to date: only new or changed sessions are read, one at a time) and a `LakeTranscripts`
     over it is returned: see `evo_magic.analysis.lake_transcripts`.
+
+    Every call is priced at load (`cost_usd`), by the rule live sessions and replay use, from
+    the catalog's prices or ``prices`` (a `PriceTable`, or overrides such as
+    ``{"my-model": {"input": 1, "output": 5}}``, USD per million tokens); a cost an evo_magic
+    transcript recorded is kept. Calls of a model without a price are NA, with one
+    `TranscriptWarning` naming the models; calls whose recorded usage is not the reply's final
+    usage (`usage_partial`) are priced as recorded, with one warning saying how many.
     """
+    prices = price_table(prices)  # a bad rate is refused before anything is read
     if lake is not None:
         from evo_magic.analysis.lake_transcripts import LakeTranscripts, update_lake
 
         def read(files: list[Path]) -> Transcripts:
-            return read_files(files, single=False, label=str(files[0]))
+            return read_files(files, single=False, label=str(files[0]), prices=prices)
 
-        return LakeTranscripts(lake, Transcripts, update_lake(path, lake, read))
+        return LakeTranscripts(lake, Transcripts, update_lake(path, lake, read), prices=prices)
     files, single = resolve(path)
-    return read_files(files, single=single, label=str(path))
+    return read_files(files, single=single, label=str(path), prices=prices)
 
 
-def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
+def read_files(
+    files: list[Path],
+    *,
+    single: bool,
+    label: str,
+    prices: PriceTable | Overrides | None = None,
+) -> Transcripts:
     """The Transcripts of exactly `files` (see `load_transcripts`; `label` names them in an
     error, `single` says a file was named on its own)."""
     skipped: dict[str, int] = {}
@@ -238,7 +264,10 @@ def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
     for part in parts:
         for reason, count in part.skipped.items():
             _count(skipped, reason, count)
-    return _transcripts(parts, files, skipped, sources)
+    transcripts = _transcripts(parts, files, skipped, sources)
+    transcripts.calls, found = price_calls(transcripts.calls, prices)
+    found.warn(stacklevel=4)
+    return transcripts
 
 
 def _read_batches(

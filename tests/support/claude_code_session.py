@@ -38,6 +38,8 @@ class _Writer:
     """The messages of the active branch since the last compaction (what a request sends)."""
     last: str | None = None
     n: int = 0
+    fixed: int = FIXED_TOKENS
+    """The prompt's fixed part in tokens (system prompt, tools, attachments)."""
     seconds: float = 0.0
     calls: int = 0
 
@@ -102,7 +104,7 @@ class _Writer:
     def prompt_tokens(self) -> int:
         chars = len(json.dumps(self.active))
         noise = self.rng.uniform(0.99, 1.01)
-        return round(FIXED_TOKENS + chars / CHARS_PER_TOKEN * noise)
+        return round(self.fixed + chars / CHARS_PER_TOKEN * noise)
 
     def tool_round(self, index: int) -> None:
         tool_id = f"toolu_{self.agent_id or 'main'}_{index:05d}"
@@ -137,10 +139,13 @@ class _Writer:
         self._previous = 0  # a compaction rewrites the cache
 
 
-def write_session(root: Path, calls: int = 60, *, seed: int = 0) -> Path:
+def write_session(
+    root: Path, calls: int = 60, *, seed: int = 0, fixed_after: int | None = None
+) -> Path:
     """A project folder holding one Claude Code session of about `calls` model calls, with a
-    compaction near the middle, a rewind, an API-error placeholder and one subagent.
-    Returns the folder."""
+    compaction near the middle, a rewind, an API-error placeholder and one subagent; with
+    `fixed_after`, the prompt's fixed part after the compaction (as Claude Code's changes when
+    it attaches files read again). Returns the folder."""
     rng = random.Random(seed)
     main = _Writer(SID, rng)
     index = 0
@@ -166,6 +171,7 @@ def write_session(root: Path, calls: int = 60, *, seed: int = 0) -> Path:
                 "Summary: " + main.words(800, 1600)
             )
             compacted = True
+            main.fixed = fixed_after if fixed_after is not None else main.fixed
     _api_error(main)
     helper = _Writer(SID, rng, agent_id="a1b2c3")
     helper.user("Look around the project and report.")

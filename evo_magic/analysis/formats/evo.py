@@ -154,6 +154,7 @@ _CALL_SELECT = select_sql(
     cache_creation_5m_input_tokens="usage.cache_creation.ephemeral_5m_input_tokens",
     cache_creation_1h_input_tokens="usage.cache_creation.ephemeral_1h_input_tokens",
     reasoning_output_tokens="null",
+    usage_partial="false",  # the live session records each reply's final usage
     **{f"context_{at}_{n}": f"context_{at}.{n}" for at in ("before_micro", "sent") for n in SIZE},
     parent_tool_use_id="null",
     applied_edits="case when json_array_length(applied_edits) > 0 then applied_edits end",

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from evo_magic.analysis.engine import Engine, EngineOptions, engine_of
-from evo_magic.analysis.replay.calibration import Calibration
+from evo_magic.analysis.replay.calibration import Calibration, Stretches
 from evo_magic.analysis.replay.options import (
     RECORDED,
     ReplayedCall,
@@ -198,7 +198,9 @@ def _replay_recording(
     calls added to `rows`, the kinds of summary it used to `used`."""
     reference = Run(recording, "reference", RECORDED, settings, None)
     reference.run()
-    calibration = Calibration(TokenRate.of(reference.points), reference.reference)
+    pooled = TokenRate.of(reference.points)
+    stretches = Stretches.fit(*reference.stretches, pooled)
+    calibration = Calibration(pooled, reference.reference, stretches)
     for label, chosen in resolved.items():
         run = Run(recording, label, chosen, settings, calibration)
         try:

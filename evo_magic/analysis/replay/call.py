@@ -77,6 +77,10 @@ class Calls:
         them."""
         self.reference: dict[int, tuple[str, int]] = {}
         """Per call: the recorded request's digest and characters, as rebuilt."""
+        self.stretch_points: list[tuple[int, int, int]] = []
+        """(characters, recorded tokens, compactions before it) of each call."""
+        self.stretch_of: dict[int, int] = {}
+        """Per call: how many compactions came before it (its stretch)."""
         self.identical = True
         """True while every call so far sent what the recorded session sent."""
         self._windows: dict[str, int | None] = {}
@@ -115,9 +119,12 @@ class Calls:
         number = call if call is not None else -1
         calibration = self._calibration
         if calibration is None:
+            stretch = self._tally.compactions
             if prompt_recorded:
                 self.points.append((chars, prompt_recorded))
+                self.stretch_points.append((chars, prompt_recorded, stretch))
             self.reference[number] = (digest, chars)
+            self.stretch_of[number] = stretch
             return prompt_recorded or tokens_of(chars, None), bool(prompt_recorded)
         self.identical = self.identical and calibration.same_request(number, digest)
         return calibration.tokens(number, digest, chars, prompt_recorded)
@@ -206,7 +213,9 @@ class Calls:
             "compactions_so_far": tally.compactions,
             "server_modelled": server_modelled,
             "recorded_tokens": prompt.recorded_tokens,
-            "estimated_tokens": None if calibration is None else calibration.estimate(prompt.chars),
+            "estimated_tokens": (
+                None if calibration is None else calibration.estimate(prompt.chars, item.call)
+            ),
         }
 
     def _window(self, model: str) -> int | None:

@@ -118,6 +118,12 @@ class Run:
         return self.calls.points
 
     @property
+    def stretches(self) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
+        """(characters, recorded tokens, stretch) of each call, and each call's stretch (the
+        calibration pass's)."""
+        return self.calls.stretch_points, self.calls.stretch_of
+
+    @property
     def reference(self) -> dict[int, tuple[str, int]]:
         """Per call: the recorded request's digest and characters (the calibration pass's)."""
         return self.calls.reference

@@ -19,13 +19,21 @@ _SUMMARY_USAGE = {
 _LAYERS = {"auto": "over_limit", "manual": "on_request"}
 
 
+CHARS_PER_TOKEN_BOUND = 16
+"""More characters than any reply's text, thinking and tool inputs take per output token (about
+3 to 4 in prose and code): fewer output tokens than its characters over this is not the
+reply's final count."""
+
+
 def call_row(
     identity: dict[str, Any], records: list[dict[str, Any]], source: SourceFile
 ) -> dict[str, Any]:
-    """One model call from the records of one response (streamed blocks share its id; the last
-    record's usage is the final one). A count that is not a count is NA, noted on `source`."""
-    message = records[-1].get("message") or {}
-    usage = _counts(message.get("usage") or {}, records[-1]["line"], source)
+    """One model call from the records of one response (streamed blocks share its id), its
+    usage from the record written with the final usage (`final_record`); `usage_partial` when
+    none was. A count that is not a count is NA, noted on `source`."""
+    final, partial = final_record(records)
+    message = final.get("message") or {}
+    usage = _counts(message.get("usage") or {}, final["line"], source)
     stop, inferred = _stop_reason(records)
     cache = usage.get("cache_creation") or {}
     parts = [
@@ -45,9 +53,34 @@ def call_row(
         "cache_read_input_tokens": usage.get("cache_read_input_tokens"),
         "cache_creation_5m_input_tokens": cache.get("ephemeral_5m_input_tokens"),
         "cache_creation_1h_input_tokens": cache.get("ephemeral_1h_input_tokens"),
+        "usage_partial": partial,
         "context_sent_tokens": sent,
         "context_sent_tokens_exact": sent is not None,
     }
+
+
+def final_record(records: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+    """The record of a response whose usage is its final usage, and whether that usage is only
+    partial.
+
+    Claude Code writes each block of a streamed reply as a record as it arrives, each with the
+    usage known then: at the start of the stream, output is a few tokens; the final count comes
+    with the reply's stop reason. So the final record is the last one with a stop reason; a
+    reply none of whose records has one takes its last record (the latest count written), and
+    that count is partial when it is below what the reply's text, thinking and tool inputs need
+    (fewer than one token per `CHARS_PER_TOKEN_BOUND` characters)."""
+    stopped = [r for r in records if (r.get("message") or {}).get("stop_reason")]
+    if stopped:
+        return stopped[-1], False
+    chars = sum(r.get("output_chars") or 0 for r in records)
+    return records[-1], _output_tokens(records[-1]) * CHARS_PER_TOKEN_BOUND < chars
+
+
+def _output_tokens(record: dict[str, Any]) -> int:
+    count, _ = usage_count_text(
+        ((record.get("message") or {}).get("usage") or {}).get("output_tokens")
+    )
+    return count or 0
 
 
 def _stop_reason(records: list[dict[str, Any]]) -> tuple[str | None, bool]:

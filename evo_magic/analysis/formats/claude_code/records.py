@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evo_magic.analysis.blocks import as_blocks
+from evo_magic.analysis.blocks import as_blocks, text_sql
 from evo_magic.analysis.formats import USAGE_AS_READ
 
 SOURCE = "claude_code"
@@ -48,6 +48,8 @@ SELECT = f"""* exclude (message), try_cast(timestamp as TIMESTAMPTZ) as stamp,
             lambda b: {{'type': b.type, 'id': b.id, 'tool_use_id': b.tool_use_id}}) end) as message,
     case when type = 'user' then left(content[1].text, 300) end as head,
     len(content) as block_count,
+    case when type = 'assistant' then coalesce(list_sum(list_transform(content,
+        lambda b: coalesce(length({text_sql("b")}), 0))), 0) end as output_chars,
     case when isCompactSummary then array_to_string(list_transform(content, lambda b: b.text), '')
         end as summary_text"""
 

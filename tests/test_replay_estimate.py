@@ -1,0 +1,50 @@
+"""Replay's per-call estimate (`estimated_tokens`: the conversation's fit alone, from the
+characters rebuilt) against what each recorded call counted (`recorded_tokens`): within 5% at
+the 90th percentile, on every real Claude Code file we have and on sessions whose prompt's
+fixed part changes at a compaction (as Claude Code's does when it attaches files again)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from support.claude_code_session import FIXED_TOKENS, write_session
+
+from evo_magic import load_transcripts, replay
+
+REAL = Path(__file__).parent / "fixtures" / "real"
+CLAUDE_CODE = sorted(REAL.glob("claude-code-*/*.jsonl"))
+
+
+def p90_error(calls: pd.DataFrame) -> float:
+    """The 90th percentile of |estimated - recorded| / recorded over the calls with both."""
+    both = calls[calls["recorded_tokens"].notna() & calls["estimated_tokens"].notna()]
+    assert len(both) > 0
+    recorded = both["recorded_tokens"].astype(float)
+    error = (both["estimated_tokens"].astype(float) - recorded).abs() / recorded
+    return float(error.quantile(0.9))
+
+
+@pytest.mark.parametrize("path", CLAUDE_CODE, ids=lambda p: f"{p.parent.name}/{p.name[:8]}")
+def test_each_real_claude_code_file_is_estimated_within_five_percent_at_p90(path: Path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # their usage is partly partial: said elsewhere
+        t = load_transcripts(path)
+        calls = replay(t, {"recorded": "recorded"}).calls
+    assert len(calls) == int((~t.calls["abandoned"].astype(bool)).sum())
+    assert p90_error(calls) <= 0.05
+
+
+@pytest.mark.parametrize("change", [18_000, -10_000])
+def test_a_fixed_part_that_changes_at_a_compaction_is_fitted_per_stretch(tmp_path, change):
+    root = write_session(tmp_path, fixed_after=FIXED_TOKENS + change)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        calls = replay(root, {"recorded": "recorded"}, model="claude-sonnet-4-5").calls
+    main = calls[calls["agent_id"].isna()]
+    before, after = main[main["compactions_so_far"] == 0], main[main["compactions_so_far"] > 0]
+    assert len(before) > 5 and len(after) > 5
+    # each side of the compaction, not only the whole, within 5%
+    assert p90_error(before) <= 0.05 and p90_error(after) <= 0.05
