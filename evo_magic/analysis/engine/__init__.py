@@ -53,10 +53,12 @@ class Engine:
     - `kind="local"` runs the units in `workers` processes on this machine (default: one per
       core; `workers=1`: in this process, one after another).
     - `kind="dask"` runs them on Dask distributed: on `client` (a `distributed.Client` or a
-      scheduler address such as "tcp://scheduler:8786"), else on a local cluster of `workers`
-      processes (default 2) started for the sweep and closed after it. Dask's scheduler runs a
-      unit again when its worker died. Dask is optional: the `dask` extra (from a checkout,
-      `python -m pip install -e '.[dask]'`).
+      scheduler address such as "tcp://scheduler:8786"; who can reach that cluster runs code
+      in it: giving it is your trust decision), else on a local cluster of `workers`
+      processes (default 2) started for the sweep and closed after it (`start_cluster`: TLS
+      with credentials made for it, workers without the session's credentials). Dask's
+      scheduler runs a unit again when its worker died. Dask is optional: the `dask` extra
+      (from a checkout, `python -m pip install -e '.[dask]'`).
     - `out=DIR` keeps each unit's frames as Parquet as soon as it finishes, then a marker; the
       same sweep run again reads back what is done and runs only the rest, so an interrupted
       sweep resumes where it stopped. A folder holding the results of other settings is

@@ -3,7 +3,6 @@ units' outcomes as they finish; a unit whose worker died is an outcome with its 
 
 from __future__ import annotations
 
-import logging
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator
@@ -61,21 +60,18 @@ def on_dask(units: list[Unit], call: Call, workers: int | None, client: Any) -> 
 
 
 def _client(client: Any, workers: int | None) -> tuple[Any, list[Any]]:
-    """The Dask client to use, and what this sweep opened (to close after it)."""
+    """The Dask client to use, and what this sweep opened (to close after it): a cluster
+    started here when no client is given (`start_cluster`: authenticated, without the
+    session's credentials); the user's own client or address as it is (their trust)."""
+    from evo_magic.analysis.engine.cluster import start_cluster
+
+    if client is None:
+        cluster = start_cluster(workers or 2)
+        return cluster.client, [cluster]
     try:
-        from distributed import Client, LocalCluster
+        from distributed import Client
     except ImportError:
         raise SweepError(str(missing("Dask distributed", "engine='dask'", "dask"))) from None
-    if client is None:
-        cluster = LocalCluster(
-            n_workers=workers or 2,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        )
-        client = Client(cluster)
-        return client, [client, cluster]
     if isinstance(client, str):
         client = Client(client)
         return client, [client]
