@@ -6,14 +6,21 @@ The Dask tests start a real local cluster; the process-pool test runs a real scr
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pandas as pd
 import pytest
+from support.claude_code_session import SID, write_session
 from support.sweep_work import peek
 
+from evo_magic import load_transcripts, replay
 from evo_magic.analysis.engine import Unit
 from evo_magic.analysis.engine.cluster import start_cluster
 from evo_magic.analysis.sweep import run_sweep
+from evo_magic.strategies import ObservationMasking
 
 KEY = "sk-ant-api03-sweepsecuritytestkey0123456789"
+STRATEGIES = {"none": [], "masking-3": [ObservationMasking(3)]}
 
 
 @pytest.mark.slow  # a Dask cluster
@@ -44,3 +51,66 @@ def test_a_sweep_s_workers_hold_no_credential(monkeypatch: pytest.MonkeyPatch):
     assert list(seen["named"]) == ["", ""]
     assert not seen["in_initial"].any()
     assert seen["scheduler"].str.startswith("tls://").all()
+
+
+def _corpus(root: Path, calls: dict[int, int]) -> Path:
+    """Claude Code sessions under `root`, one per seed, with about `calls[seed]` calls each
+    (written again over what was there: a session that grew)."""
+    for seed, count in calls.items():
+        project = write_session(root / f"made{seed}", calls=count, seed=seed)
+        new_id = SID[:-4] + f"{seed:04d}"
+        for path in project.rglob("*.jsonl"):
+            target = root / "projects" / str(path.relative_to(project)).replace(SID, new_id)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(path.read_text().replace(SID, new_id))
+    return root / "projects"
+
+
+def _same_totals(left: pd.DataFrame, right: pd.DataFrame) -> None:
+    pd.testing.assert_frame_equal(
+        left.reset_index(drop=True), right.reset_index(drop=True), check_dtype=False
+    )
+
+
+def _calls_of(result: object, session: str) -> int:
+    calls = result.calls  # type: ignore[attr-defined]
+    mine = calls[(calls["session_id"].astype(str) == session) & (calls["strategy"] == "none")]
+    return len(mine)
+
+
+@pytest.mark.parametrize("through_lake", [False, True])
+def test_a_session_that_changed_is_replayed_again_when_the_sweep_resumes(
+    tmp_path: Path, through_lake: bool
+):
+    sessions = _corpus(tmp_path / "corpus", {0: 5, 1: 6})
+    grown = SID[:-4] + "0000"
+
+    def source() -> object:
+        lake = tmp_path / "lake"
+        return load_transcripts(sessions, lake=lake) if through_lake else sessions
+
+    out = tmp_path / "out"
+    first = replay(source(), STRATEGIES, engine="local", workers=1, out=out, progress=False)
+    before = _calls_of(first, grown)
+    _corpus(tmp_path / "corpus", {0: 9})  # the session grows between the two runs
+    resumed = replay(source(), STRATEGIES, engine="local", workers=1, out=out, progress=False)
+    fresh = replay(source(), STRATEGIES, engine="local", workers=1, progress=False)
+    assert _calls_of(fresh, grown) > before
+    assert _calls_of(resumed, grown) == _calls_of(fresh, grown)
+    _same_totals(resumed.totals, fresh.totals)
+
+
+def test_a_truncated_result_under_out_is_replayed_again(tmp_path: Path):
+    sessions = _corpus(tmp_path / "corpus", {0: 5, 1: 6})
+    out = tmp_path / "out"
+    replay(sessions, STRATEGIES, engine="local", workers=1, out=out, progress=False)
+    kept = sorted((out / "calls").glob("*.parquet"))
+    assert len(kept) == 2
+    data = kept[0].read_bytes()
+    kept[0].write_bytes(data[: len(data) // 2])  # a disk that filled, a copy cut short
+    marker = sorted((out / "done").glob("*.json"))[1]
+    marker.write_bytes(marker.read_bytes()[:10])
+    resumed = replay(sessions, STRATEGIES, engine="local", workers=1, out=out, progress=False)
+    fresh = replay(sessions, STRATEGIES, progress=False)
+    assert resumed.failures.empty
+    _same_totals(resumed.totals, fresh.totals)
