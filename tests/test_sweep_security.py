@@ -6,15 +6,17 @@ The Dask tests start a real local cluster; the process-pool test runs a real scr
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from support.claude_code_session import SID, write_session
-from support.sweep_work import peek
+from support.sweep_work import peek, square
 
 from evo_magic import load_transcripts, replay
-from evo_magic.analysis.engine import Unit
+from evo_magic.analysis.engine import SweepWarning, Unit
 from evo_magic.analysis.engine.cluster import start_cluster
 from evo_magic.analysis.sweep import run_sweep
 from evo_magic.strategies import ObservationMasking
@@ -114,3 +116,42 @@ def test_a_truncated_result_under_out_is_replayed_again(tmp_path: Path):
     fresh = replay(sessions, STRATEGIES, progress=False)
     assert resumed.failures.empty
     _same_totals(resumed.totals, fresh.totals)
+
+
+SCRIPT = """
+from evo_magic import replay
+
+{indent}result = replay({folder!r}, {{"none": []}}, engine="local", workers=2, progress=False)
+{indent}print("calls", int(result.totals["calls"].sum()))
+"""
+
+
+@pytest.mark.slow  # a script run by a subprocess, with its process pool
+@pytest.mark.parametrize("guarded", [False, True])
+def test_a_script_without_the_main_guard_is_told_why_its_workers_cannot_start(
+    tmp_path: Path, guarded: bool
+):
+    sessions = _corpus(tmp_path / "corpus", {0: 5, 1: 6})
+    body = SCRIPT.format(indent="    " if guarded else "", folder=str(sessions))
+    if guarded:
+        body = body.replace("\n    result", '\nif __name__ == "__main__":\n    result', 1)
+    script = tmp_path / "sweep.py"
+    script.write_text(body)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    if guarded:
+        assert done.returncode == 0, done.stderr
+        assert int(done.stdout.split()[-1]) > 0
+        return
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("evo_magic.analysis.engine.base.SweepError: the sweep's worker")
+    assert "sweep.py" in last and 'if __name__ == "__main__":' in last and "workers=1" in last
+
+
+def test_a_sweep_where_every_session_failed_says_so(tmp_path: Path):
+    units = [Unit(f"s{n}", {"n": n, "fail": [0, 1, 2]}) for n in range(3)]
+    with pytest.warns(SweepWarning, match="none of the 3 sessions of this sweep gave a result"):
+        result = run_sweep(units, square, workers=1, out=tmp_path / "out", progress=False)
+    assert list(result.failures["session_id"]) == ["s0", "s1", "s2"]
