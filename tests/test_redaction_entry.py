@@ -104,3 +104,24 @@ def test_percent_compact_server_summarise_and_agent_context_show_no_key(
     assert "last summary:" in captured.stdout and REDACTED in captured.stdout
     assert MAGICS_KEY not in captured.stdout
     assert MAGICS_KEY not in json.dumps(api.accepted[-1])
+
+
+PLACEHOLDER = "[output dropped; ask me, token "
+
+
+def test_a_key_in_a_configured_text_reaches_no_request_and_no_display(ip: Any, api: FakeAnthropic):
+    from IPython.utils.capture import capture_output
+
+    ip.run_line_magic("config", f"AgentMagics.system_prompt = 'Be brief. Key: {MAGICS_KEY}'")
+    spec = f"micro(keep_recent=0, min_chars=10, placeholder='{PLACEHOLDER}{MAGICS_KEY}]')"
+    ip.run_line_magic("config", f"AgentMagics.strategies = [{spec!r}]")
+    with capture_output():
+        ip.run_cell_magic("agent", "", "Survey the project.")
+        table = ip.run_line_magic("agent", "config")
+    sent = json.dumps(api.accepted)
+    assert "Be brief. Key: " + REDACTED in sent  # the system prompt, redacted where it entered
+    assert PLACEHOLDER + REDACTED in sent  # the placeholder too
+    assert MAGICS_KEY not in sent
+    for shown in (repr(table), table._repr_html_()):  # as text and as HTML
+        assert "system_prompt" in shown and "placeholder=" in shown
+        assert MAGICS_KEY not in shown
