@@ -32,6 +32,7 @@ from evo_magic.analysis.engine.base import (
     Work,
     guarded,
 )
+from evo_magic.analysis.engine.cluster import LocalDaskCluster, start_cluster
 from evo_magic.analysis.engine.progress import Progress
 from evo_magic.analysis.engine.store import Store
 
@@ -42,6 +43,7 @@ __all__ = [
     "ENGINES",
     "Engine",
     "EngineOptions",
+    "LocalDaskCluster",
     "Frames",
     "Outcome",
     "SweepError",
@@ -50,6 +52,7 @@ __all__ = [
     "Unit",
     "Work",
     "engine_of",
+    "start_cluster",
     "split_options",
 ]
 
