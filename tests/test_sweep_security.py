@@ -155,3 +155,18 @@ def test_a_sweep_where_every_session_failed_says_so(tmp_path: Path):
     with pytest.warns(SweepWarning, match="none of the 3 sessions of this sweep gave a result"):
         result = run_sweep(units, square, workers=1, out=tmp_path / "out", progress=False)
     assert list(result.failures["session_id"]) == ["s0", "s1", "s2"]
+
+
+def test_a_result_replaced_by_a_link_is_not_followed(tmp_path: Path):
+    out = tmp_path / "out"
+    units = [Unit(f"s{n}", {"n": n}) for n in range(2)]
+    run_sweep(units, square, workers=1, out=out, progress=False)
+    planted = tmp_path / "planted.parquet"
+    first, second = sorted((out / "one").glob("*.parquet"))
+    planted.write_bytes(second.read_bytes())  # another session's result, readable
+    first.unlink()
+    first.symlink_to(planted)
+    resumed = run_sweep(units, square, workers=1, out=out, progress=False)
+    assert (resumed.ran, resumed.reused) == (1, 1)
+    assert sorted(resumed.frames["one"]["n"]) == [0, 1]
+    assert not first.is_symlink()  # written afresh, in place of the link
