@@ -42,18 +42,21 @@ def _on_disk(root: Path) -> str:
     return "".join(p.read_text(errors="replace") for p in root.rglob("*") if p.is_file())
 
 
+@pytest.mark.parametrize("paused", [False, True])
 def test_a_server_compaction_whose_summary_holds_a_key_enters_redacted(
-    fake: FakeAnthropic, workspace: Path, monkeypatch: pytest.MonkeyPatch
+    fake: FakeAnthropic, workspace: Path, monkeypatch: pytest.MonkeyPatch, paused: bool
 ):
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     fake.summary_note = f" The key in use is {KEY}."
-    s = _session(workspace, fake, [ServerCompact(trigger_tokens=50_000)])
+    strategy = ServerCompact(trigger_tokens=50_000, pause_after_compaction=paused)
+    s = _session(workspace, fake, [strategy])
     (done,) = [e for e in _grow(s, fake, 4) if isinstance(e, CompactionFinished)]
     assert done.success and done.summary.startswith("Summary of")
     assert KEY not in done.summary and REDACTED in done.summary  # the event
     assert KEY not in s.state.last_summary and REDACTED in s.state.last_summary  # the state
     assert KEY not in json.dumps(s.history.messages)  # the history
     assert s.history.messages[0]["role"] == "user"  # the summary, as our compacted message
+    assert "Part 3: The quick brown fox" in s.history.messages[0]["content"][0]["text"]
     fake.queue(reply(text("still here")))
     assert s.ask("And now?").text == "still here"  # the API takes the history that follows
     assert KEY not in json.dumps(fake.accepted[-1])  # the next request
