@@ -1,10 +1,11 @@
 """A declared value: a dataclass field carrying its default, its help and its rule, written once.
 
 `setting(...)` makes the field; `check_fields(obj)` applies every declared field's rule (in a
-dataclass's `__post_init__`, so a value is checked when it is made, by one path). The session's
-settings (`SessionSettings`, `CompactPolicy`) and every built-in strategy's parameters are such
-fields: the notebook's traits, `Session(...)`'s keywords, `%agent strategies`, the README's and the
-docs' tables are all read from them.
+dataclass's `__post_init__`, so a value is checked when it is made, by one path), and redacts
+every credential the session knows from a text value there: where a configured text enters.
+The session's settings (`SessionSettings`, `CompactPolicy`) and every built-in strategy's
+parameters are such fields: the notebook's traits, `Session(...)`'s keywords, `%agent
+strategies`, the README's and the docs' tables are all read from them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import MISSING, Field, field, fields
 from typing import Any
+
+from evo_magic.secrets import redact
 
 Check = Callable[[Any], Any]
 """A value's own rule beyond type, bounds and choices: the value (normalised) or ValueError
@@ -182,8 +185,24 @@ def check_value(owner: str, f: Field[Any], value: Any) -> Any:
             value = check(value)
         except ValueError as exc:
             raise ValueError(f"{name}: {exc}") from None
+        except (ArithmeticError, TypeError, LookupError, AttributeError) as exc:
+            # A rule's own code may fail on an odd value (an int too large for a float):
+            # the value is refused like any other, never stored.
+            raise ValueError(f"{name}: {type(exc).__name__}: {exc}") from None
     normalise = NORMALISE.get(kind)
-    return normalise(value) if normalise is not None and value is not None else value
+    value = normalise(value) if normalise is not None and value is not None else value
+    return _redacted(value)
+
+
+def _redacted(value: Any) -> Any:
+    """A text setting (or each text of a collection of them) with every credential the
+    session knows redacted: a key typed into a system prompt or a placeholder would go into
+    every request, every display of the settings and every settings record."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, tuple | frozenset) and all(isinstance(v, str) for v in value):
+        return type(value)(redact(v) for v in value)
+    return value
 
 
 def check_fields(obj: Any, owner: str | None = None) -> None:

@@ -23,7 +23,7 @@ import json
 import os
 import threading
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 SECRET_ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -104,6 +104,18 @@ def known_secrets() -> list[str]:
             forms.add(value)
             forms.add(json.dumps(value, ensure_ascii=False)[1:-1])
     return sorted(forms, key=lambda form: (-len(form), form))
+
+
+def environment_without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without the credential variables (`SECRET_ENV_VARS`) and without any variable
+    whose value holds a known credential, whatever its name (a URL with a password, a key
+    copied into another variable): what a process the session starts may inherit."""
+    secrets = known_secrets()
+    return {
+        name: value
+        for name, value in environ.items()
+        if name not in SECRET_ENV_VARS and not any(secret in value for secret in secrets)
+    }
 
 
 def secret_forms(value: str) -> set[str]:

@@ -90,7 +90,9 @@ class SessionServices:
         reply = self.model().respond(request)
         block, usage = server.summary_block(reply)
         cost = self.ledger.charge(usage, reply.model, summary=True)
-        return block, Summary(block["content"], usage, reply.model, cost)
+        block = server.entering(block, self.redact)  # where the API's summary enters
+        text = block["content"] if block["type"] == "compaction" else block["text"]
+        return block, Summary(text, usage, reply.model, cost)
 
     def server_preview(self, strategy: Strategy) -> Preview:
         """What a server strategy's edits would take out of the prompt now: `count_tokens`

@@ -7,6 +7,8 @@ the whole lake."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,12 +41,58 @@ def is_lake(source: object) -> bool:
 
 
 def session_units(t: Transcripts | LakeTranscripts) -> list[Unit]:
-    """One unit per session of `t`, keyed by the session's id."""
+    """One unit per session of `t`, keyed by the session's id, with a fingerprint of its
+    content (so a sweep resumed under `out` replays a session that changed since)."""
     from evo_magic.analysis.lake_transcripts import LakeTranscripts
 
     if isinstance(t, LakeTranscripts):
-        return [Unit(sid, (str(t.lake), sid)) for sid in t.session_ids()]
-    return [Unit(sid, t.session(sid)) for sid in t.session_ids()]
+        prints = lake_fingerprints(t.lake)
+        return [Unit(sid, (str(t.lake), sid), prints.get(sid, "")) for sid in t.session_ids()]
+    units = []
+    for sid in t.session_ids():
+        session = t.session(sid)
+        units.append(Unit(sid, session, content_fingerprint(session)))
+    return units
+
+
+def content_fingerprint(t: Transcripts) -> str:
+    """A hash of what a session's frames hold (every row and column of `FRAMES`; `events`
+    aside, as it is built only on use), for a sweep to tell whether the session it kept a
+    result for is still the same. Values are hashed, not their encoding (two loads of one
+    file may number a column's categories, or lay out its buffers, differently)."""
+    import pandas as pd
+
+    from evo_magic.analysis.frames import FRAMES
+
+    digest = hashlib.sha256()
+    for name in FRAMES:
+        frame = getattr(t, name)
+        digest.update(json.dumps([name, [str(c) for c in frame.columns]]).encode())
+        spelled = frame.astype(object).astype(str)  # every value as text, whatever its dtype
+        digest.update(pd.util.hash_pandas_object(spelled, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+def lake_fingerprints(lake: Path) -> dict[str, str]:
+    """Each session of the lake at `lake`: a hash of the stamps (size and content hash) of
+    the files it was read from, as the lake's manifest records them (updated when the lake
+    reads a file that changed)."""
+    from evo_magic.analysis.lake_manifest import read_manifest
+
+    stamps: dict[str, dict[str, Any]] = {}
+    for entry in read_manifest(Path(lake)).get("groups", {}).values():
+        if not isinstance(entry, dict):
+            continue
+        files = entry.get("files") if isinstance(entry.get("files"), dict) else {}
+        for session in entry.get("sessions") or []:
+            mine = stamps.setdefault(str(session), {})
+            for name, stamp in files.items():
+                if isinstance(stamp, dict):
+                    mine[str(name)] = [stamp.get("size"), stamp.get("hash")]
+    return {
+        session: hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()
+        for session, found in stamps.items()
+    }
 
 
 def unit_session(payload: Transcripts | tuple[str, str]) -> Transcripts:

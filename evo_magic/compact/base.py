@@ -199,12 +199,14 @@ class Context:
 
     def server_summarise(self, messages: Sequence[Message], focus: str | None = None) -> dict:
         """The API's own summary of `messages` (the whole history): its `compaction` block, to
-        be kept byte for byte. `focus` becomes the summary's instructions. Raises when there
-        is no usable block (an error, a null summary, or no model that offers it)."""
+        be kept byte for byte (or, when its summary held a credential, the redacted summary as
+        a text block: `evo_magic.compact.server.entering`). `focus` becomes the summary's
+        instructions. Raises when there is no usable block (an error, a null summary, or no
+        model that offers it)."""
         if self._server_summarise is None:
             raise RuntimeError("this context cannot ask the API for a summary")
         block = self._server_summarise(list(messages), focus)
-        self.summaries.append(block.get("content") or "")
+        self.summaries.append(block.get("content") or block.get("text") or "")
         return block
 
     def pending_request_message(self) -> list[Message]:

@@ -10,7 +10,7 @@ cannot be combined with `context_management`, so it is sent only by its own requ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,6 +137,24 @@ def compaction_index(content: Sequence[dict[str, Any]]) -> int | None:
         if isinstance(block, dict) and block.get("type") == "compaction":
             found = index
     return found
+
+
+def entering(block: dict[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
+    """A compaction block from the API as it may enter the history, the state, the events and
+    the next request: itself when its summary holds no credential the session knows; else a
+    text block of the summary, redacted (`stand_in`). The block is signed: changed by one byte
+    the API refuses it, so a summary that must be redacted cannot stay a server block; the
+    compaction then keeps that text as a compacted message of our own."""
+    content = block.get("content")
+    if block.get("type") != "compaction" or not isinstance(content, str):
+        return block
+    cleaned = redact(content)
+    return block if cleaned == content else stand_in(cleaned)
+
+
+def stand_in(summary: str) -> dict[str, Any]:
+    """The text block that stands in for a compaction block whose summary was redacted."""
+    return {"type": "text", "text": summary}
 
 
 def from_compaction(message: Message) -> Message:

@@ -144,10 +144,7 @@ class ServerSide:
         history = compactor.history
         messages = history.messages
         snapshot = compactor.snapshot(messages)
-        new = [server.from_compaction(messages[-1])]
-        pending = history.pending_request
-        if messages[-1]["content"][-1].get("type") == "compaction" and pending:
-            new += Context.for_messages(new, pending_request=pending).pending_request_message()
+        new = _compacted_history(messages[-1], summary, history.pending_request)
         compactor.adopt(new, summary, trigger="server")
         after = history.size()
         if after_tokens:
@@ -175,3 +172,20 @@ class ServerSide:
             if edit is not None and edit.feature == feature:
                 return strategy.name
         return str(feature)
+
+
+def _compacted_history(reply: Message, summary: str, pending: str | None) -> list[Message]:
+    """The history after the server's compaction in `reply` (the last message): the reply
+    from its compaction block on, then the pending request verbatim when the block ends the
+    reply. A block whose summary held a credential came in as its redacted text
+    (`server.entering`): that text becomes a compacted message of our own, the rest of the
+    reply after it."""
+    content = reply["content"]
+    if server.compaction_index(content) is not None:
+        new = [server.from_compaction(reply)]
+        if content[-1].get("type") == "compaction" and pending:
+            new += Context.for_messages(new, pending_request=pending).pending_request_message()
+        return new
+    rest = content[content.index(server.stand_in(summary)) + 1 :]
+    ours = Context.for_messages([], pending_request=pending).compacted_message(summary)
+    return [ours, *([{"role": "assistant", "content": rest}] if rest else [])]

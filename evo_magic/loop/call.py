@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from evo_magic.compact.server import compaction_index, named_in
+from evo_magic.compact.server import compaction_index, entering, named_in
 from evo_magic.events import ModelCalled, ModelResponded, Notice, TextDelta
 from evo_magic.loop.parts import LoopParts
 from evo_magic.measure import ContextSize
@@ -168,14 +168,16 @@ def server_results(parts: LoopParts, reply: ModelReply, sent: ContextSize) -> No
         parts.compactor.server.cleared(reply.applied_edits, sent)
     index = compaction_index(reply.content)
     last = parts.history.view()[-1] if len(parts.history) else None
-    if index is None or last is None or compaction_index(last.get("content") or []) is None:
+    if index is None or last is None or last.get("role") != "assistant":
         return
     compactions = [i for i in reply.iterations if i.get("type") == "compaction"]
     usage = sum((Usage.from_api(i) for i in compactions), Usage())
     cost = parts.ledger.charge(usage, reply.model, summary=True) if compactions else None
     messages = [i for i in reply.iterations if i.get("type") == "message"]
     after = Usage.from_api(messages[-1]).context_tokens if messages else None
-    parts.compactor.server.compacted(sent, reply.content[index].get("content"), usage, cost, after)
+    summary = entering(reply.content[index], parts.redact)  # as the history let it in
+    text = summary.get("content") if summary.get("type") == "compaction" else summary["text"]
+    parts.compactor.server.compacted(sent, text, usage, cost, after)
 
 
 def _account(parts: LoopParts, reply: ModelReply, request: ModelRequest) -> float | None:

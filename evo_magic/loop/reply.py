@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from evo_magic.compact.server import entering
 from evo_magic.events import Notice
 from evo_magic.history import History
 from evo_magic.loop.parts import LoopParts
@@ -133,10 +134,18 @@ def _kind(value: Any) -> str:
 
 def _redacted(content: list[dict[str, Any]], parts: LoopParts) -> list[dict[str, Any]]:
     """The reply with every credential the session knows replaced (a model that read one
-    somewhere never puts it back into the history)."""
+    somewhere never puts it back into the history); a compaction block, which is signed, as
+    `server.entering` lets it in (whole, or its summary redacted as a text block)."""
     encoded = to_json(content)
     cleaned = parts.redact(encoded)
-    return content if cleaned == encoded else json.loads(cleaned)
+    if cleaned == encoded:
+        return content
+    return [
+        entering(block, parts.redact)
+        if block.get("type") == "compaction"
+        else json.loads(parts.redact(to_json(block)))
+        for block in content
+    ]
 
 
 def text_of(content: list[dict[str, Any]]) -> str:

@@ -36,6 +36,7 @@ from traitlets.config import Configurable
 
 from evo_magic.declared import check_value, default_of
 from evo_magic.models import DEFAULT_MODEL
+from evo_magic.secrets import redact
 from evo_magic.settings import RETIRED, SessionSettings, retired_message, setting_fields
 
 SESSION_SETTINGS = [f.name for _, f in setting_fields()]
@@ -176,8 +177,8 @@ class AgentConfig(SessionTraits):  # type: ignore[misc, valid-type]
         try:
             check_value("AgentMagics", f, value)  # the field's own rule
             SessionSettings().with_changes(**{name: value})  # and what SessionSettings adds
-        except (TypeError, ValueError) as exc:
-            message = str(exc)
+        except Exception as exc:  # whatever a rule raises, the value is refused whole
+            message = str(exc) if isinstance(exc, TypeError | ValueError) else repr(exc)
             if not message.startswith(f"AgentMagics.{name}"):
                 message = f"AgentMagics.{name}: {message}"
             raise SettingError(f"{message}. The setting is unchanged.") from None
@@ -286,17 +287,19 @@ class ConfigTable:
 
     def __init__(self, config: AgentConfig):
         traits = config.class_traits(config=True)
+        # A value as typed (a trait keeps it): shown with every credential known now redacted.
         self.rows = [
-            (name, getattr(config, name), traits[name].default(), traits[name].help)
+            (name, redact(repr(value)), repr(default), traits[name].help, value != default)
             for name in setting_names()
+            for value, default in [(getattr(config, name), traits[name].default())]
         ]
 
     def __repr__(self) -> str:
         width = max(len(name) for name, *_ in self.rows)
         lines = [f"{'setting':<{width}}  value (default) — meaning"]
-        for name, value, default, help_text in self.rows:
-            mark = "" if value == default else "  *changed*"
-            lines.append(f"{name:<{width}}  {value!r} ({default!r}) — {help_text}{mark}")
+        for name, value, default, help_text, changed in self.rows:
+            mark = "  *changed*" if changed else ""
+            lines.append(f"{name:<{width}}  {value} ({default}) — {help_text}{mark}")
         lines.append("set with: %config AgentMagics.<setting> = <value>")
         return "\n".join(lines)
 
@@ -304,10 +307,10 @@ class ConfigTable:
         import html
 
         rows = "".join(
-            f"<tr><td><code>{name}</code></td><td><code>{html.escape(repr(value))}</code></td>"
-            f"<td><code>{html.escape(repr(default))}</code></td><td>{html.escape(help_text)}</td>"
+            f"<tr><td><code>{name}</code></td><td><code>{html.escape(value)}</code></td>"
+            f"<td><code>{html.escape(default)}</code></td><td>{html.escape(help_text)}</td>"
             "</tr>"
-            for name, value, default, help_text in self.rows
+            for name, value, default, help_text, _ in self.rows
         )
         return (
             "<table><tr><th>setting</th><th>value</th><th>default</th><th>meaning</th></tr>"

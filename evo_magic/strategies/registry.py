@@ -56,8 +56,11 @@ def make_strategy(spec: Strategy | str, namespace: Mapping[str, Any] | None = No
     if not isinstance(spec, str):
         try:
             return check_strategy(spec)
-        except TypeError as exc:
-            raise StrategySpecError(str(exc)) from None
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # an object's own attributes may raise anything: refused
+            detail = str(exc) if isinstance(exc, TypeError | ValueError) else repr(exc)
+            raise StrategySpecError(detail) from None
     name, kwargs = _parse(spec)
     return _construct(_resolve(name, namespace), kwargs, repr(spec))
 

@@ -173,4 +173,6 @@ class ServerSummarise:
 
     def compact(self, messages: Sequence[Message], ctx: Context) -> list[Message]:
         block = ctx.server_summarise(messages, ctx.focus)
+        if block.get("type") != "compaction":  # its summary held a credential: ours, redacted
+            return [ctx.compacted_message(block["text"])]
         return [{"role": "assistant", "content": [block]}, *ctx.pending_request_message()]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evo_magic.secrets import SECRET_ENV_VARS, known_secrets
+from evo_magic.secrets import environment_without_secrets, known_secrets
 from evo_magic.tools.base import Tool, ToolContext, ToolError
 from evo_magic.tools.bash_settings import BashSettings
 from evo_magic.tools.bounds import bound_notes, processes_hit, shell_argv
@@ -129,14 +129,8 @@ def command_environment(settings: BashSettings | None = None) -> dict[str, str]:
     variables, any variable whose value holds a known credential (whatever its name), the
     variables pointing at the host's sockets, and those whose names `settings` drops."""
     settings = settings or BashSettings()
-    secrets = known_secrets()
-    return {
-        name: value
-        for name, value in os.environ.items()
-        if name not in SECRET_ENV_VARS
-        and settings.keeps(name)
-        and not any(secret in value for secret in secrets)
-    }
+    kept = environment_without_secrets(os.environ)
+    return {name: value for name, value in kept.items() if settings.keeps(name)}
 
 
 @dataclass(frozen=True)

@@ -49,3 +49,24 @@ def reader(request: Any, *, out: str | None = None, stop_after: int = 0) -> dict
         "content": [{"type": "text", "text": reply}],
         "usage": {"input_tokens": 100, "output_tokens": 5},
     }
+
+
+def peek(payload: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """What code run in a worker finds: the variables whose value holds `payload["key"]` (in
+    `os.environ` and in the process's initial environment) and the scheduler's address."""
+    from distributed import get_worker
+
+    key = payload["key"]
+    named = [name for name, value in os.environ.items() if key in value]
+    environ = Path("/proc/self/environ")
+    initial = environ.read_bytes() if environ.exists() else b""
+    return {
+        "seen": pd.DataFrame(
+            {
+                "n": [payload["n"]],
+                "named": [",".join(named)],
+                "in_initial": [key.encode() in initial],
+                "scheduler": [get_worker().scheduler.address],
+            }
+        )
+    }

@@ -16,13 +16,23 @@ local process pool and Dask), keeps the results under `out` (store.py) and shows
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, overload
 
-from evo_magic.analysis.engine.base import Frames, Outcome, SweepError, Unit, Work, guarded
+from evo_magic.analysis.engine.base import (
+    Frames,
+    Outcome,
+    SweepError,
+    SweepWarning,
+    Unit,
+    Work,
+    guarded,
+)
+from evo_magic.analysis.engine.cluster import LocalDaskCluster, start_cluster
 from evo_magic.analysis.engine.progress import Progress
 from evo_magic.analysis.engine.store import Store
 
@@ -33,13 +43,16 @@ __all__ = [
     "ENGINES",
     "Engine",
     "EngineOptions",
+    "LocalDaskCluster",
     "Frames",
     "Outcome",
     "SweepError",
     "SweepResult",
+    "SweepWarning",
     "Unit",
     "Work",
     "engine_of",
+    "start_cluster",
     "split_options",
 ]
 
@@ -53,10 +66,12 @@ class Engine:
     - `kind="local"` runs the units in `workers` processes on this machine (default: one per
       core; `workers=1`: in this process, one after another).
     - `kind="dask"` runs them on Dask distributed: on `client` (a `distributed.Client` or a
-      scheduler address such as "tcp://scheduler:8786"), else on a local cluster of `workers`
-      processes (default 2) started for the sweep and closed after it. Dask's scheduler runs a
-      unit again when its worker died. Dask is optional: the `dask` extra (from a checkout,
-      `python -m pip install -e '.[dask]'`).
+      scheduler address such as "tcp://scheduler:8786"; who can reach that cluster runs code
+      in it: giving it is your trust decision), else on a local cluster of `workers`
+      processes (default 2) started for the sweep and closed after it (`start_cluster`: TLS
+      with credentials made for it, workers without the session's credentials). Dask's
+      scheduler runs a unit again when its worker died. Dask is optional: the `dask` extra
+      (from a checkout, `python -m pip install -e '.[dask]'`).
     - `out=DIR` keeps each unit's frames as Parquet as soon as it finishes, then a marker; the
       same sweep run again reads back what is done and runs only the rest, so an interrupted
       sweep resumes where it stopped. A folder holding the results of other settings is
@@ -95,24 +110,44 @@ class Engine:
         if len(set(keys)) != len(keys):
             raise SweepError("every session of a sweep needs its own id; some ids repeat")
         store = Store(Path(self.out), settings) if self.out is not None else None
-        done = {unit.key for unit in units if store is not None and store.is_done(unit.key)}
+        prints = {unit.key: unit.fingerprint for unit in units}
+        done = {
+            unit.key
+            for unit in units
+            if store is not None and store.is_done(unit.key, unit.fingerprint)
+        }
         todo = [unit for unit in units if unit.key not in done]
         meter = Progress(len(units), enabled=self.progress)
         meter.update(len(done), 0)
-        outcomes = self._collect(todo, work, store, meter, len(done))
+        outcomes = self._collect(todo, work, store, meter, len(done), prints)
         frames, failures = _gathered(keys, outcomes, store)
+        if units and len(failures) == len(units):
+            warnings.warn(
+                f"none of the {len(units):,} sessions of this sweep gave a result (the first "
+                f"failed with {failures['error'].iloc[0]}): its totals are empty, not zero; "
+                "see .failures",
+                SweepWarning,
+                stacklevel=3,
+            )
         return SweepResult(frames, failures, ran=len(todo), reused=len(done))
 
     def _collect(
-        self, todo: list[Unit], work: Work, store: Store | None, meter: Progress, reused: int
+        self,
+        todo: list[Unit],
+        work: Work,
+        store: Store | None,
+        meter: Progress,
+        reused: int,
+        prints: Mapping[str, str],
     ) -> dict[str, Outcome]:
-        """Every unit's outcome as it comes, saved under `out` at once; with a store only the
-        errors are kept (a sweep larger than memory: the frames are read back at the end)."""
+        """Every unit's outcome as it comes, saved under `out` at once (with the unit's
+        fingerprint); with a store only the errors are kept (a sweep larger than memory: the
+        frames are read back at the end)."""
         outcomes: dict[str, Outcome] = {}
         failed = 0
         for outcome in self._outcomes(todo, work):
             if store is not None:
-                store.save(outcome)
+                store.save(outcome, prints[outcome.key])
                 outcome = Outcome(outcome.key, None, outcome.error)
             outcomes[outcome.key] = outcome
             failed += outcome.error is not None
@@ -229,7 +264,11 @@ def _gathered(
         if outcome is not None and outcome.error is not None:
             failures.append({"session_id": key, "error": outcome.error})
             continue
-        frames = store.load(key) if store is not None else outcome.frames  # type: ignore[union-attr]
+        try:
+            frames = store.load(key) if store is not None else outcomes[key].frames
+        except SweepError as exc:  # damaged since it was checked: a row, not the end
+            failures.append({"session_id": key, "error": f"{type(exc).__name__}: {exc}"})
+            continue
         for name, frame in (frames or {}).items():
             parts.setdefault(name, []).append(frame)
     gathered = {name: _concat(found) for name, found in parts.items()}

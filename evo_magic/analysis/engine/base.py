@@ -20,13 +20,19 @@ class SweepError(RuntimeError):
     `out` folder that holds the results of other settings."""
 
 
+class SweepWarning(UserWarning):
+    """A sweep that ran but whose result says less than it seems: no unit gave a result."""
+
+
 @dataclass(frozen=True)
 class Unit:
-    """One unit of a sweep (a session, a run): its id (unique in the sweep) and what `work`
-    is given."""
+    """One unit of a sweep (a session, a run): its id (unique in the sweep), what `work` is
+    given, and a fingerprint of its content: a result kept under `out` for the same id but
+    another fingerprint (the session changed since) is not reused."""
 
     key: str
     payload: Any
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True)

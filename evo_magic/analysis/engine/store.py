@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 from evo_magic.analysis.atomic import id_name, write_atomically, write_parquet_atomically
 from evo_magic.analysis.engine.base import Frames, Outcome, SweepError
@@ -25,11 +26,25 @@ class Store:
         self.done.mkdir(exist_ok=True)
         self.failed.mkdir(exist_ok=True)
 
-    def is_done(self, key: str) -> bool:
-        return (self.done / f"{id_name(key)}.json").is_file()
+    def is_done(self, key: str, fingerprint: str = "") -> bool:
+        """Whether the unit's result is here, for this content, and can be read back: its
+        marker names the id and the fingerprint, and each of its frames' files is a Parquet
+        file whose footer reads (a truncated or missing file: run the unit again)."""
+        record = self._marker(key)
+        if record is None or record.get("fingerprint", "") != fingerprint:
+            return False
+        import pyarrow.parquet as pq
 
-    def save(self, outcome: Outcome) -> None:
-        """The outcome's frames, then its marker (a failure: its marker only)."""
+        try:
+            for frame in record["frames"]:
+                pq.read_metadata(self._frame_path(frame, key))
+        except Exception:  # any file that does not read back: the unit runs again
+            return False
+        return True
+
+    def save(self, outcome: Outcome, fingerprint: str = "") -> None:
+        """The outcome's frames, then its marker with the unit's fingerprint (a failure: its
+        marker only)."""
         name = id_name(outcome.key)
         if outcome.error is not None:
             record = {"session_id": outcome.key, "error": outcome.error}
@@ -46,20 +61,50 @@ class Store:
             table = pa.Table.from_pandas(frame, preserve_index=False)
             write_parquet_atomically(table, folder / f"{name}.parquet")
             written.append(frame_name)
-        record = {"session_id": outcome.key, "frames": written}
+        record = {"session_id": outcome.key, "fingerprint": fingerprint, "frames": written}
         write_atomically(self.done / f"{name}.json", json.dumps(record).encode())
         (self.failed / f"{name}.json").unlink(missing_ok=True)
 
     def load(self, key: str) -> Frames:
+        """The unit's frames as saved; `SweepError` naming the file when one cannot be read
+        back (it is data: damaged since the sweep checked it)."""
         import pandas as pd
 
-        name = id_name(key)
-        record = json.loads((self.done / f"{name}.json").read_text(encoding="utf-8"))
-        return {
-            frame: pd.read_parquet(self.root / frame / f"{name}.parquet")
-            for frame in record["frames"]
-            if str(frame).isidentifier()
-        }
+        record = self._marker(key)
+        if record is None:
+            raise SweepError(f"the marker of {key!r} under {self.done} cannot be read back")
+        frames = {}
+        for frame in record["frames"]:
+            path = self._frame_path(frame, key)
+            try:
+                frames[frame] = pd.read_parquet(path)
+            except Exception as exc:  # data on disk: whatever fails, that unit is a failure
+                raise SweepError(f"{path} cannot be read back ({exc})") from exc
+        return frames
+
+    def _marker(self, key: str) -> dict[str, Any] | None:
+        """The unit's done marker when it is one written for this id (frames: identifiers
+        only), else None."""
+        try:
+            record = json.loads((self.done / f"{id_name(key)}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(record, dict) or record.get("session_id") != key:
+            return None
+        frames = record.get("frames")
+        if not isinstance(frames, list) or not all(
+            isinstance(frame, str) and frame.isidentifier() for frame in frames
+        ):
+            return None
+        return record
+
+    def _frame_path(self, frame: str, key: str) -> Path:
+        """Where a unit's frame is kept: refused (OSError) when that is not a regular file
+        of its own (a link planted there is not followed)."""
+        path = self.root / frame / f"{id_name(key)}.parquet"
+        if path.is_symlink() or not path.is_file():
+            raise FileNotFoundError(f"{path} is not a regular file")
+        return path
 
 
 def _claim(manifest: Path, fingerprint: str) -> None:

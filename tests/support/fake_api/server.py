@@ -256,6 +256,9 @@ class FakeAnthropic:
         them when the compacted range added or withdrew tools)."""
         self.fail_next_summary = False
         """True: the next compaction the fake makes fails (its block has null content)."""
+        self.summary_note = ""
+        """Text the summaries the fake makes end with (signed with them): what a server's
+        summary may repeat from the conversation, a credential included."""
         self.event_delay = 0.0
         """Seconds to wait after each SSE event (a slow stream, to interrupt mid-way)."""
         self.context_window: int | None = None
@@ -403,6 +406,9 @@ class FakeAnthropic:
         plan = fake_context.plan(
             body, estimate_input_tokens, fail_summary=fail, tool_changes=self.tool_changes
         )
+        if self.summary_note and plan.compaction is not None and plan.compaction["content"]:
+            plan.compaction["content"] += self.summary_note
+            plan.compaction["signature"] = fake_context.sign(plan.compaction)
         if plan.alone:  # nothing is sampled: the compaction block alone
             zero = {"input_tokens": 0, "output_tokens": 0}
             item: Item = Reply([], "compaction", usage=zero)
