@@ -104,7 +104,8 @@ def test_a_fallback_recorded_as_its_repr_by_older_versions_replays_as_recorded(w
     path.write_text("\n".join(written) + "\n")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a strategy it could not rebuild is a warning
-        r = replay(load_transcripts(s.directory), {"recorded": "recorded"}, prices={
-            "claude-compatible-1": {"input": 3.0, "output": 15.0}})  # fmt: skip
+        prices = {"claude-compatible-1": {"input": 3.0, "output": 15.0}}
+        t = load_transcripts(s.directory, prices=prices)
+        r = replay(t, {"recorded": "recorded"}, prices=prices)
     assert len(r.calls) == 2  # the two asks (the summary is not a call)
     assert int(r.totals.set_index("strategy").loc["recorded", "compactions"]) == 1
