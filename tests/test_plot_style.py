@@ -110,3 +110,32 @@ def test_the_frontier_is_in_the_house_style(tmp_path):
     assert ax.xaxis.label.get_fontsize() == sizes(SCREEN_WIDTH).label
     assert [t.get_fontname() for t in ax.texts] == ["DejaVu Sans"] * len(ax.texts)
     in_words(ax.figure)
+
+
+def test_the_transcript_analysis_notebooks_figures_speak_words(tmp_path, monkeypatch):
+    """The notebook's figures, drawn by running its code cells in this process: every legend
+    and axis in words, and the limit line labelled with its value."""
+    import json
+
+    import matplotlib.pyplot as plt
+
+    path = Path(__file__).parent.parent / "notebooks" / "transcript_analysis.ipynb"
+    cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(plt, "show", lambda: None)  # keep the figures to look at them
+    plt.close("all")
+    namespace: dict = {"display": print}
+    for cell in cells:
+        exec(compile("".join(cell["source"]), str(path), "exec"), namespace)
+    figures = [plt.figure(n) for n in plt.get_fignums()]
+    assert len(figures) == 2
+    for figure in figures:
+        in_words(figure)
+    (context,) = figures[1].axes
+    legend = [t.get_text() for t in context.get_legend().get_texts()]
+    assert legend == [
+        "before micro-compaction",
+        "sent to the model",
+        "limit: full compaction above 12,000 characters",
+    ]
+    plt.close("all")
