@@ -32,6 +32,7 @@ def test_the_site_builds_strictly(tmp_path):
     assert "keep_recent" in strategies  # the hook filled the tables
     changelog = (tmp_path / "changelog" / "index.html").read_text(encoding="utf-8")
     assert "Keep a Changelog" in changelog  # CHANGELOG.md included, not copied
+    assert not (tmp_path / "hooks.py").exists()  # the build hook is not published
 
 
 @pytest.mark.parametrize("path", MARKED, ids=lambda p: p.name)
