@@ -33,6 +33,9 @@ def test_the_site_builds_strictly(tmp_path):
     changelog = (tmp_path / "changelog" / "index.html").read_text(encoding="utf-8")
     assert "Keep a Changelog" in changelog  # CHANGELOG.md included, not copied
     assert not (tmp_path / "hooks.py").exists()  # the build hook is not published
+    many = (tmp_path / "many-sessions" / "index.html").read_text(encoding="utf-8")
+    notest = many[many.index("On Dask (this block") : many.index("a local Dask cluster")]
+    assert '<div class="highlight"><pre>' in notest and "notest" not in many  # shown as code
 
 
 @pytest.mark.parametrize("path", MARKED, ids=lambda p: p.name)
