@@ -33,7 +33,7 @@ Where the figures come from:
   on, in the list of October 2026). Haiku 5.5 and the 5.2 models are not in the list we could
   read: their line's 512 is assumed.
 
-`catalog_markdown` writes the catalog as the README's table.
+`catalog_markdown` writes the catalog as the docs' price table.
 """
 
 from __future__ import annotations
@@ -499,10 +499,10 @@ def model_info(model: str) -> ModelInfo | None:
 
 
 def catalog_markdown() -> str:
-    """The catalog as the README's Markdown table, one row per family: window, minimum
+    """The catalog as the docs' Markdown price table, one row per family: window, minimum
     cacheable tokens, prices in USD per million tokens, and the source and date of each figure
     (prices, then window and features, then cache minimum), followed by the sources in full.
-    The README's table is this text (a test checks it)."""
+    The docs' table is this text (`evo_magic.doc_tables`; a test checks it)."""
     lines = [
         "| model family | window | cache minimum | input | output | cache write 5m "
         "| cache write 1h | cache read | source | date |",

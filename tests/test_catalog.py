@@ -1,5 +1,5 @@
 """The model catalog (evo_magic/catalog.py): one family rule for every lookup, every figure
-sourced, and the README's table made from it."""
+sourced, and the docs' price table made from it."""
 
 from __future__ import annotations
 
@@ -141,10 +141,10 @@ def test_the_generated_table_shows_each_familys_figures():
     assert "prompts over 100,000 tokens: 0.5 / 2.5 / 0.625 / 1 / 0.05" in catalog_markdown()
 
 
-def test_the_readme_table_is_the_generated_one():
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    # A changed catalog: paste the printed table into the README.
-    assert catalog_markdown() in readme, "print(evo_magic.catalog.catalog_markdown())"
+def test_the_docs_price_table_is_the_generated_one():
+    page = (Path(__file__).parent.parent / "docs" / "caching-cost.md").read_text()
+    # A changed catalog: python -m evo_magic.doc_tables docs/caching-cost.md
+    assert catalog_markdown() in page, "python -m evo_magic.doc_tables docs/caching-cost.md"
 
 
 @pytest.mark.parametrize(

@@ -616,17 +616,20 @@ def test_compact_preview_changes_nothing(ip, api):
     assert json.dumps(session.messages) == before and summary_requests(api) == []
 
 
-def test_the_readme_tables_are_made_from_the_one_source():
+def test_the_docs_tables_are_made_from_the_one_source():
     from dataclasses import fields
 
     from evo_magic.notebook.config import settings_markdown
     from evo_magic.notebook.magics import magics_markdown
     from evo_magic.settings import SessionSettings, setting_fields
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    # A new setting or option: paste the printed table into the README.
-    assert settings_markdown() in readme, "print(evo_magic.notebook.config.settings_markdown())"
-    assert magics_markdown() in readme, "print(evo_magic.notebook.magics.magics_markdown())"
+    root = Path(__file__).parent.parent
+    page = (root / "docs" / "notebook.md").read_text()
+    readme = (root / "README.md").read_text()
+    # A new setting or option: python -m evo_magic.doc_tables README.md docs/notebook.md
+    assert settings_markdown() in page, "python -m evo_magic.doc_tables docs/notebook.md"
+    assert magics_markdown() in page, "python -m evo_magic.doc_tables docs/notebook.md"
+    assert magics_markdown() in readme, "python -m evo_magic.doc_tables README.md"
     for _owner, f in setting_fields():  # each field is a row with its own default and help
         assert f"| `{f.name}` |" in settings_markdown()
         assert f.metadata["help"].replace("|", "\\|") in settings_markdown()

@@ -256,7 +256,7 @@ def test_replay_plots(evo_root: Path):
     r = replay(evo_root, {"recorded": "recorded", "none": []})
     figure = r.plot()
     left, right = figure.axes
-    assert left.get_ylabel() == "context tokens (whole prompt)"
+    assert left.get_ylabel() == "Context sent (tokens, whole prompt)"
     assert len(left.get_lines()) == 2 and len(right.patches) == 2
 
 
@@ -288,6 +288,6 @@ def test_a_replay_that_cost_nothing_draws_no_cost_panel(tmp_path: Path):
     assert list(r.totals["cost_usd"]) == [0.0, 0.0]  # the offline model is free
     figure = r.plot()
     (left,) = figure.axes  # no panel of empty bars beside it
-    assert left.get_xlabel() == "model call (in recorded order; gaps between conversations)"
-    assert left.get_ylabel() == "context tokens (whole prompt)"
+    assert left.get_xlabel() == "Model call (in recorded order; gaps between conversations)"
+    assert left.get_ylabel() == "Context sent (tokens, whole prompt)"
     assert [t.get_text() for t in left.get_legend().get_texts()] == ["recorded", "none"]

@@ -315,11 +315,11 @@ def test_every_parameter_of_every_built_in_is_declared_with_help_and_a_default()
         assert rebuild(describe(strategy)) == strategy
 
 
-def test_the_readme_strategy_table_is_made_from_the_declarations():
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    start = readme.index("<!-- strategies: made by")
-    table = readme[readme.index("\n", start) + 1 : readme.index("\n\n", start)]
-    assert table == strategies_markdown()
+def test_the_docs_strategy_table_is_made_from_the_declarations():
+    page = (Path(__file__).parent.parent / "docs" / "strategies.md").read_text(encoding="utf-8")
+    start = page.index("<!-- table: strategies -->")
+    table = page[page.index("\n", start) + 1 : page.index("\n<!-- /table -->", start)]
+    assert table == strategies_markdown(), "python -m evo_magic.doc_tables docs/strategies.md"
 
 
 # -- built-in strategies ----------------------------------------------------------------------

@@ -1,32 +1,15 @@
-"""What the analysis plots share: axis words for a frame's columns, and point labels placed
-so they never overprint."""
+"""What the analysis plots share: point labels placed so they never overprint, and the axis
+words of the house style (`evo_magic.plot_style`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-WORDS = {
-    "cost_usd": "Cost (USD)",
-    "probe_cost_usd": "Cost of the probes (USD)",
-    "summary_cost_usd": "Cost of the summaries (USD)",
-    "kept_share": "Share of the facts kept",
-    "kept_at_end_share": "Share of the facts kept to the end",
-    "verbatim_share": "Share of the facts kept verbatim",
-    "probe_accuracy": "Probe accuracy",
-    "context_tokens": "Context (tokens)",
-}
-"""Axis words for the columns a plot is usually drawn against."""
+# The axis words are the house style's (one place for every plot); kept importable from here.
+from evo_magic.plot_style import WORDS, words
 
-
-def words(column: str) -> str:
-    """`column` in words for an axis: "cost_usd" is "Cost (USD)", "kept_share" "Share of the
-    facts kept"; another column its name with spaces, capitalised, a `_usd` as "(USD)"."""
-    if column in WORDS:
-        return WORDS[column]
-    name = column.removesuffix("_usd").replace("_", " ")
-    name = name[:1].upper() + name[1:]
-    return f"{name} (USD)" if column.endswith("_usd") else name
+__all__ = ["WORDS", "label_points", "words"]
 
 
 def label_points(ax: Any, points: Sequence[tuple[float, float]], labels: Sequence[str]) -> list:

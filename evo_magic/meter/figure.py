@@ -16,42 +16,52 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evo_magic import plot_style
 from evo_magic.extras import missing
 from evo_magic.meter.chart import Chart, tokens_label
 from evo_magic.meter.data import MeterData
+from evo_magic.plot_style import COLOURS, house_style, sizes
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-COLUMN_WIDTH = 3.4
+COLUMN_WIDTH = plot_style.COLUMN_WIDTH
 """Inches: one column of a two-column paper."""
 HEIGHT = 2.2
-FONT_SIZE = 7.5
-"""Points of the axis labels; tick labels, marks and legend are `SMALL` (legible in print)."""
-SMALL = 6.5
+SMALL = plot_style.SMALL
+"""Points of tick labels, marks and legend (the house style's; legible in print)."""
 FORMATS = (".svg", ".png", ".pdf")
-BLUE, LIGHT_BLUE, PURPLE, RED, GREY = "#1565c0", "#90caf9", "#7b1fa2", "#c62828", "#757575"
+BLUE, LIGHT_BLUE = COLOURS["sent"], COLOURS["sent_earlier"]
+PURPLE, RED, GREY = COLOURS["removed"], COLOURS["compaction"], COLOURS["failed"]
 AXES_SHARE = 0.75
 """The least share of the figure's width the plot takes (the y axis's labels take the rest):
 what places a compaction's label so it clears the next."""
 AXES_HIGH = (0.5, 0.85)
 """The least and the most share of the figure's height the plot takes."""
-Y_LABEL = "context sent (tokens)"
-X_LABEL = "model call"
+Y_LABEL = plot_style.words("context_tokens")
+X_LABEL = plot_style.words("call")
 
 
 def context_figure(data: MeterData, width: float = COLUMN_WIDTH) -> Figure:
-    """The chart of `data` as a matplotlib Figure `width` inches wide."""
+    """The chart of `data` as a matplotlib Figure `width` inches wide, in the house style
+    (`evo_magic.plot_style`)."""
     try:
-        from matplotlib.figure import Figure
-        from matplotlib.lines import Line2D
-        from matplotlib.patches import Patch
-        from matplotlib.ticker import FuncFormatter
+        import matplotlib  # noqa: F401
     except ImportError:  # an optional dependency: one line saying how to install it
         raise missing("matplotlib", "the context figure", "notebooks") from None
+    with house_style(width):
+        return _draw(data, width)
+
+
+def _draw(data: MeterData, width: float) -> Figure:
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter
+
     chart = Chart(data)
     scale = max(width / COLUMN_WIDTH, 1.0)  # a wider figure gets larger text, never smaller
-    font, small = FONT_SIZE * scale, SMALL * scale
+    small = sizes(width).small
     figure = Figure(figsize=(width, HEIGHT * scale), layout="constrained")
     ax = figure.add_subplot()
     for column in chart.columns:
@@ -98,14 +108,10 @@ def context_figure(data: MeterData, width: float = COLUMN_WIDTH) -> Figure:
         )  # fmt: skip
     ax.set_xlim(chart.x0, chart.x1)
     ax.set_ylim(0, chart.top)
-    ax.set_xlabel(X_LABEL, fontsize=font)
-    ax.set_ylabel(Y_LABEL, fontsize=font)
+    plot_style.finish_axes(ax, X_LABEL, Y_LABEL, width=width)
     ax.set_xticks(chart.x_ticks())  # the meter's ticks
     ax.set_yticks(chart.y_ticks())
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: tokens_label(value)))
-    ax.tick_params(labelsize=small, length=2, width=0.5)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
     handles = [
         Patch(color=BLUE, label="sent"),
         Patch(fill=False, edgecolor=PURPLE, linestyle="--", linewidth=0.6, label="before removal"),

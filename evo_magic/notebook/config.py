@@ -271,7 +271,7 @@ def setting_names() -> list[str]:
 
 
 def settings_markdown() -> str:
-    """Every setting as the README's Markdown table (setting, default, meaning): the README's
+    """Every setting as the docs' Markdown table (setting, default, meaning): the docs'
     table is this text (a test checks it)."""
     traits = AgentConfig.class_traits(config=True)
     lines = ["| setting | default | meaning |", "| --- | --- | --- |"]

@@ -265,8 +265,8 @@ def usage(magic: Any) -> str:
 
 
 def magics_markdown() -> str:
-    """The README's table of magics, from their `magic_arguments` and `SUBCOMMANDS` (a test
-    checks the README holds this text)."""
+    """The table of magics of the README and the docs, from their `magic_arguments` and
+    `SUBCOMMANDS` (`evo_magic.doc_tables`; a test checks the files hold this text)."""
     cell = usage(AgentMagics.agent).replace(" [--live]", "").replace(" [--save FILE]", "")
     cell = cell.replace(" [SUBCOMMAND ...]", "")
     rows = [

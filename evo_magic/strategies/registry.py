@@ -260,7 +260,7 @@ def _shown(value: Any) -> str:
 
 def strategies_markdown() -> str:
     """The built-in and registered strategies as a Markdown table (name, when, parameters with
-    their defaults, what it does, source): the README's and the docs' table is this text (a
+    their defaults, what it does, source): the docs' table is this text (`evo_magic.doc_tables`; a
     test checks it)."""
     lines = [
         "| name | when | parameters (defaults) | what it does | source |",

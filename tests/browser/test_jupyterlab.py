@@ -16,26 +16,20 @@ directory); `SHOTS` says what each one shows.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import pytest
 from lab_harness import (
-    CHROMIUM_ENV,
-    CHROMIUM_FLAGS,
     REPO,
-    SCREENSHOTS_ENV,
     LabHome,
     LabServer,
-    find_chromium,
     jupyterlab,
 )
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Locator, Page, expect
 
 from evo_magic.notebook.magics import parse_compact_line
 
@@ -71,52 +65,6 @@ SHOTS = {
 
 
 pytestmark = pytest.mark.slow  # a JupyterLab server and headless Chromium
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Browser]:
-    """Headless Chromium, launched once per test session."""
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip(
-            "no Chromium or Chrome browser installed (Debian: apt-get install chromium; or set "
-            f"{CHROMIUM_ENV} to a browser binary)"
-        )
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=executable, headless=True, args=CHROMIUM_FLAGS
-        )
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    """A fresh page (own cookies and storage); actions and assertions wait up to a minute (a
-    shared machine can be slow), always for a stated DOM condition."""
-    context = browser.new_context(viewport={"width": 1280, "height": 1400})
-    context.set_default_timeout(60_000)
-    expect.set_options(timeout=60_000)
-    yield context.new_page()
-    context.close()
-
-
-@pytest.fixture
-def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the screenshots go: $EVO_MAGIC_SCREENSHOTS, else a folder under pytest's tmp dir."""
-    configured = os.environ.get(SCREENSHOTS_ENV)
-    if configured:
-        folder = Path(configured)
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
-    return tmp_path_factory.mktemp("jupyterlab-screenshots", numbered=True)
-
-
-@pytest.fixture
-def lab_home(tmp_path: Path) -> LabHome:
-    home = LabHome(tmp_path / "lab")
-    home.prepare()
-    return home
 
 
 @dataclass

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from evo_magic.plot_style import SCREEN_WIDTH, SERIES, finish_axes, house_style
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -45,6 +47,8 @@ cache breakpoints as (message, block) pairs, as the live loop places them; `over
 True when the modelled prompt exceeds the model's context window (NA when the window is not
 known)."""
 
+X_WORDS = "Model call (in recorded order; gaps between conversations)"
+Y_WORDS = "Context sent (tokens, whole prompt)"
 _STYLES = ("--", ":", "-.", (0, (5, 1, 1, 1)))
 _MARKERS = ("o", "s", "^", "D", "v")
 
@@ -66,6 +70,10 @@ class Replay:
         (sessions and subagents); strategies whose lines coincide are drawn dashed with
         markers and the legend says which they overlap. Cost per strategy, beside it, when any
         cost anything (a replay without prices gets no empty panel). Returns the figure."""
+        with house_style(SCREEN_WIDTH):
+            return self._draw(figsize)
+
+    def _draw(self, figsize: tuple[float, float]) -> Any:
         import matplotlib.pyplot as plt
 
         cost = self.totals["cost_usd"].astype("Float64").fillna(0)
@@ -77,11 +85,12 @@ class Replay:
         groups = self.calls.groupby("strategy", sort=False)
         series = {name: _with_gaps(rows) for name, rows in groups}
         drawn: list[tuple[str, list[float]]] = []
-        for name, (x, y) in series.items():
+        for n, (name, (x, y)) in enumerate(series.items()):
+            colour = SERIES[n % len(SERIES)]
             same = next((first for first, ys in drawn if _same(ys, y)), None)
             overlaps = sum(1 for first, ys in drawn if _same(ys, y))
             if same is None:
-                left.plot(x, y, label=str(name), linewidth=1.2)
+                left.plot(x, y, label=str(name), color=colour)
             else:
                 style = _STYLES[(overlaps - 1) % len(_STYLES)]
                 marker = _MARKERS[(overlaps - 1) % len(_MARKERS)]
@@ -90,6 +99,7 @@ class Replay:
                     x,
                     y,
                     label=f"{name} (overlaps {same})",
+                    color=colour,
                     linewidth=1.6,
                     linestyle=style,
                     marker=marker,
@@ -97,14 +107,11 @@ class Replay:
                     markersize=4,
                 )
             drawn.append((str(name), y))
-        left.set_xlabel("model call (in recorded order; gaps between conversations)")
-        left.set_ylabel("context tokens (whole prompt)")
-        left.set_title("context sent per call")
-        left.legend(loc="upper left", fontsize="small")
+        finish_axes(left, X_WORDS, Y_WORDS, title="Context sent per call", width=SCREEN_WIDTH)
+        left.legend(loc="upper left")
         if priced:
-            right.barh(self.totals["strategy"], cost.to_numpy(dtype=float))
-            right.set_xlabel("cost (USD)")
-            right.set_title("total cost")
+            right.barh(self.totals["strategy"], cost.to_numpy(dtype=float), color=SERIES[0])
+            finish_axes(right, "cost_usd", "Strategy", title="Total cost", width=SCREEN_WIDTH)
             right.invert_yaxis()
         fig.tight_layout()
         return fig

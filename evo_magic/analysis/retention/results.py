@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evo_magic.analysis.plot_words import label_points, words
+from evo_magic.analysis.plot_words import label_points
+from evo_magic.plot_style import COLOURS, SCREEN_WIDTH, SERIES, finish_axes, house_style, words
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -118,6 +119,10 @@ class Retention:
         in words ("Cost (USD)").
         Where probes were asked, their accuracy is drawn too, with its 95% interval as an
         error bar. Returns the matplotlib Axes."""
+        with house_style(SCREEN_WIDTH):
+            return self._frontier(x, y, ax)
+
+    def _frontier(self, x: str, y: str, ax: Any) -> Any:
         import matplotlib.pyplot as plt
 
         if ax is None:
@@ -125,7 +130,7 @@ class Retention:
         rows = self.totals[self.totals["kind"] == "all"]
         xs = rows[x].astype("Float64").to_numpy(dtype=float, na_value=float("nan"))
         ys = rows[y].astype("Float64").to_numpy(dtype=float, na_value=float("nan"))
-        ax.scatter(xs, ys, label=words(y).lower(), zorder=3)
+        ax.scatter(xs, ys, label=words(y).lower(), color=SERIES[0], zorder=3)
         asked = rows["probes"].fillna(0).astype(int) > 0
         if asked.any():
             accuracy = rows["probe_accuracy"].to_numpy(dtype=float, na_value=float("nan"))
@@ -135,7 +140,7 @@ class Retention:
             # The interval holds the mean; clipped so float rounding never makes a bar negative.
             bars = [(centre - low).clip(min=0), (high - centre).clip(min=0)]
             if y == "probe_accuracy":
-                ax.errorbar(xs, ys, yerr=bars, fmt="none", capsize=3)
+                ax.errorbar(xs, ys, yerr=bars, fmt="none", capsize=3, color=COLOURS["interval"])
             else:
                 ax.errorbar(
                     xs,
@@ -144,12 +149,11 @@ class Retention:
                     fmt="o",
                     mfc="none",
                     capsize=3,
+                    color=COLOURS["interval"],
                     label="probe accuracy (95% interval)",
                 )
-            ax.legend(loc="best", fontsize="small")
-        ax.set_xlabel(words(x))
-        ax.set_ylabel(words(y))
-        ax.set_title("what each strategy costs and keeps")
+            ax.legend(loc="best")
+        finish_axes(ax, x, y, title="What each strategy costs and keeps", width=SCREEN_WIDTH)
         ax.autoscale_view()  # the labels are placed where the points finally are
         label_points(ax, list(zip(xs, ys, strict=True)), [str(s) for s in rows["strategy"]])
         return ax
