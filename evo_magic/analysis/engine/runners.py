@@ -3,11 +3,12 @@ units' outcomes as they finish; a unit whose worker died is an outcome with its 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterable, Iterator, Sized
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 from evo_magic.analysis.engine.base import Outcome, SweepError, Unit
@@ -16,46 +17,93 @@ from evo_magic.extras import missing
 Call = Callable[[Unit], Outcome]
 
 
-def locally(units: list[Unit], call: Call, workers: int | None) -> Iterator[Outcome]:
+def locally(units: Iterable[Unit], call: Call, workers: int | None) -> Iterator[Outcome]:
     """`call` over `units` in `workers` processes (default: one per core); in this process
-    when that is one."""
-    count = min(workers or os.cpu_count() or 1, len(units))
-    if count == 1:
+    when that is one. Units are drawn from `units` only as a worker is free, so a caller's
+    iterable can stop handing them out (a spending cap); see `_drained` for an interrupt."""
+    count = workers or os.cpu_count() or 1
+    if isinstance(units, Sized):
+        count = min(count, len(units))
+    if count <= 1:
         for unit in units:
             yield call(unit)
         return
     # forkserver: a kernel's threads are not forked into the workers.
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     pool = ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context(method))
-    futures = {pool.submit(call, unit): unit for unit in units}
+    running: dict[Future[Outcome], Unit] = {}
+    source = iter(units)
+
+    def finished() -> Iterator[tuple[Future[Outcome], Unit]]:
+        done, _ = wait(running, return_when=FIRST_COMPLETED)
+        return ((future, running.pop(future)) for future in list(done))
+
     try:
-        for future in as_completed(futures):
-            unit = futures[future]
-            try:
-                yield future.result()
-            except Exception as exc:  # the worker died, or the payload did not pickle
-                yield Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
+        yield from _drained(source, running, count, lambda unit: pool.submit(call, unit), finished)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def on_dask(units: list[Unit], call: Call, workers: int | None, client: Any) -> Iterator[Outcome]:
+def _drained(
+    source: Iterator[Unit],
+    running: dict[Any, Unit],
+    count: int,
+    submit: Callable[[Unit], Any],
+    finished: Callable[[], Iterable[tuple[Any, Unit]]],
+) -> Iterator[Outcome]:
+    """Keep `count` units running, drawn from `source`; yield each outcome as it finishes.
+
+    A KeyboardInterrupt stops drawing units: the running ones finish and are yielded (so a
+    store keeps them), then it is raised again; a second one stops waiting for them."""
+    for unit in itertools.islice(source, count):
+        running[submit(unit)] = unit
+    interrupted = False
+    while running:
+        try:
+            batch = list(finished())
+        except KeyboardInterrupt:
+            if interrupted:
+                raise
+            interrupted = True
+            continue
+        for future, unit in batch:
+            try:
+                yield future.result()
+            except Exception as exc:  # the worker died, or the payload did not pickle
+                yield Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
+            if not interrupted:
+                for more in itertools.islice(source, 1):
+                    running[submit(more)] = more
+    if interrupted:
+        raise KeyboardInterrupt
+
+
+def on_dask(
+    units: Iterable[Unit], call: Call, workers: int | None, client: Any
+) -> Iterator[Outcome]:
     """`call` over `units` on `client` (a Client or a scheduler's address), else on a local
-    cluster of `workers` processes (default 2) started here and closed after."""
+    cluster of `workers` processes (default 2) started here and closed after. Units are drawn
+    as workers are free, as `locally` draws them."""
     from distributed import as_completed as dask_completed
 
     client, owned = _client(client, workers)
-    futures = client.map(call, units, pure=False)
-    by_key = {future.key: unit for future, unit in zip(futures, units, strict=True)}
+    slots = sum(client.nthreads().values()) or 1
+    running: dict[Any, Unit] = {}
+    completed = dask_completed()
+
+    def submit(unit: Unit) -> Any:
+        future = client.submit(call, unit, pure=False)
+        completed.add(future)
+        return future
+
+    def finished() -> Iterator[tuple[Any, Unit]]:
+        future = next(completed)
+        return iter([(future, running.pop(future))])
+
     try:
-        for future in dask_completed(futures):
-            unit = by_key[future.key]
-            try:
-                yield future.result()
-            except Exception as exc:  # KilledWorker after the scheduler's retries
-                yield Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
+        yield from _drained(iter(units), running, slots, submit, finished)
     finally:
-        client.cancel(futures)
+        client.cancel(list(running))
         for thing in owned:
             thing.close()
 
