@@ -7,8 +7,6 @@ import math
 from collections.abc import Sequence
 from statistics import NormalDist
 
-import numpy as np
-
 
 def z_of(confidence: float) -> float:
     """The two-sided normal quantile of `confidence` (1.96 for 0.95)."""
@@ -34,6 +32,8 @@ def bootstrap_mean(
 ) -> tuple[float, float]:
     """A percentile bootstrap interval of the mean of `values` (NaNs when there are none),
     the same for the same `seed`."""
+    import numpy as np
+
     data = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
     if not len(data):
         return math.nan, math.nan
