@@ -16,12 +16,12 @@ _LAZY = {
     "Experiment": "evo_magic.experiments.results",
     "Task": "evo_magic.experiments.task",
     "TaskError": "evo_magic.experiments.task",
-    "experiment": "evo_magic.experiments.experiment",
+    "experiment": "evo_magic.experiments.launch",
 }
 
 if TYPE_CHECKING:
     from evo_magic.experiments import tasks  # noqa: F401
-    from evo_magic.experiments.experiment import experiment  # noqa: F401
+    from evo_magic.experiments.launch import experiment  # noqa: F401
     from evo_magic.experiments.results import Experiment  # noqa: F401
     from evo_magic.experiments.task import Task, TaskError  # noqa: F401
 

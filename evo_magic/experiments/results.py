@@ -55,6 +55,8 @@ class Experiment:
         self.model = model
         self.total = len(keys)
         self.stopped: str | None = None
+        self.reused = 0
+        """Runs read back from `out` (stored by an earlier call), not run by this one."""
         self.finished = False
         self._order = {key: index for index, key in enumerate(keys)}
         self._rows: dict[str, dict[str, Any]] = {}

@@ -171,7 +171,8 @@ def run_check(
                 check, workspace, task.check_timeout, settings.sandbox, set(), (), settings.bash
             )
         except ToolError as exc:
-            return False, 0.0, str(exc), f"check: {exc}".splitlines()[0]
+            why = [line for line in str(exc).splitlines() if line.strip()] or ["it failed"]
+            return False, 0.0, str(exc), f"check: {why[-1].strip('[]')}"  # the reason ends it
         found = _EXIT.search(output)
         passed = found is not None and found.group(1) == "0"
         return passed, float(passed), output, None

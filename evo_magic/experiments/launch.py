@@ -92,6 +92,7 @@ def experiment(
     for spec in specs:
         if store.is_done(spec.key):
             x.add(spec.key, _row(store.load(spec.key)))
+            x.reused += 1
         else:
             todo.append(spec)
     if not resolved_model.offline and todo:
