@@ -12,6 +12,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from support.experiment_checks import broken, dotted, half, wrote_hello
 
@@ -288,14 +289,15 @@ def test_agent_experiment_lists_the_kernels_experiments(ip, template: Path, tmp_
 def test_local_and_dask_engines_agree(tmp_path: Path):
     suite = tasks.builtin()[:3]
     labels = {"seed": "default", "window": KEEPS_FIRST}
+    # outputs name the run's folder (a traceback's path): two folders of one length
     local = experiment(suite, labels, replicates=1, engine="local", workers=2,
-                       out=tmp_path / "local")  # fmt: skip
+                       out=tmp_path / "local" / "out")  # fmt: skip
     dask = experiment(suite, labels, replicates=1, engine="dask", workers=2,
-                      out=tmp_path / "dask")  # fmt: skip
+                      out=tmp_path / "dask_" / "out")  # fmt: skip
     same = ["task", "strategy", "replicate", "success", "score", "calls", "cost_usd",
             "peak_context_tokens", "compactions", "error"]  # fmt: skip
-    assert local.runs[same].equals(dask.runs[same])
-    assert local.summary().equals(dask.summary())
+    pd.testing.assert_frame_equal(local.runs[same], dask.runs[same])
+    pd.testing.assert_frame_equal(local.summary(), dask.summary())
 
 
 SCRIPT = """
