@@ -337,3 +337,22 @@ def test_an_interrupted_experiment_resumes_without_running_anything_twice(
     assert {p: p.stat().st_mtime_ns for p in stored} == stored  # none of them ran again
     assert x.runs["error"].isna().all()
     assert len(list((out / "done").glob("*.json"))) == 40
+
+
+@pytest.mark.slow  # a Jupyter kernel
+def test_the_notebook_runs_the_builtin_suite_offline(tmp_path: Path):
+    from test_notebook import executed_example
+
+    nb = executed_example(TESTS.parent / "notebooks" / "experiment.ipynb", tmp_path)
+    cells = {cell.source.splitlines()[-1]: cell.get("outputs", []) for cell in nb.cells
+             if cell.cell_type == "code"}  # fmt: skip
+    errors = [o for outputs in cells.values() for o in outputs if o["output_type"] == "error"]
+    assert not errors, errors[0]["evalue"] if errors else ""
+    live = [o for o in cells[next(k for k in cells if k.startswith("x = experiment"))]]
+    assert any("40 of 40 runs done, 0 failed, 0 left; finished" in o["data"]["text/html"]
+               for o in live if o["output_type"] == "display_data")  # fmt: skip
+    summary = next(k for k in cells if k.startswith("x.summary()"))
+    assert "success_low" in cells[summary][0]["data"]["text/html"]
+    assert "image/png" in cells['x.frontier(x="calls")'][0]["data"]
+    assert "window-8" in cells["r.totals"][0]["data"]["text/html"]
+    assert "offline" in cells["%agent experiment"][0]["data"]["text/plain"]
