@@ -152,7 +152,8 @@ def test_a_run_that_fails_is_a_row_and_the_others_go_on(template: Path, tmp_path
     assert list(summary["errors"]) == [2, 2] and list(summary["success_rate"]) == [0.0, 0.0]
 
 
-def test_max_cost_stops_starting_runs(template: Path, tmp_path: Path):
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_max_cost_stops_starting_runs(template: Path, tmp_path: Path, workers: int):
     priced = {"prices": {"offline": {"input": 1000, "output": 1000}}}  # $ per million tokens
     task = hello_task(template)
     one = experiment([task], {"a": "default"}, replicates=1, workers=1, settings=priced,
@@ -160,9 +161,10 @@ def test_max_cost_stops_starting_runs(template: Path, tmp_path: Path):
     each = float(one.runs["cost_usd"][0])
     assert each > 0
     cap = 2.5 * each
-    x = experiment([task], {"a": "default"}, replicates=6, workers=1, settings=priced,
+    x = experiment([task], {"a": "default"}, replicates=6, workers=workers, settings=priced,
                    max_cost_usd=cap, out=tmp_path / "capped")  # fmt: skip
-    # after two runs, a third (estimated at the mean run) would pass the cap
+    # one worker: after two runs, a third (estimated at the mean run) would pass the cap;
+    # two: two start at once, then one more in flight and the next would pass it
     assert len(x.runs) == 2 and x.left == 4 and x.stopped == "max_cost_usd"
     assert x.runs["cost_usd"].sum() <= cap
     assert "stopped (max_cost_usd)" in repr(x)
