@@ -358,3 +358,16 @@ def test_the_notebook_runs_the_builtin_suite_offline(tmp_path: Path):
     assert "image/png" in cells['x.frontier(x="calls")'][0]["data"]
     assert "window-8" in cells["r.totals"][0]["data"]["text/html"]
     assert "offline" in cells["%agent experiment"][0]["data"]["text/plain"]
+
+
+def test_a_stored_row_that_is_not_its_run_s_is_refused(template: Path, tmp_path: Path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "out"
+    task = hello_task(template)
+    experiment([task], {"a": "default"}, replicates=2, workers=1, out=out)
+    first, second = sorted((out / "runs").glob("*.parquet"))
+    first.write_bytes(second.read_bytes())  # one run's file now holds another run's row
+    with pytest.raises(TaskError, match="is not that run's row"):
+        experiment([task], {"a": "default"}, replicates=2, workers=1, out=out)
+    assert pq.read_table(second).num_rows == 1

@@ -91,7 +91,7 @@ def experiment(
     todo = []
     for spec in specs:
         if store.is_done(spec.key):
-            x.add(spec.key, _row(store.load(spec.key)))
+            x.add(spec.key, _stored_row(store, spec))
             x.reused += 1
         else:
             todo.append(spec)
@@ -158,7 +158,22 @@ def _row(frames: Mapping[str, Any]) -> dict[str, Any]:
     if frame is None or len(frame) != 1 or list(frame.columns) != list(COLUMNS):
         raise TaskError("a stored run is damaged; delete its folder under out= to run it again")
     row = frame.iloc[0].to_dict()
-    return {name: (None if _missing(value) else value) for name, value in row.items()}
+    plain = {name: getattr(value, "item", lambda v=value: v)() for name, value in row.items()}
+    return {name: (None if _missing(value) else value) for name, value in plain.items()}
+
+
+def _stored_row(store: Store, spec: RunSpec) -> dict[str, Any]:
+    """The row stored for `spec`, checked to be that run's (a stored file is data)."""
+    row = _row(store.load(spec.key))
+    found = (row.get("task"), row.get("strategy"), row.get("replicate"))
+    if found != (spec.task.name, spec.label, spec.replicate) or not isinstance(
+        row.get("success"), bool
+    ):
+        raise TaskError(
+            f"the stored run {spec.slug} under {spec.out} is not that run's row; delete its "
+            "marker in done/ to run it again"
+        )
+    return row
 
 
 def _failed(outcome: Outcome, todo: list[RunSpec]) -> dict[str, Any]:
