@@ -3,7 +3,6 @@ units' outcomes as they finish; a unit whose worker died is an outcome with its 
 
 from __future__ import annotations
 
-import itertools
 import logging
 import multiprocessing
 import os
@@ -53,10 +52,20 @@ def _drained(
 ) -> Iterator[Outcome]:
     """Keep `count` units running, drawn from `source`; yield each outcome as it finishes.
 
-    A KeyboardInterrupt stops drawing units: the running ones finish and are yielded (so a
-    store keeps them), then it is raised again; a second one stops waiting for them."""
-    for unit in itertools.islice(source, count):
-        running[submit(unit)] = unit
+    A unit that cannot be started (a pool broken by a worker that died) is an outcome with
+    its error. A KeyboardInterrupt stops drawing units: the running ones finish and are
+    yielded (so a store keeps them), then it is raised again; a second one stops waiting."""
+
+    def start(wanted: int) -> Iterator[Outcome]:
+        """Start `wanted` more units (fewer when `source` ends)."""
+        while wanted > 0 and (unit := next(source, None)) is not None:
+            try:
+                running[submit(unit)] = unit
+                wanted -= 1
+            except Exception as exc:
+                yield Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
+
+    yield from start(count)
     interrupted = False
     while running:
         try:
@@ -72,8 +81,7 @@ def _drained(
             except Exception as exc:  # the worker died, or the payload did not pickle
                 yield Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
             if not interrupted:
-                for more in itertools.islice(source, 1):
-                    running[submit(more)] = more
+                yield from start(1)
     if interrupted:
         raise KeyboardInterrupt
 
