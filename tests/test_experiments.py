@@ -371,3 +371,15 @@ def test_a_stored_row_that_is_not_its_run_s_is_refused(template: Path, tmp_path:
     with pytest.raises(TaskError, match="is not that run's row"):
         experiment([task], {"a": "default"}, replicates=2, workers=1, out=out)
     assert pq.read_table(second).num_rows == 1
+
+
+def test_a_real_model_is_estimated_first_and_priced(claude, template: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture):  # fmt: skip
+    """Through the real SDK against the loopback fake: the estimate is printed before any run,
+    and the runs are priced from the catalog."""
+    x = experiment([hello_task(template, check="true")], {"seed": "default"}, replicates=2,
+                   model=claude, workers=1, out=tmp_path / "out")  # fmt: skip
+    err = capsys.readouterr().err
+    assert "experiment: 2 runs of claude-sonnet-5-5, at most about $" in err
+    assert x.model == "claude-sonnet-5-5" and x.runs["error"].isna().all()
+    assert (x.runs["cost_usd"] > 0).all() and (x.runs["calls"] >= 1).all()
