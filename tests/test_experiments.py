@@ -383,3 +383,16 @@ def test_a_real_model_is_estimated_first_and_priced(claude, template: Path, tmp_
     assert "experiment: 2 runs of claude-sonnet-5-5, at most about $" in err
     assert x.model == "claude-sonnet-5-5" and x.runs["error"].isna().all()
     assert (x.runs["cost_usd"] > 0).all() and (x.runs["calls"] >= 1).all()
+
+
+def test_model_none_is_resolved_once_and_named_to_every_run(api, template: Path,
+                                                           tmp_path: Path):  # fmt: skip
+    """With a key, None is Claude, decided here and passed on by name: a worker without the
+    key fails rather than fall back to the offline stand-in."""
+    from evo_magic.models import default_model_name
+
+    x = experiment([hello_task(template, check="true")], {"seed": "default"}, replicates=1,
+                   workers=1, out=tmp_path / "out")  # fmt: skip
+    assert x.model == default_model_name() != "offline"
+    assert api.accepted and x.runs["error"].isna().all()
+    assert json.loads((tmp_path / "out" / "experiment.json").read_text())["model"] == x.model

@@ -81,7 +81,10 @@ def experiment(
     values = _settings(settings)
     resolved_model = resolve_model(model)
     root = Path(out).expanduser()
-    specs = _ordered(tasks, resolved, replicates, model, values, root, seed)
+    # Workers get the model's name, not None: a worker without the key must fail, not fall
+    # back to the offline stand-in.
+    given = model if model is not None and not isinstance(model, str) else resolved_model.name
+    specs = _ordered(tasks, resolved, replicates, given, values, root, seed)
     if chosen.kind == "local" and workers > 1:
         _check_picklable(tasks)
     record = _record(tasks, resolved, resolved_model, values, seed)
