@@ -32,6 +32,10 @@ _LAZY = {
     "replay": "evo_magic.analysis.replay",
     "Fact": "evo_magic.analysis.retention",
     "retention": "evo_magic.analysis.retention",
+    "experiment": "evo_magic.experiments",
+    "Experiment": "evo_magic.experiments",
+    "Task": "evo_magic.experiments",
+    "tasks": "evo_magic.experiments",
 }
 
 __all__ = [*_LAZY, "load_ipython_extension", "unload_ipython_extension"]
@@ -44,6 +48,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports
     from evo_magic.ask_result import AskResult  # noqa: F401
     from evo_magic.compact.policy import CompactPolicy  # noqa: F401
     from evo_magic.compact.state import CompactState  # noqa: F401
+    from evo_magic.experiments import Experiment, Task, experiment, tasks  # noqa: F401
     from evo_magic.models import AnthropicModel, FunctionModel, ModelError, OfflineModel  # noqa: F401
     from evo_magic.session import Session  # noqa: F401
     from evo_magic.settings import SessionSettings  # noqa: F401

@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -93,7 +94,10 @@ def _api() -> str:
     entries = []
     for name in evo_magic.__all__:
         obj = getattr(evo_magic, name)
-        entries.append(f"::: {obj.__module__}.{obj.__qualname__}")
+        if isinstance(obj, types.ModuleType):  # a namespace of names, e.g. `tasks`
+            entries.append(f"::: {obj.__name__}")
+        else:
+            entries.append(f"::: {obj.__module__}.{obj.__qualname__}")
     return "\n\n".join(entries)
 
 

@@ -102,7 +102,7 @@ def answer_from_context(messages: Sequence[Mapping[str, Any]], question: str) ->
     read."""
     texts = _texts_before_probe(messages)
     found = _CLOZE.search(question)
-    spans = _fill(found.group(1), texts) if found else _lines_about(question, texts)
+    spans = fill_blank(found.group(1), texts) if found else _lines_about(question, texts)
     return "; ".join(spans) if spans else UNKNOWN
 
 
@@ -116,7 +116,7 @@ def _texts_before_probe(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     return texts
 
 
-def _fill(cloze: str, texts: list[str]) -> list[str]:
+def fill_blank(cloze: str, texts: list[str]) -> list[str]:
     """Every distinct span that stands where the blank is, in order of first appearance."""
     before, _, after = normalise(cloze).partition(BLANK)
     pattern = re.compile(

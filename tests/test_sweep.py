@@ -287,3 +287,13 @@ def test_an_interrupted_retention_sweep_resumes_where_it_stopped(corpus: Path, t
     assert all(after[name] == stamp for name, stamp in done.items())  # not run again
     del options["progress"]
     _same_retention(resumed, retention(corpus, reader=FunctionModel(reader, name="r"), **options))
+
+
+@pytest.mark.slow  # a process pool whose worker dies
+def test_a_local_worker_that_dies_fails_its_units_not_the_sweep(tmp_path: Path):
+    units = [Unit(f"s{n}", {"n": n, "mark": str(tmp_path / "died")}) for n in range(20)]
+    result = run_sweep(units, die_once, engine="local", workers=2, progress=False)
+    assert (tmp_path / "died").exists()  # the worker did die: the pool is broken
+    failed = set(result.failures["session_id"])
+    finished = {f"s{n}" for n in result.frames["one"]["n"]} if "one" in result.frames else set()
+    assert "s1" in failed and failed | finished == {unit.key for unit in units}

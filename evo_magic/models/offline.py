@@ -18,6 +18,10 @@ Its script, per user request (each response is one step):
 Asked a retention probe (`evo_magic.probe`), it answers from what its context holds, by the
 probe module's keyword search (those answers carry no label: a grader reads them).
 
+A request written as directives (``Run `cmd`.``, ``Write to `PATH` the line `TEXT`.``, ...;
+see `offline_tasks`) is worked through them instead, one step each: how the built-in
+experiment tasks drive it, so that what it does depends on what its context still holds.
+
 Progress is read from the history (the "Step k/6" line of its own messages, or the progress line
 of a summary), so the script carries on across a compaction.
 """
@@ -39,6 +43,7 @@ from evo_magic.compacted import (
 )
 from evo_magic.measure import estimate_tokens, to_json
 from evo_magic.models.base import ModelReply, ModelRequest, TextCallback
+from evo_magic.models.offline_tasks import Directive, directive_step, directives
 from evo_magic.probe import answer_from_context, probe_question
 from evo_magic.usage import Usage
 
@@ -46,8 +51,8 @@ LABEL = "[offline model]"
 STEPS = 6
 NOTES_PATH = "notes/offline-notes.md"
 TEXT_SUFFIXES = (".py", ".md", ".txt", ".csv", ".json", ".toml", ".cfg", ".ini", ".yaml", ".yml")
-_STEP = re.compile(r"Step (\d+)/" + str(STEPS))
-_PROGRESS = re.compile(r"Offline script progress: step (\d+) of " + str(STEPS))
+_STEP = re.compile(r"Step (\d+)/(\d+)")
+_PROGRESS = re.compile(r"Offline script progress: step (\d+) of \d+")
 
 
 class OfflineModel:
@@ -91,6 +96,8 @@ class OfflineModel:
 
     def _agent_step(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         task, done, later = _task_and_progress(messages)
+        if steps := directives(task):  # a request written as directives (offline_tasks)
+            return _directed(steps, done, messages, len(messages) - len(later) - 1)
         files = _found_files(later) or _listed_files(messages)
         step = done + 1
         plan: dict[int, Callable[[str, list[dict[str, Any]]], list[dict[str, Any]]]] = {
@@ -103,6 +110,17 @@ class OfflineModel:
         if step in plan:
             return plan[step](task, later, files)
         return [_text(_final_answer(task, later, files))]
+
+
+def _directed(
+    steps: list[Directive], done: int, messages: list[dict[str, Any]], request_index: int
+) -> list[dict[str, Any]]:
+    """The next step of a request written as directives, then the answer."""
+    total = len(steps) + 1
+    if done >= len(steps):
+        return [_text(f"Step {total}/{total}: done, every step of the request was taken.")]
+    said, calls = directive_step(steps[done], messages, request_index, _tool)
+    return [_text(f"Step {done + 1}/{total}: {said}"), *calls]
 
 
 # -- reading the conversation -------------------------------------------------------------------
@@ -304,7 +322,8 @@ def summarise(messages: list[dict[str, Any]], instructions: str = "") -> str:
         latest = latest.split(REQUEST_HEADER, 1)[1].strip()
     tools = re.findall(r'"type":"tool_use","id":"[^"]+","name":"(\w+)"', conversation)
     paths = list(dict.fromkeys(re.findall(r'"path":"([^"]+)"', conversation)))
-    steps = [int(s) for s in _STEP.findall(conversation)] or [0]
+    found = [(int(k), int(n)) for k, n in _STEP.findall(conversation)] or [(0, STEPS)]
+    steps, total = [k for k, _ in found], found[-1][1]
     counts = ", ".join(f"{name} x{tools.count(name)}" for name in dict.fromkeys(tools))
     return "\n".join(
         [
@@ -313,17 +332,17 @@ def summarise(messages: list[dict[str, Any]], instructions: str = "") -> str:
             f"Latest request: {_short(latest, 300)}",
             f"Findings and decisions: {len(tools)} tool calls ({counts or 'none'}).",
             f"Files read or changed: {', '.join(paths) or 'none'}",
-            f"Remaining work: {_remaining(steps[-1])}",
+            f"Remaining work: {_remaining(steps[-1], total)}",
             f"User constraints and preferences: {focus.group(1) if focus else 'none stated'}",
-            f"Offline script progress: step {steps[-1]} of {STEPS}",
+            f"Offline script progress: step {steps[-1]} of {total}",
         ]
     )
 
 
-def _remaining(done: int) -> str:
-    if done >= STEPS:
-        return f"none: all {STEPS} steps of the script are done."
-    return f"continue the request from step {done + 1} of {STEPS}."
+def _remaining(done: int, total: int) -> str:
+    if done >= total:
+        return f"none: all {total} steps of the script are done."
+    return f"continue the request from step {done + 1} of {total}."
 
 
 def _goal_line(text: str) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -29,6 +30,7 @@ from evo_magic.notebook.errors import (
     one_line_usage_errors,
     sentence,
 )
+from evo_magic.notebook.experiments import watch_in_kernel
 from evo_magic.notebook.sessions import DEFAULT_SESSION, CellResult, Sessions
 from evo_magic.notebook.subcommands import SUBCOMMANDS
 from evo_magic.session import ObserverError
@@ -287,11 +289,16 @@ def _cell_text(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+_UNWATCH: list[Callable[[], None] | None] = []
+"""What stops showing experiments live, per `load` (undone by `unload`)."""
+
+
 def load(ipython: Any) -> None:
     """Register the magics on `ipython` (once)."""
     if any(isinstance(m, AgentMagics) for m in ipython.configurables):
         return
     ipython.register_magics(AgentMagics(ipython))
+    _UNWATCH.append(watch_in_kernel(ipython))
 
 
 def unload(ipython: Any) -> None:
@@ -304,6 +311,10 @@ def unload(ipython: Any) -> None:
         for name in names:
             manager.magics[kind].pop(name, None)
     manager.registry.pop("AgentMagics", None)
+    while _UNWATCH:
+        stop = _UNWATCH.pop()
+        if stop is not None:
+            stop()
 
 
 __all__ = ["AgentMagics", "CellResult", "CompactArgs", "load", "parse_compact_line", "unload"]

@@ -16,6 +16,7 @@ from IPython.core.error import UsageError
 
 from evo_magic.notebook import summary_edit
 from evo_magic.notebook.config import ConfigTable
+from evo_magic.notebook.experiments import ExperimentsTable
 from evo_magic.notebook.pins import pin_words, pins_text, unpin_words
 from evo_magic.notebook.sessions import DEFAULT_SESSION, Sessions
 from evo_magic.notebook.views import StrategiesTable, context_text, sessions_text
@@ -169,6 +170,10 @@ TABLE: dict[str, Subcommand] = {
         "unpin ID: no compaction carries that pin any more", _unpin, takes_words=True
     ),
     "pins": Subcommand("the session's pinned texts and their ids", _pins),
+    "experiment": Subcommand(
+        "the experiments of this kernel (evo_magic.experiment): runs done, failed and left",
+        lambda call: ExperimentsTable(),
+    ),
 }
 SUBCOMMANDS = {name: subcommand.help for name, subcommand in TABLE.items()}
 """Each subcommand's one description, by name (the `subcommand` argument's help)."""

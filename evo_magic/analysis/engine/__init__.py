@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, fields
 from os import PathLike
 from pathlib import Path
@@ -155,10 +155,17 @@ class Engine:
         meter.close()
         return outcomes
 
-    def _outcomes(self, units: list[Unit], work: Work) -> Iterator[Outcome]:
+    def stream(self, units: Iterable[Unit], work: Work) -> Iterator[Outcome]:
+        """`work(unit.payload)` for each unit, on this engine, each outcome as it finishes
+        (nothing kept: the caller stores them). Units are drawn from `units` only as a worker
+        is free, so the caller can stop handing them out (a spending cap). A KeyboardInterrupt
+        stops drawing them: the running units finish and are yielded, then it is raised."""
+        return self._outcomes(units, work)
+
+    def _outcomes(self, units: Iterable[Unit], work: Work) -> Iterator[Outcome]:
         from evo_magic.analysis.engine.runners import locally, on_dask
 
-        if not units:
+        if isinstance(units, Sized) and not units:
             return iter(())
         call: Callable[[Unit], Outcome] = functools.partial(guarded, work)
         if self.kind == "dask":

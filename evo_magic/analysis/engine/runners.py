@@ -6,8 +6,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterable, Iterator, Sized
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
@@ -18,11 +18,14 @@ from evo_magic.extras import missing
 Call = Callable[[Unit], Outcome]
 
 
-def locally(units: list[Unit], call: Call, workers: int | None) -> Iterator[Outcome]:
+def locally(units: Iterable[Unit], call: Call, workers: int | None) -> Iterator[Outcome]:
     """`call` over `units` in `workers` processes (default: one per core); in this process
-    when that is one."""
-    count = min(workers or os.cpu_count() or 1, len(units))
-    if count == 1:
+    when that is one. Units are drawn from `units` only as a worker is free, so a caller's
+    iterable can stop handing them out (a spending cap); see `_drained` for an interrupt."""
+    count = workers or os.cpu_count() or 1
+    if isinstance(units, Sized):
+        count = min(count, len(units))
+    if count <= 1:
         for unit in units:
             yield call(unit)
         return
@@ -34,14 +37,15 @@ def locally(units: list[Unit], call: Call, workers: int | None) -> Iterator[Outc
     except BrokenProcessPool as exc:
         pool.shutdown(wait=True, cancel_futures=True)
         raise SweepError(_cannot_start(exc)) from exc
-    futures = {pool.submit(call, unit): unit for unit in units}
+    running: dict[Future[Outcome], Unit] = {}
+    source = iter(units)
+
+    def finished() -> Iterator[tuple[Future[Outcome], Unit]]:
+        done, _ = wait(running, return_when=FIRST_COMPLETED)
+        return ((future, running.pop(future)) for future in list(done))
+
     try:
-        for future in as_completed(futures):
-            unit = futures[future]
-            try:
-                yield future.result()
-            except Exception as exc:  # the worker died, or the payload did not pickle
-                yield Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
+        yield from _drained(source, running, count, lambda unit: pool.submit(call, unit), finished)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -58,23 +62,75 @@ def _cannot_start(exc: BaseException) -> str:
     )
 
 
-def on_dask(units: list[Unit], call: Call, workers: int | None, client: Any) -> Iterator[Outcome]:
+def _drained(
+    source: Iterator[Unit],
+    running: dict[Any, Unit],
+    count: int,
+    submit: Callable[[Unit], Any],
+    finished: Callable[[], Iterable[tuple[Any, Unit]]],
+) -> Iterator[Outcome]:
+    """Keep `count` units running, drawn from `source`; yield each outcome as it finishes.
+
+    A unit that cannot be started (a pool broken by a worker that died) is an outcome with
+    its error. A KeyboardInterrupt stops drawing units: the running ones finish and are
+    yielded (so a store keeps them), then it is raised again; a second one stops waiting."""
+
+    def start(wanted: int) -> Iterator[Outcome]:
+        """Start `wanted` more units (fewer when `source` ends)."""
+        while wanted > 0 and (unit := next(source, None)) is not None:
+            try:
+                running[submit(unit)] = unit
+                wanted -= 1
+            except Exception as exc:
+                yield Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
+
+    yield from start(count)
+    interrupted = False
+    while running:
+        try:
+            batch = list(finished())
+        except KeyboardInterrupt:
+            if interrupted:
+                raise
+            interrupted = True
+            continue
+        for future, unit in batch:
+            try:
+                yield future.result()
+            except Exception as exc:  # the worker died, or the payload did not pickle
+                yield Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
+            if not interrupted:
+                yield from start(1)
+    if interrupted:
+        raise KeyboardInterrupt
+
+
+def on_dask(
+    units: Iterable[Unit], call: Call, workers: int | None, client: Any
+) -> Iterator[Outcome]:
     """`call` over `units` on `client` (a Client or a scheduler's address), else on a local
-    cluster of `workers` processes (default 2) started here and closed after."""
+    cluster of `workers` processes (default 2) started here and closed after. Units are drawn
+    as workers are free, as `locally` draws them."""
     from distributed import as_completed as dask_completed
 
     client, owned = _client(client, workers)
-    futures = client.map(call, units, pure=False)
-    by_key = {future.key: unit for future, unit in zip(futures, units, strict=True)}
+    slots = sum(client.nthreads().values()) or 1
+    running: dict[Any, Unit] = {}
+    completed = dask_completed()
+
+    def submit(unit: Unit) -> Any:
+        future = client.submit(call, unit, pure=False)
+        completed.add(future)
+        return future
+
+    def finished() -> Iterator[tuple[Any, Unit]]:
+        future = next(completed)
+        return iter([(future, running.pop(future))])
+
     try:
-        for future in dask_completed(futures):
-            unit = by_key[future.key]
-            try:
-                yield future.result()
-            except Exception as exc:  # KilledWorker after the scheduler's retries
-                yield Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
+        yield from _drained(iter(units), running, slots, submit, finished)
     finally:
-        client.cancel(futures)
+        client.cancel(list(running))
         for thing in owned:
             thing.close()
 

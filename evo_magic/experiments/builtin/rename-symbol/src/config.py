@@ -1,0 +1,3 @@
+"""config: nothing to do with rows."""
+
+VALUE = "config"

@@ -1,0 +1,3 @@
+"""util: nothing to do with rows."""
+
+VALUE = "util"

@@ -1,0 +1,3 @@
+"""version: nothing to do with rows."""
+
+VALUE = "version"
