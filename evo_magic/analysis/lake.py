@@ -21,6 +21,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from evo_magic.analysis.datafiles import no_links_below
+
 FRAMES = ("blocks", "parts", "calls", "compactions", "events")
 _PARTITIONS = ["source", "session_id"]
 
@@ -68,7 +70,8 @@ def connect(directory: str | Path, con: duckdb.DuckDBPyConnection | None = None)
     root = Path(directory).expanduser()
     con = con or duckdb.connect()
     for name in FRAMES:
-        found = sorted(root.glob(f"**/{name}/**/*.parquet"))
+        # Only the lake's own files: none reached through a link (a folder replaced by one).
+        found = [p for p in sorted(root.glob(f"**/{name}/**/*.parquet")) if no_links_below(root, p)]
         if not found:
             continue
         listed = ", ".join(f"'{_quoted(str(path))}'" for path in found)

@@ -22,13 +22,22 @@ File and session names are data: the lake's own files are named by hashes.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evo_magic.analysis.atomic import id_name, write_parquet_atomically
-from evo_magic.analysis.errors import TranscriptError
+from evo_magic.analysis.atomic import id_name
+from evo_magic.analysis.datafiles import (
+    NotInside,
+    is_regular_inside,
+    locked,
+    open_inside,
+    parts_of,
+    write_inside,
+)
+from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.frames import FRAMES
 from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
 from evo_magic.analysis.lake_consolidated import CONSOLIDATED, consolidated
@@ -39,6 +48,7 @@ from evo_magic.analysis.lake_manifest import (
     read_manifest,
     same_content,
     write_manifest,
+    written,
 )
 from evo_magic.analysis.loader import resolve
 from evo_magic.analysis.memory import drained, gather
@@ -77,6 +87,11 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
     files, _ = resolve(path)
     root = Path(lake).expanduser()
     root.mkdir(parents=True, exist_ok=True)
+    with locked(root):  # another build of this lake waits, then finds it up to date
+        return _update(root, files, read)
+
+
+def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
     manifest = read_manifest(root)
     known = known_files(manifest)
     stamps: dict[str, dict[str, Any]] = {}
@@ -94,7 +109,7 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
     for key, members in by_group.items():
         mine = {str(file): stamps[str(file)] for file in members}
         entry = manifest["groups"].get(key)
-        if entry is not None and same_content(entry.get("files"), mine):
+        if entry is not None and same_content(entry.get("files"), mine) and _whole(root, entry):
             entry["files"] = mine  # a touched file's new time, so it is not hashed again
             done.kept += 1
             continue
@@ -113,6 +128,21 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
         done.read += len(batch)
         done.files_read += [name for _, _, stamps in batch for name in stamps]
     return done
+
+
+def _whole(root: Path, entry: dict[str, Any]) -> bool:
+    """Whether every file written for the group is in the lake (a regular file, reached
+    through no link); when one is not, a warning names it and the group is read again."""
+    for relative in written(entry):
+        if not is_regular_inside(root, relative):
+            warnings.warn(
+                f"{root / relative}: a part of the lake is missing or not a regular file; its "
+                "session is read again from its files",
+                TranscriptWarning,
+                stacklevel=5,
+            )
+            return False
+    return True
 
 
 def _files_size(item: tuple[str, list[Path], dict[str, Any]]) -> int:
@@ -189,8 +219,11 @@ def _widened(table: pa.Table) -> pa.Table:
 
 
 def _write_part(root: Path, frame_name: str, entry: dict[str, Any], part: pa.Table) -> None:
-    """One group's rows of one frame as `<frame>/source=<source>/<group>.parquet`."""
+    """One group's rows of one frame as `<frame>/source=<source>/<group>.parquet` (written
+    through no link: a folder of the lake replaced by a link makes the build fail, never write
+    outside)."""
     import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
     sources = [None]
     if part.num_rows and "source" in part.column_names:
@@ -200,11 +233,35 @@ def _write_part(root: Path, frame_name: str, entry: dict[str, Any], part: pa.Tab
         rows = part
         if source is not None and len(sources) > 1:
             rows = part.filter(pc.equal(part.column("source").cast("string"), source))
-        folder = root / frame_name / f"source={source or 'none'}"
-        folder.mkdir(parents=True, exist_ok=True)
-        name = entry["name"]
-        write_parquet_atomically(rows, folder / f"{name}.parquet")
-        entry["written"].append(f"{frame_name}/source={source or 'none'}/{name}.parquet")
+        relative = f"{frame_name}/source={source or 'none'}/{entry['name']}.parquet"
+        write_inside(root, relative, lambda handle, rows=rows: pq.write_table(rows, handle))
+        entry["written"].append(relative)
+
+
+def _frame_of(relative: str) -> str | None:
+    try:
+        return parts_of(relative)[0]
+    except NotInside:
+        return None
+
+
+def _part(lake: Path, relative: str) -> pa.Table | str:
+    """The part `relative` of the lake (opened inside it, through no link), or why it cannot
+    be read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        with open_inside(lake, relative) as handle:
+            return pq.read_table(handle)
+    except FileNotFoundError:
+        return "missing"
+    except (OSError, NotInside, pa.ArrowException) as exc:
+        return f"unreadable: {exc}"
+
+
+def _stamps(files: list[Path]) -> dict[str, dict[str, Any]]:
+    return {str(file): checked(file, None)[0] for file in files}
 
 
 def _owned_frame(table: pa.Table) -> pd.DataFrame:
@@ -226,10 +283,15 @@ class LakeTranscripts:
     large, and `session(id)` reads one session's rows only."""
 
     def __init__(
-        self, lake: str | Path, make: Callable[..., Any], update: LakeUpdate | None = None
+        self,
+        lake: str | Path,
+        make: Callable[..., Any],
+        update: LakeUpdate | None = None,
+        read: Reader | None = None,
     ):
         self.lake = Path(lake).expanduser()
         self._make = make  # the Transcripts class
+        self._reader = read  # re-reads a group whose part is damaged (None: says it cannot)
         manifest = read_manifest(self.lake)
         self.update = update or LakeUpdate(kept=len(manifest["groups"]))
         """What the load that opened the lake did (groups read, kept, dropped)."""
@@ -348,13 +410,50 @@ class LakeTranscripts:
 
     def _tables(self, name: str, keys: list[str]) -> Iterator[tuple[str, pa.Table]]:
         """The groups' files of frame `name`, in the order of `keys`."""
-        import pyarrow.parquet as pq
-
         for key in keys:
-            for relative in self._groups[key].get("written", []):
-                path = self.lake / relative
-                if Path(relative).parts[0] == name and path.is_file():
-                    yield key, pq.read_table(path)
+            for relative in written(self._groups[key]):
+                if _frame_of(relative) != name:
+                    continue
+                table = _part(self.lake, relative)
+                if isinstance(table, str):
+                    table = self._reread(key, name, relative, table)
+                if table is not None:
+                    yield key, table
+
+    def _reread(self, key: str, name: str, relative: str, why: str) -> pa.Table | None:
+        """The rows of frame `name` of the group `key`, whose part `relative` is missing or
+        damaged (`why`): its files read again into the lake, with a warning naming the part;
+        or None, with a warning saying its rows are missing, when they cannot be read."""
+        entry = self._groups[key]
+        files = [Path(n) for n in entry.get("files") or {}]
+        shown = f"{self.lake / relative} ({why})"
+        try:
+            if self._reader is None or not files:
+                raise OSError("no reader of its files was given: load the lake again")
+            with locked(self.lake):
+                fresh = _read_batch(self.lake, [(key, files, _stamps(files))], self._reader)[key]
+                manifest = read_manifest(self.lake)
+                manifest["generation"] = int(manifest.get("generation") or 0) + 1
+                fresh["generation"] = manifest["generation"]
+                manifest["groups"][key] = fresh
+                write_manifest(self.lake, manifest)
+        except (OSError, TranscriptError) as exc:
+            warnings.warn(
+                f"{shown}: its session cannot be read again from its files ({exc}); its rows "
+                f"are missing from {name}",
+                TranscriptWarning,
+                stacklevel=5,
+            )
+            return None
+        warnings.warn(
+            f"{shown}: its session was read again from its files", TranscriptWarning, stacklevel=5
+        )
+        self._groups[key] = fresh
+        for other in written(fresh):
+            table = _part(self.lake, other) if _frame_of(other) == name else None
+            if table is not None and not isinstance(table, str):
+                return table
+        return None
 
     def __repr__(self) -> str:
         u = self.update

@@ -217,7 +217,7 @@ def load_transcripts(
         def read(files: list[Path]) -> Transcripts:
             return read_files(files, single=False, label=str(files[0]))
 
-        return LakeTranscripts(lake, Transcripts, update_lake(path, lake, read))
+        return LakeTranscripts(lake, Transcripts, update_lake(path, lake, read), read)
     files, single = resolve(path)
     return read_files(files, single=single, label=str(path))
 
