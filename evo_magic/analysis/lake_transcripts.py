@@ -264,17 +264,20 @@ def _stamps(files: list[Path]) -> dict[str, dict[str, Any]]:
     return {str(file): checked(file, None)[0] for file in files}
 
 
-def _owned_frame(table: pa.Table) -> pd.DataFrame:
-    """The frame of `table` as its pandas metadata says, its columns freed as they convert
-    (the caller keeps no other table of the same columns)."""
-    return table.to_pandas(split_blocks=True, self_destruct=True)
-
-
 def to_frame(name: str, table: pa.Table | None) -> pd.DataFrame:
-    """Frame `name` (a stored one) of `table`, typed; None: no rows."""
+    """Frame `name` (a stored one) of `table`, typed exactly as a load without a lake types
+    it (categories of `string` whose missing values are <NA>, not `str` and NaN); None: no
+    rows. The table's columns are freed as they convert (the caller keeps no other table of
+    the same columns)."""
+    import pyarrow as pa
+
     from evo_magic.analysis.frames import EVENT_COLUMNS, to_pandas
 
-    return to_pandas(table, FRAMES.get(name, EVENT_COLUMNS))
+    spec = dict(FRAMES.get(name, EVENT_COLUMNS))
+    for column in table.schema if table is not None else []:  # an event's own fields
+        if column.name not in spec and pa.types.is_dictionary(column.type):
+            spec[column.name] = "category"
+    return to_pandas(table, spec)
 
 
 class LakeTranscripts:
@@ -394,7 +397,7 @@ class LakeTranscripts:
         table = consolidated(
             self.lake, name, self._groups, self._generation, lambda keys: self._tables(name, keys)
         )
-        return to_frame(name, None) if table is None else _owned_frame(table)
+        return to_frame(name, table)
 
     def _read(self, name: str, keys: list[str], session_id: str | None) -> pd.DataFrame:
         import pandas as pd
@@ -403,7 +406,7 @@ class LakeTranscripts:
         whole = drained(tables)
         if whole is None:
             return to_frame(name, None)
-        frame = _owned_frame(whole)
+        frame = to_frame(name, whole)
         if session_id is not None and "session_id" in frame.columns:
             frame = frame[frame["session_id"].astype(object) == session_id]
         return pd.DataFrame(frame).reset_index(drop=True)
