@@ -104,6 +104,41 @@ def is_regular_inside(root: Path, relative: str) -> bool:
     return True
 
 
+def not_regular_inside(root: Path, names: list[str]) -> set[str]:
+    """Those of `names` (files below `root`) that are not regular files reached through no
+    link: missing, a link, a FIFO, or in a folder that is missing or a link. Each folder is
+    opened once, each file only looked at (`lstat`), so a lake of thousands of parts is checked
+    in milliseconds."""
+    by_folder: dict[str, list[str]] = {}
+    bad: set[str] = set()
+    for name in names:
+        try:
+            parts = parts_of(name)
+        except NotInside:
+            bad.add(name)
+            continue
+        by_folder.setdefault("/".join(parts[:-1]), []).append(name)
+    with folder_fd(root) as root_fd:
+        for folder, members in by_folder.items():
+            try:
+                fd = open_beneath(root_fd, folder, _DIR_FLAGS) if folder else os.dup(root_fd)
+            except OSError:
+                bad.update(members)
+                continue
+            try:
+                for name in members:
+                    try:
+                        mode = os.stat(parts_of(name)[-1], dir_fd=fd, follow_symlinks=False)
+                    except OSError:
+                        bad.add(name)
+                        continue
+                    if not stat.S_ISREG(mode.st_mode):
+                        bad.add(name)
+            finally:
+                os.close(fd)
+    return bad
+
+
 def no_links_below(root: Path, path: Path) -> bool:
     """Whether `path` (found under `root`) is a regular file reached from `root` through no
     link (a folder of a lake replaced by a link to elsewhere is not the lake's)."""

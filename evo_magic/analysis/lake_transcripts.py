@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 from evo_magic.analysis.atomic import id_name
 from evo_magic.analysis.datafiles import (
     NotInside,
-    is_regular_inside,
     locked,
+    not_regular_inside,
     open_inside,
     parts_of,
     write_inside,
@@ -106,10 +106,16 @@ def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
         drop(root, manifest["groups"].pop(key))
         done.dropped += 1
     todo: list[tuple[str, list[Path], dict[str, Any]]] = []
+    parts = [name for entry in manifest["groups"].values() for name in written(entry)]
+    broken = not_regular_inside(root, parts)
     for key, members in by_group.items():
         mine = {str(file): stamps[str(file)] for file in members}
         entry = manifest["groups"].get(key)
-        if entry is not None and same_content(entry.get("files"), mine) and _whole(root, entry):
+        if (
+            entry is not None
+            and same_content(entry.get("files"), mine)
+            and _whole(root, entry, broken)
+        ):
             entry["files"] = mine  # a touched file's new time, so it is not hashed again
             done.kept += 1
             continue
@@ -120,21 +126,21 @@ def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
         manifest["generation"] = int(manifest.get("generation") or 0) + 1
     write_manifest(root, manifest)
     for batch in batches(todo, _files_size, BATCH_BYTES):
-        written = _read_batch(root, batch, read)
-        for entry in written.values():  # what a consolidated file of a later one lacks
+        made = _read_batch(root, batch, read)
+        for entry in made.values():  # what a consolidated file of a later one lacks
             entry["generation"] = manifest["generation"]
-        manifest["groups"].update(written)
+        manifest["groups"].update(made)
         write_manifest(root, manifest)
         done.read += len(batch)
         done.files_read += [name for _, _, stamps in batch for name in stamps]
     return done
 
 
-def _whole(root: Path, entry: dict[str, Any]) -> bool:
-    """Whether every file written for the group is in the lake (a regular file, reached
-    through no link); when one is not, a warning names it and the group is read again."""
+def _whole(root: Path, entry: dict[str, Any], broken: set[str]) -> bool:
+    """Whether every file written for the group is in the lake (none of `broken`: see
+    `not_regular_inside`); when one is not, a warning names it and the group is read again."""
     for relative in written(entry):
-        if not is_regular_inside(root, relative):
+        if relative in broken:
             warnings.warn(
                 f"{root / relative}: a part of the lake is missing or not a regular file; its "
                 "session is read again from its files",
