@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -183,3 +184,15 @@ def test_builds_of_one_lake_at_the_same_time_all_succeed_and_leave_it_whole(tmp_
     assert not list(lake.rglob("*.tmp"))
     t = LakeTranscripts(lake, Transcripts)
     assert _rows(t.blocks) == _rows(whole.blocks) and len(t.calls) == len(whole.calls)
+
+
+def test_frames_written_as_parquet_never_go_through_a_link(tmp_path: Path):
+    t = load_transcripts(_corpus(tmp_path, count=1))
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    t.to_parquet(out)
+    outside.mkdir()
+    shutil.rmtree(out / "calls")
+    os.symlink(outside, out / "calls")
+    with pytest.raises(TranscriptError, match="is a link: nothing was written"):
+        t.to_parquet(out)
+    assert not list(outside.iterdir())
