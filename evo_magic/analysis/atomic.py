@@ -8,27 +8,37 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evo_magic.analysis.datafiles import unique_temporary
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
 
 def write_atomically(path: Path, data: bytes) -> None:
     """`path` holds `data` afterwards, or what it held before (a crash leaves no half file)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    tmp = path.with_name(unique_temporary(path.name))  # writers at once never share one
+    try:
+        with open(tmp, "xb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_parquet_atomically(table: pa.Table, path: Path) -> None:
     """`table` as the Parquet file `path`, written whole or not at all."""
     import pyarrow.parquet as pq
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    tmp = path.with_name(unique_temporary(path.name))
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def id_name(key: str) -> str:

@@ -215,6 +215,9 @@ def _block(
     """One block of a request from a row of `blocks`, or None to leave it out."""
     kind = row.block_type
     text = None if pd.isna(row.text) else str(row.text)
+    if pd.isna(kind):  # an element that is no block (a bare string, an object without a type)
+        _count(changed, "not a request block")
+        return {"type": "text", "text": "[a content element that is not a block]"}
     if kind == "text":
         if text is None or not text.strip():
             _count(changed, "empty text")

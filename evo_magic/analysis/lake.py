@@ -13,6 +13,7 @@ giving `connect` their common parent.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
+
+from evo_magic.analysis.datafiles import NotInside, no_links_below
 
 FRAMES = ("blocks", "parts", "calls", "compactions", "events")
 _PARTITIONS = ["source", "session_id"]
@@ -29,6 +32,7 @@ def write(frames: dict[str, pd.DataFrame], directory: Path) -> Path:
     """Write each frame under `directory/<name>/`, partitioned by source and session (an empty
     frame as one empty file, so that its view still has its columns). Returns `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
+    _refuse_links(directory)
     for name, frame in frames.items():
         table = pa.Table.from_pandas(frame, preserve_index=False)
         target = directory / name
@@ -56,6 +60,18 @@ def write(frames: dict[str, pd.DataFrame], directory: Path) -> Path:
     return directory
 
 
+def _refuse_links(directory: Path) -> None:
+    """`NotInside` when a link is anywhere below `directory`: writing the frames through a
+    folder replaced by a link would put them outside."""
+    for folder, names, files in os.walk(directory, followlinks=False):
+        for name in [*names, *files]:
+            if os.path.islink(os.path.join(folder, name)):
+                raise NotInside(
+                    f"{os.path.join(folder, name)} is a link: nothing was written (the frames "
+                    "are written only inside the folder)"
+                )
+
+
 def has_lake(directory: Path) -> bool:
     """Whether `directory` holds frames written by `Transcripts.to_parquet`."""
     return directory.is_dir() and any(directory.glob("**/blocks/**/*.parquet"))
@@ -68,7 +84,8 @@ def connect(directory: str | Path, con: duckdb.DuckDBPyConnection | None = None)
     root = Path(directory).expanduser()
     con = con or duckdb.connect()
     for name in FRAMES:
-        found = sorted(root.glob(f"**/{name}/**/*.parquet"))
+        # Only the lake's own files: none reached through a link (a folder replaced by one).
+        found = [p for p in sorted(root.glob(f"**/{name}/**/*.parquet")) if no_links_below(root, p)]
         if not found:
             continue
         listed = ", ".join(f"'{_quoted(str(path))}'" for path in found)

@@ -6,11 +6,12 @@ groups' files are read, and the file is written again."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evo_magic.analysis.atomic import write_parquet_atomically
+from evo_magic.analysis.datafiles import NotInside, open_inside, write_inside
 from evo_magic.analysis.lake_manifest import generation as generation_of
 from evo_magic.analysis.memory import drained, gather
 
@@ -37,8 +38,8 @@ def consolidated(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    path = lake / "_frames" / f"{name}.parquet"
-    kept, since = _kept(path)
+    relative = f"_frames/{name}.parquet"
+    kept, since = _kept(lake, relative)
     if since is not None and str(since) == generation:
         return kept.drop_columns([_GROUP])
     names = [entry["name"] for entry in groups.values()]  # the lake's order
@@ -59,19 +60,21 @@ def consolidated(
         return None
     whole = _in_order(whole, ranks)
     whole = whole.replace_schema_metadata({**(whole.schema.metadata or {}), _MARK: generation})
-    _write(path, whole)
+    _write(lake, relative, whole)
     return whole.drop_columns([_GROUP])
 
 
-def _kept(path: Path) -> tuple[pa.Table | None, int | None]:
+def _kept(lake: Path, relative: str) -> tuple[pa.Table | None, int | None]:
     """The consolidated file and the generation it was written at; (None, None) when there is
-    none yet, or it is unreadable or unmarked (then it is made again)."""
+    none yet, or it is unreadable, unmarked, or not a regular file inside the lake (then it is
+    made again)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        kept = pq.read_table(path)
-    except (OSError, pa.ArrowException):
+        with open_inside(lake, relative) as handle:
+            kept = pq.read_table(handle)
+    except (OSError, NotInside, pa.ArrowException):
         return None, None
     written = (kept.schema.metadata or {}).get(_MARK, b"")
     if _GROUP in kept.column_names and written.isdigit():
@@ -108,9 +111,9 @@ def _in_order(whole: pa.Table, ranks: list[np.ndarray]) -> pa.Table:
     return whole
 
 
-def _write(path: Path, whole: pa.Table) -> None:
-    try:
-        path.parent.mkdir(exist_ok=True)
-        write_parquet_atomically(whole, path)
-    except OSError:
-        pass  # a read-only lake: read from the sessions' files every time
+def _write(lake: Path, relative: str, whole: pa.Table) -> None:
+    import pyarrow.parquet as pq
+
+    # A read-only lake (or a link in its place): read from the sessions' files every time.
+    with contextlib.suppress(OSError, NotInside):
+        write_inside(lake, relative, lambda handle: pq.write_table(whole, handle))

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evo_magic.analysis.atomic import write_atomically
+from evo_magic.analysis.datafiles import LOCK, NotInside, open_inside, remove_inside, write_inside
 from evo_magic.analysis.errors import TranscriptError
 from evo_magic.analysis.groups import group_key
 
@@ -24,15 +24,16 @@ def read_manifest(root: Path) -> dict[str, Any]:
     """The manifest of the lake at `root`: a new one when the folder is empty; refused when the
     folder holds other things, or a manifest that is damaged or of another version."""
     path = root / MANIFEST
-    if not path.exists():
-        if any(root.iterdir()):
+    if not os.path.lexists(path):
+        if any(entry.name != LOCK for entry in root.iterdir()):
             raise TranscriptError(
                 f"{root} is not empty and holds no lake manifest: give an empty or new folder"
             )
         return {"version": LAKE_VERSION, "groups": {}}
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        with open_inside(root, MANIFEST) as handle:  # a link or a FIFO in its place is refused
+            manifest = json.loads(handle.read())
+    except (OSError, ValueError, NotInside) as exc:
         raise TranscriptError(f"{path} is not a lake manifest ({exc})") from exc
     if not isinstance(manifest, dict) or not isinstance(manifest.get("groups"), dict):
         raise TranscriptError(f"{path} is not a lake manifest")
@@ -45,7 +46,8 @@ def read_manifest(root: Path) -> dict[str, Any]:
 
 
 def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
-    write_atomically(root / MANIFEST, json.dumps(manifest).encode())
+    data = json.dumps(manifest).encode()
+    write_inside(root, MANIFEST, lambda handle: handle.write(data))
 
 
 def known_files(manifest: dict[str, Any]) -> dict[str, tuple[dict[str, Any], str]]:
@@ -99,8 +101,14 @@ def generation(entry: dict[str, Any]) -> int:
 
 
 def drop(root: Path, entry: dict[str, Any]) -> None:
-    """Delete the files written for a group (only those inside the lake)."""
-    for relative in entry.get("written", []):
-        target = (root / relative).resolve()
-        if target.is_relative_to(root.resolve()):  # the manifest is data too
-            target.unlink(missing_ok=True)
+    """Delete the files written for a group (only those inside the lake: the manifest is data
+    too, and no link is followed)."""
+    for relative in written(entry):
+        remove_inside(root, relative)
+
+
+def written(entry: dict[str, Any]) -> list[str]:
+    """The names of the files written for a group, as its manifest entry lists them (names
+    that are not text are left out: they were not written by a lake)."""
+    found = entry.get("written") if isinstance(entry, dict) else None
+    return [name for name in found if isinstance(name, str)] if isinstance(found, list) else []

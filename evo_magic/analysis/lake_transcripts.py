@@ -22,13 +22,22 @@ File and session names are data: the lake's own files are named by hashes.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evo_magic.analysis.atomic import id_name, write_parquet_atomically
-from evo_magic.analysis.errors import TranscriptError
+from evo_magic.analysis.atomic import id_name
+from evo_magic.analysis.datafiles import (
+    NotInside,
+    locked,
+    not_regular_inside,
+    open_inside,
+    parts_of,
+    write_inside,
+)
+from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.frames import FRAMES
 from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
 from evo_magic.analysis.lake_consolidated import CONSOLIDATED, consolidated
@@ -39,6 +48,7 @@ from evo_magic.analysis.lake_manifest import (
     read_manifest,
     same_content,
     write_manifest,
+    written,
 )
 from evo_magic.analysis.loader import resolve
 from evo_magic.analysis.memory import drained, gather
@@ -77,6 +87,11 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
     files, _ = resolve(path)
     root = Path(lake).expanduser()
     root.mkdir(parents=True, exist_ok=True)
+    with locked(root):  # another build of this lake waits, then finds it up to date
+        return _update(root, files, read)
+
+
+def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
     manifest = read_manifest(root)
     known = known_files(manifest)
     stamps: dict[str, dict[str, Any]] = {}
@@ -91,10 +106,16 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
         drop(root, manifest["groups"].pop(key))
         done.dropped += 1
     todo: list[tuple[str, list[Path], dict[str, Any]]] = []
+    parts = [name for entry in manifest["groups"].values() for name in written(entry)]
+    broken = not_regular_inside(root, parts)
     for key, members in by_group.items():
         mine = {str(file): stamps[str(file)] for file in members}
         entry = manifest["groups"].get(key)
-        if entry is not None and same_content(entry.get("files"), mine):
+        if (
+            entry is not None
+            and same_content(entry.get("files"), mine)
+            and _whole(root, entry, broken)
+        ):
             entry["files"] = mine  # a touched file's new time, so it is not hashed again
             done.kept += 1
             continue
@@ -105,14 +126,29 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
         manifest["generation"] = int(manifest.get("generation") or 0) + 1
     write_manifest(root, manifest)
     for batch in batches(todo, _files_size, BATCH_BYTES):
-        written = _read_batch(root, batch, read)
-        for entry in written.values():  # what a consolidated file of a later one lacks
+        made = _read_batch(root, batch, read)
+        for entry in made.values():  # what a consolidated file of a later one lacks
             entry["generation"] = manifest["generation"]
-        manifest["groups"].update(written)
+        manifest["groups"].update(made)
         write_manifest(root, manifest)
         done.read += len(batch)
         done.files_read += [name for _, _, stamps in batch for name in stamps]
     return done
+
+
+def _whole(root: Path, entry: dict[str, Any], broken: set[str]) -> bool:
+    """Whether every file written for the group is in the lake (none of `broken`: see
+    `not_regular_inside`); when one is not, a warning names it and the group is read again."""
+    for relative in written(entry):
+        if relative in broken:
+            warnings.warn(
+                f"{root / relative}: a part of the lake is missing or not a regular file; its "
+                "session is read again from its files",
+                TranscriptWarning,
+                stacklevel=5,
+            )
+            return False
+    return True
 
 
 def _files_size(item: tuple[str, list[Path], dict[str, Any]]) -> int:
@@ -189,8 +225,11 @@ def _widened(table: pa.Table) -> pa.Table:
 
 
 def _write_part(root: Path, frame_name: str, entry: dict[str, Any], part: pa.Table) -> None:
-    """One group's rows of one frame as `<frame>/source=<source>/<group>.parquet`."""
+    """One group's rows of one frame as `<frame>/source=<source>/<group>.parquet` (written
+    through no link: a folder of the lake replaced by a link makes the build fail, never write
+    outside)."""
     import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
     sources = [None]
     if part.num_rows and "source" in part.column_names:
@@ -200,24 +239,51 @@ def _write_part(root: Path, frame_name: str, entry: dict[str, Any], part: pa.Tab
         rows = part
         if source is not None and len(sources) > 1:
             rows = part.filter(pc.equal(part.column("source").cast("string"), source))
-        folder = root / frame_name / f"source={source or 'none'}"
-        folder.mkdir(parents=True, exist_ok=True)
-        name = entry["name"]
-        write_parquet_atomically(rows, folder / f"{name}.parquet")
-        entry["written"].append(f"{frame_name}/source={source or 'none'}/{name}.parquet")
+        relative = f"{frame_name}/source={source or 'none'}/{entry['name']}.parquet"
+        write_inside(root, relative, lambda handle, rows=rows: pq.write_table(rows, handle))
+        entry["written"].append(relative)
 
 
-def _owned_frame(table: pa.Table) -> pd.DataFrame:
-    """The frame of `table` as its pandas metadata says, its columns freed as they convert
-    (the caller keeps no other table of the same columns)."""
-    return table.to_pandas(split_blocks=True, self_destruct=True)
+def _frame_of(relative: str) -> str | None:
+    try:
+        return parts_of(relative)[0]
+    except NotInside:
+        return None
+
+
+def _part(lake: Path, relative: str) -> pa.Table | str:
+    """The part `relative` of the lake (opened inside it, through no link), or why it cannot
+    be read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        with open_inside(lake, relative) as handle:
+            return pq.read_table(handle)
+    except FileNotFoundError:
+        return "missing"
+    except (OSError, NotInside, pa.ArrowException) as exc:
+        return f"unreadable: {exc}"
+
+
+def _stamps(files: list[Path]) -> dict[str, dict[str, Any]]:
+    return {str(file): checked(file, None)[0] for file in files}
 
 
 def to_frame(name: str, table: pa.Table | None) -> pd.DataFrame:
-    """Frame `name` (a stored one) of `table`, typed; None: no rows."""
+    """Frame `name` (a stored one) of `table`, typed exactly as a load without a lake types
+    it (categories of `string` whose missing values are <NA>, not `str` and NaN); None: no
+    rows. The table's columns are freed as they convert (the caller keeps no other table of
+    the same columns)."""
+    import pyarrow as pa
+
     from evo_magic.analysis.frames import EVENT_COLUMNS, to_pandas
 
-    return to_pandas(table, FRAMES.get(name, EVENT_COLUMNS))
+    spec = dict(FRAMES.get(name, EVENT_COLUMNS))
+    for column in table.schema if table is not None else []:  # an event's own fields
+        if column.name not in spec and pa.types.is_dictionary(column.type):
+            spec[column.name] = "category"
+    return to_pandas(table, spec)
 
 
 class LakeTranscripts:
@@ -230,6 +296,7 @@ class LakeTranscripts:
         lake: str | Path,
         make: Callable[..., Any],
         update: LakeUpdate | None = None,
+        read: Reader | None = None,
         *,
         prices: Any = None,
     ):
@@ -239,6 +306,7 @@ class LakeTranscripts:
         lake's calls are priced again as they are read, so a session read under other prices
         (or an older catalog) shows the same costs as a fresh load."""
         self._make = make  # the Transcripts class
+        self._reader = read  # re-reads a group whose part is damaged (None: says it cannot)
         manifest = read_manifest(self.lake)
         self.update = update or LakeUpdate(kept=len(manifest["groups"]))
         """What the load that opened the lake did (groups read, kept, dropped)."""
@@ -336,7 +404,7 @@ class LakeTranscripts:
         table = consolidated(
             self.lake, name, self._groups, self._generation, lambda keys: self._tables(name, keys)
         )
-        return to_frame(name, None) if table is None else _owned_frame(table)
+        return to_frame(name, table)
 
     def _read(self, name: str, keys: list[str], session_id: str | None) -> pd.DataFrame:
         import pandas as pd
@@ -345,20 +413,57 @@ class LakeTranscripts:
         whole = drained(tables)
         if whole is None:
             return to_frame(name, None)
-        frame = _owned_frame(whole)
+        frame = to_frame(name, whole)
         if session_id is not None and "session_id" in frame.columns:
             frame = frame[frame["session_id"].astype(object) == session_id]
         return pd.DataFrame(frame).reset_index(drop=True)
 
     def _tables(self, name: str, keys: list[str]) -> Iterator[tuple[str, pa.Table]]:
         """The groups' files of frame `name`, in the order of `keys`."""
-        import pyarrow.parquet as pq
-
         for key in keys:
-            for relative in self._groups[key].get("written", []):
-                path = self.lake / relative
-                if Path(relative).parts[0] == name and path.is_file():
-                    yield key, pq.read_table(path)
+            for relative in written(self._groups[key]):
+                if _frame_of(relative) != name:
+                    continue
+                table = _part(self.lake, relative)
+                if isinstance(table, str):
+                    table = self._reread(key, name, relative, table)
+                if table is not None:
+                    yield key, table
+
+    def _reread(self, key: str, name: str, relative: str, why: str) -> pa.Table | None:
+        """The rows of frame `name` of the group `key`, whose part `relative` is missing or
+        damaged (`why`): its files read again into the lake, with a warning naming the part;
+        or None, with a warning saying its rows are missing, when they cannot be read."""
+        entry = self._groups[key]
+        files = [Path(n) for n in entry.get("files") or {}]
+        shown = f"{self.lake / relative} ({why})"
+        try:
+            if self._reader is None or not files:
+                raise OSError("no reader of its files was given: load the lake again")
+            with locked(self.lake):
+                fresh = _read_batch(self.lake, [(key, files, _stamps(files))], self._reader)[key]
+                manifest = read_manifest(self.lake)
+                manifest["generation"] = int(manifest.get("generation") or 0) + 1
+                fresh["generation"] = manifest["generation"]
+                manifest["groups"][key] = fresh
+                write_manifest(self.lake, manifest)
+        except (OSError, TranscriptError) as exc:
+            warnings.warn(
+                f"{shown}: its session cannot be read again from its files ({exc}); its rows "
+                f"are missing from {name}",
+                TranscriptWarning,
+                stacklevel=5,
+            )
+            return None
+        warnings.warn(
+            f"{shown}: its session was read again from its files", TranscriptWarning, stacklevel=5
+        )
+        self._groups[key] = fresh
+        for other in written(fresh):
+            table = _part(self.lake, other) if _frame_of(other) == name else None
+            if table is not None and not isinstance(table, str):
+                return table
+        return None
 
     def __repr__(self) -> str:
         u = self.update

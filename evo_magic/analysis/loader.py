@@ -25,6 +25,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from evo_magic.analysis import edges
+from evo_magic.analysis.edges import deep_rows, edge_rows
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 
 LOG_NAME = "session.jsonl"
@@ -41,6 +43,8 @@ class SourceFile:
     data: bytes = field(repr=False)
     bad: list[int] = field(default_factory=list)
     """Line numbers that are not a JSON object (torn, corrupt, or nested too deep)."""
+    too_long: list[int] = field(default_factory=list)
+    """Line numbers longer than `edges.MAX_LINE_BYTES` (also in `bad`)."""
     bad_usage: list[int] = field(default_factory=list)
     """Line numbers of usage counts that are not counts (set to NA), one entry per count."""
     copy: bool = False
@@ -67,24 +71,44 @@ class SourceFile:
         self.longest = int((ends - starts).max()) if len(starts) else 0
 
     def drop_deep_lines(self) -> bool:
-        """Blank out, and count as bad, every line nested deeper than `MAX_DEPTH` (DuckDB's JSON
+        """Drop, and count as bad, every line nested deeper than `MAX_DEPTH` (DuckDB's JSON
         functions and Python's decoder refuse them); its other lines keep their numbers. True
         when a line was dropped. Read through a copy (`copy`) from then on."""
-        deep = [row for row in range(len(self.starts)) if _too_deep(self.line(row))]
-        if not deep:
-            return False
-        data = bytearray(self.data)
-        for row in deep:
-            start, line = int(self.starts[row]), self.line(row)
-            data[start : start + len(line.rstrip(b"\n"))] = b" " * len(line.rstrip(b"\n"))
+        deep = deep_rows(self.data, self.starts, list(range(len(self.starts))))
+        self._drop(deep)
+        return bool(deep)
+
+    def drop_edge_lines(self) -> None:
+        """Before the engine reads the file: drop, and count as bad, every line longer than
+        `MAX_LINE_BYTES` (also listed in `too_long`) and every long line nested too deep (see
+        `evo_magic.analysis.edges`)."""
+        too_long, deep = edge_rows(self.data, self.starts)
+        self.too_long += [int(self.numbers[row]) for row in too_long]
+        self._drop(sorted(too_long + deep))
+
+    def _drop(self, rows: list[int]) -> None:
+        """The file's bytes without the content of `rows` (their newlines kept, so every other
+        line keeps its number); the rows' lines counted as bad."""
+        if not rows:
+            return
+        kept, at = [], 0
+        for row in rows:
+            start = int(self.starts[row])
+            end = self.data.find(b"\n", start)
+            kept.append(self.data[at:start])
+            at = len(self.data) if end < 0 else end
             self.bad.append(int(self.numbers[row]))
-        self.data, self.copy = bytes(data), True
+        kept.append(self.data[at:])
+        self.data, self.copy = b"".join(kept), True
+        del kept
         self._index()
-        return True
 
     @classmethod
     def read(cls, file_id: int, path: Path) -> SourceFile:
-        return cls(file_id, path, path.read_bytes())
+        """The file, its lines at the edges dropped before anything reads them."""
+        source = cls(file_id, path, path.read_bytes())
+        source.drop_edge_lines()
+        return source
 
     def release(self) -> SourceFile:
         """This file without its bytes (its line numbers stay), once its records are read; a
@@ -122,32 +146,6 @@ class SourceFile:
             if record is not None:
                 found.append((int(self.numbers[row]), record))
         return found
-
-
-MAX_DEPTH = 128
-"""The deepest nesting of a readable line (DuckDB's JSON functions refuse deeper ones)."""
-_OPENERS = frozenset(b"[{")
-
-
-def _too_deep(line: bytes) -> bool:
-    """Whether a JSON line nests arrays and objects deeper than `MAX_DEPTH` (strings skipped)."""
-    if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:
-        return False
-    depth, at, size = 0, 0, len(line)
-    while at < size:
-        byte = line[at]
-        if byte == 34:  # a string: skip to its closing quote
-            at += 1
-            while at < size and line[at] != 34:
-                at += 2 if line[at] == 92 else 1
-        elif byte in _OPENERS:
-            depth += 1
-            if depth > MAX_DEPTH:
-                return True
-        elif byte in (93, 125):
-            depth -= 1
-        at += 1
-    return False
 
 
 _GLOB_CHARS = frozenset("*?[]{}\\")
@@ -406,9 +404,13 @@ def warn_bad_lines(source: SourceFile, stacklevel: int) -> None:
             start = prev = n
     shown = ", ".join(spans[:10]) + (", ..." if len(spans) > 10 else "")
     plural = "s" if len(bad) > 1 else ""
+    longer = ""
+    if source.too_long:
+        lines = ", ".join(str(n) for n in sorted(set(source.too_long))[:10])
+        longer = f" (longer than {edges.MAX_LINE_BYTES >> 20} MiB: line {lines})"
     warnings.warn(
-        f"{source.path}: skipped {len(bad)} unreadable (torn, corrupt or nested too deep) "
-        f"line{plural}: {shown}",
+        f"{source.path}: skipped {len(bad)} unreadable (torn, corrupt, nested too deep or too "
+        f"long) line{plural}: {shown}{longer}",
         TranscriptWarning,
         stacklevel=stacklevel,
     )

@@ -238,7 +238,7 @@ def load_transcripts(
         def read(files: list[Path]) -> Transcripts:
             return read_files(files, single=False, label=str(files[0]), prices=prices)
 
-        return LakeTranscripts(lake, Transcripts, update_lake(path, lake, read), prices=prices)
+        return LakeTranscripts(lake, Transcripts, update_lake(path, lake, read), read, prices=prices)
     files, single = resolve(path)
     return read_files(files, single=single, label=str(path), prices=prices)
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evo_magic.analysis.conversation import Call, Compaction, Message, conversation, conversations
-from evo_magic.analysis.replay.timeline import Change, read_records, read_timeline
+from evo_magic.analysis.datafiles import NotInside, open_regular
+from evo_magic.analysis.replay.timeline import Change, read_records, read_timeline, session_file
 from evo_magic.measure import to_json
 from evo_magic.usage import Usage
 
@@ -86,12 +87,13 @@ def _recording(
     blocks = _mine(t.blocks, session_id, agent_id)
     source = str(blocks["source"].iloc[0]) if len(blocks) else "unknown"
     recording = Recording(session_id, agent_id, source, items, calls, _opening(compactions))
+    files = frozenset(str(file) for file in t.files)  # the only files replay opens
     recording.requests = _requests(compactions)
-    recording.summaries = _recorded_summaries(recording, compactions)
+    recording.summaries = _recorded_summaries(recording, compactions, files)
     if source == "evo_magic":
-        recording.timeline = read_timeline(t.events, session_id)
+        recording.timeline = read_timeline(t.events, session_id, files)
         recording.lines = _item_lines(items, blocks, call_lines, compactions)
-        recording.items = _with_compaction_blocks(items, blocks)
+        recording.items = _with_compaction_blocks(items, blocks, files)
         _server_compactions(recording, compactions, call_lines)
     return recording
 
@@ -189,7 +191,9 @@ COMPACTION_KEYS = {"type", "content", "encrypted_content", "signature", "tool_ch
 MAX_BLOCK_CHARS = 10_000_000
 
 
-def _with_compaction_blocks(items: list[Item], blocks: pd.DataFrame) -> list[Item]:
+def _with_compaction_blocks(
+    items: list[Item], blocks: pd.DataFrame, files: frozenset[str]
+) -> list[Item]:
     """The items with each compaction block the API returned as the session recorded it (the
     frames keep only its kind): read from its record's line, kept only when it has the API's
     shape (its fields, strings, a list of tool changes), else left as the placeholder."""
@@ -205,7 +209,7 @@ def _with_compaction_blocks(items: list[Item], blocks: pd.DataFrame) -> list[Ite
     records = {
         (file, line): record
         for file, lines in wanted.items()
-        for line, record in read_records(Path(file), lines)
+        for line, record in read_records(session_file(file, files), lines)
     }
     raw: dict[tuple[int, int, int], dict[int, dict[str, Any]]] = {}
     for row in found.itertuples():
@@ -274,7 +278,9 @@ def _item_lines(
     return lines
 
 
-def _recorded_summaries(recording: Recording, compactions: pd.DataFrame) -> dict[str, str]:
+def _recorded_summaries(
+    recording: Recording, compactions: pd.DataFrame, files: frozenset[str]
+) -> dict[str, str]:
     """The recorded summaries, keyed by the hash of the history each one replaced (what a
     whole-history summariser was given): the snapshot when there is one in the session's
     folder, else the rebuilt epoch."""
@@ -285,7 +291,9 @@ def _recorded_summaries(recording: Recording, compactions: pd.DataFrame) -> dict
         if not bool(row.success) or pd.isna(row.summary) or not row.summary:
             continue
         messages = None
-        snapshot = None if pd.isna(row.snapshot_path) else own_file(row.file, row.snapshot_path)
+        snapshot = None
+        if not pd.isna(row.snapshot_path):
+            snapshot = own_file(session_file(str(row.file), files), row.snapshot_path)
         if snapshot is not None:
             messages = _snapshot_messages(snapshot)
         if not messages:
@@ -323,9 +331,10 @@ def own_file(session_file: Any, named: Any) -> Path | None:
 
 def _snapshot_messages(path: Path) -> list[dict[str, Any]] | None:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with open_regular(path) as handle:  # a link or a FIFO swapped in is refused
+            lines = handle.read().decode("utf-8").splitlines()
         messages = [json.loads(line) for line in lines if line.strip()]
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError, RecursionError, NotInside):
         return None
     return messages if all(isinstance(m, dict) for m in messages) else None
 

@@ -5,11 +5,11 @@ own."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from evo_magic.analysis.cached import read_entry, write_entry
 from evo_magic.analysis.replay.recording import digest
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.measure import CHARS_PER_TOKEN
@@ -80,21 +80,20 @@ class Summaries:
 
     def _real(self, key: str, messages: Sequence[dict[str, Any]], focus: str | None) -> Summary:
         path = self.cache_dir / f"{key}-{digest([focus])}.json" if self.cache_dir else None
-        if path is not None and path.is_file():
-            cached = json.loads(path.read_text(encoding="utf-8"))
-            return Summary(cached["text"], Usage(**cached["usage"]), cached["model"])
+        entry = read_entry(path, ("text", "model")) if path is not None else None
+        if entry is not None:  # a damaged entry is a miss: summarised again, and rewritten
+            return Summary(entry[0]["text"], entry[1], entry[0]["model"])
         summariser = self.summariser
         if not isinstance(summariser, Summariser):
             summariser = Summariser(model=summariser)
         summary = summariser.summarise(messages, focus, summariser.model)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
             record = {
                 "text": summary.text,
                 "usage": summary.usage.as_dict(),
                 "model": summary.model,
             }
-            path.write_text(json.dumps(record), encoding="utf-8")
+            write_entry(path, record)
         return summary
 
 

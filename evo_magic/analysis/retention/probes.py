@@ -11,7 +11,6 @@ is free and deterministic and is not cached.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import re
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evo_magic.analysis.cached import read_entry, write_entry
 from evo_magic.cost import PriceTable, call_cost
 from evo_magic.measure import to_json
 from evo_magic.models.base import Model, ModelRequest
@@ -91,20 +91,14 @@ class Prober:
         self, model: Model, request: ModelRequest, key: list[Any]
     ) -> tuple[str, float | None]:
         cached = self._path(model, key)
-        if cached is not None and cached.is_file():
-            try:
-                record = json.loads(cached.read_text(encoding="utf-8"))
-                reply_text, usage = str(record["reply"]), Usage(**record["usage"])
-            except (OSError, ValueError, KeyError, TypeError):
-                pass  # a damaged cache entry: asked again, and rewritten
-            else:
-                return reply_text, self._price(model, usage)
+        entry = read_entry(cached, ("reply",)) if cached is not None else None
+        if entry is not None:  # a damaged entry is a miss: asked again, and rewritten
+            return entry[0]["reply"], self._price(model, entry[1])
         reply = model.respond(request)
         text = "\n".join(b.get("text", "") for b in reply.content if b.get("type") == "text")
         if cached is not None:
-            cached.parent.mkdir(parents=True, exist_ok=True)
             record = {"reply": text, "usage": reply.usage.as_dict(), "model": reply.model}
-            cached.write_text(json.dumps(record), encoding="utf-8")
+            write_entry(cached, record)
         return text, self._price(model, reply.usage)
 
     def _path(self, model: Model, key: list[Any]) -> Path | None:
