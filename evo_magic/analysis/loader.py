@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
+from evo_magic.analysis.formats.registry import suffixes
 
 LOG_NAME = "session.jsonl"
 BATCH = 16_384
@@ -342,7 +343,8 @@ def resolve(path: str | Path) -> tuple[list[Path], bool]:
     if candidate.exists():
         found = files_under(candidate)
         if not found:
-            raise TranscriptError(f"no transcript files (*.jsonl) in {candidate}")
+            endings = ", ".join(f"*{s}" for s in sorted(suffixes()))
+            raise TranscriptError(f"no transcript files ({endings}) in {candidate}")
         return found, candidate.is_file()
     if set("*?[") & set(text):
         matches = sorted(glob.glob(str(candidate), recursive=True))
@@ -354,13 +356,20 @@ def resolve(path: str | Path) -> tuple[list[Path], bool]:
 
 
 def files_under(path: Path) -> list[Path]:
-    """`path` itself if it is a file, else every `*.jsonl` below it except the history snapshots
-    that evo_magic keeps beside each `session.jsonl` (they are copies, not records)."""
+    """`path` itself if it is a file, else every file below it whose name ends as a registered
+    reader's files do (`*.jsonl`, `*.json`, ...; which format each is in is decided by its
+    content) except the history snapshots that evo_magic keeps beside each `session.jsonl`
+    (they are copies, not records)."""
     if path.is_file():
         return [path]
     if not path.is_dir():
         return []
-    return sorted(p for p in path.rglob("*.jsonl") if p.is_file() and not _is_snapshot(p))
+    endings = suffixes()
+    return sorted(
+        p
+        for p in path.rglob("*")
+        if p.suffix.lower() in endings and p.is_file() and not _is_snapshot(p)
+    )
 
 
 def _is_snapshot(path: Path) -> bool:

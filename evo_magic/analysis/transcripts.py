@@ -14,7 +14,15 @@ import pyarrow as pa
 
 from evo_magic.analysis import lake
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
-from evo_magic.analysis.formats import Part, claude_code, codex, detect, evo
+from evo_magic.analysis.formats import Part
+from evo_magic.analysis.formats.registry import (
+    HEAD_BYTES,
+    TAIL_BYTES,
+    Sniff,
+    reader,
+    readers,
+    recognise,
+)
 from evo_magic.analysis.frames import (
     EVENT_COLUMNS,
     FRAMES,
@@ -35,7 +43,6 @@ from evo_magic.analysis.memory import drained, give_back
 if TYPE_CHECKING:
     from evo_magic.analysis.lake_transcripts import LakeTranscripts
 
-_READERS = {"evo_magic": evo.read, "claude_code": claude_code.read, "codex": codex.read}
 _HINTS = {
     "blocks": "one row per content block of every message",
     "parts": "one row per part of a tool result whose content is a list",
@@ -304,7 +311,7 @@ def _transcripts(
         **frames,
         files=files,
         skipped=skipped,
-        _identities=pa.concat_tables(events) if events else None,
+        _identities=pa.concat_tables(events, promote_options="permissive") if events else None,
         _sources=sources,
     )
 
@@ -346,22 +353,30 @@ def _read(engine: Engine, kind: str, sources: list[SourceFile]) -> Part:
     """The rows of `sources` (all of format `kind`). A line nested deeper than the readers go
     is found only when a reader refuses it (looking for one costs a pass over every byte):
     then such lines are dropped and counted as unreadable, and the files read again."""
+    read = reader(kind).read
     try:
-        return _READERS[kind](engine, sources)
+        return read(engine, sources)
     except (RecursionError, duckdb.Error) as error:
         dropped = [source.drop_deep_lines() for source in sources] if too_deep(error) else []
         if not any(dropped):
             raise
-    return _READERS[kind](engine, sources)
+    return read(engine, sources)
 
 
 def _format(source: SourceFile, single: bool, skipped: dict[str, int]) -> str | None:
-    """The format of `source` by its first records, or None to skip it (counted in `skipped`,
-    with a warning for a file in no known format, or its lines counted as bad)."""
+    """The format of `source` by its content (the registered readers' `detect` hooks), or
+    None to skip it (counted in `skipped`, with a warning for a file in no known format, or
+    its lines counted as bad). A file in a folder that is not JSON lines and that no reader
+    recognises (any other `.json` there) is counted, not warned about."""
     head = source.head()
-    kind = detect([record for _, record in head])
+    records = [record for _, record in head]
+    sniff = Sniff(source.path, source.data[:HEAD_BYTES], records, source.data[-TAIL_BYTES:])
+    kind = recognise(sniff)
     if kind is not None:
         return kind
+    if not single and source.path.suffix.lower() != ".jsonl":
+        _count(skipped, "file in no known format")
+        return None
     if not head:
         if len(source.numbers) == 0:
             _count(skipped, "empty file")
@@ -372,8 +387,9 @@ def _format(source: SourceFile, single: bool, skipped: dict[str, int]) -> str | 
         return None
     number, record = head[0]
     message = (
-        f"{source.path} is neither an evo_magic transcript nor a Claude Code or Codex "
-        f"session (the record at line {number} has keys {sorted(record)[:8]})"
+        f"{source.path} is neither an evo_magic transcript nor in another registered format "
+        f"({', '.join(list(readers())[1:])}): the record at line {number} has keys "
+        f"{sorted(record)[:8]}"
     )
     if single:
         raise TranscriptError(message)
@@ -431,7 +447,15 @@ def _events_frame(identities: pa.Table | None, sources: list[SourceFile]) -> pd.
     if identities is None or identities.num_rows == 0:
         return to_pandas(None, EVENT_COLUMNS)
     names = set(identities.column("file").to_pylist())
-    sources = [source for source in sources if source.name in names]
+    # Only JSON-lines files are read again; a reader of whole documents (or zips) gives the
+    # fields of its events with their identities.
+    sources = [s for s in sources if s.name in names and s.path.suffix.lower() == ".jsonl"]
+    if not sources:
+        table = identities
+        extra = [n for n in table.column_names if n not in EVENT_COLUMNS]
+        return to_pandas(
+            table, {**EVENT_COLUMNS, **{n: _dtype(n, table.column(n).type) for n in extra}}
+        )
     engine = Engine()
     try:
         engine.con.register("files", _files_table(sources))
