@@ -37,6 +37,7 @@ BUILTIN = {
     "claude_code": "evo_magic.analysis.formats.claude_code:FORMAT",
     "swe_agent": "evo_magic.analysis.formats.swe_agent:FORMAT",
     "mini_swe_agent": "evo_magic.analysis.formats.swe_agent:MINI_FORMAT",
+    "inspect": "evo_magic.analysis.formats.inspect_ai:FORMAT",
 }
 """The built-in readers, in the order they are asked (as declared in pyproject.toml)."""
 HEAD_BYTES = 1 << 16
