@@ -15,7 +15,15 @@ from evo_magic import formats, load_transcripts
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 
 REAL = Path(__file__).parent / "fixtures" / "real"
-BUILT_IN = ["evo_magic", "codex", "claude_code", "swe_agent", "mini_swe_agent"]
+BUILT_IN = [
+    "evo_magic",
+    "codex",
+    "claude_code",
+    "swe_agent",
+    "mini_swe_agent",
+    "inspect",
+    "openhands",
+]
 
 PLUGIN = textwrap.dedent(
     '''
