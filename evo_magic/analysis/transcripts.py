@@ -200,9 +200,10 @@ def load_transcripts(
 
     `path` is a session directory, a transcripts root, a Claude Code project folder
     (`~/.claude/projects/<project>/`, subagent files included), a Codex sessions folder
-    (`~/.codex/sessions/`), a single `.jsonl` file of any of these formats, or a glob pattern.
-    Every `*.jsonl` below a directory is read (except evo_magic's history snapshots), and the
-    format is detected per file.
+    (`~/.codex/sessions/`), a folder of SWE-agent, mini-swe-agent, OpenHands or Inspect AI runs,
+    a single file of any of these formats, or a glob pattern. Every file below a directory
+    whose name ends as a registered reader's files do (`formats()`) is read (except
+    evo_magic's history snapshots), and its format is decided by its content.
 
     Names are data: every file is read as itself, whatever characters its path holds (only a
     `path` that does not exist is a glob). Torn or corrupt lines, and lines nested too deep to
