@@ -119,7 +119,10 @@ class SourceFile:
         for row, start in enumerate(self.starts.tolist()):
             if len(found) >= count or (start > 1 << 20 and found):
                 break
-            record = _parse(self.line(row))
+            line = self.line(row)
+            if line.lstrip()[:1] != b"{":  # not an object (a line inside a JSON document)
+                continue
+            record = _parse(line)
             if record is not None:
                 found.append((int(self.numbers[row]), record))
         return found

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from evo_magic.analysis.errors import TranscriptError
@@ -55,6 +56,18 @@ def document(source: Any, data: bytes | None = None, where: str = "") -> Any:
         at = f" line {line}" if line is not None else ""
         reason = getattr(error, "msg", str(error))
         raise TranscriptError(f"{name}:{at} not a whole JSON document ({reason})") from None
+
+
+def timestamp(value: Any) -> datetime | None:
+    """An ISO 8601 time as UTC (a time without a zone is taken as UTC); None when it is not
+    one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
 
 
 def text_of(value: Any) -> str | None:

@@ -28,11 +28,16 @@ import warnings
 import zipfile
 from typing import Any
 
-import pandas as pd
-
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.formats import Part
-from evo_magic.analysis.formats.documents import Conversation, arguments, document, part, text_of
+from evo_magic.analysis.formats.documents import (
+    Conversation,
+    arguments,
+    document,
+    part,
+    text_of,
+    timestamp,
+)
 from evo_magic.analysis.formats.registry import Format, Sniff
 
 SOURCE = "inspect"
@@ -169,7 +174,7 @@ def _event(
     c: Conversation, event: dict[str, Any], n: int, messages: list[Any], placed: dict[int, int]
 ) -> None:
     kind = event.get("event")
-    stamp = _time(event.get("timestamp"))
+    stamp = timestamp(event.get("timestamp"))
     c.event(str(kind), stamp, seq=n)
     if kind == "model":
         output = event.get("output") if isinstance(event.get("output"), dict) else {}
@@ -276,13 +281,6 @@ def _use(call: dict[str, Any], fallback: str, attachments: dict[str, Any]) -> di
 
 def _text(text: str) -> dict[str, Any]:
     return {"block_type": "text", "text": text}
-
-
-def _time(value: Any) -> Any:
-    if not isinstance(value, str):
-        return None
-    stamp = pd.to_datetime(value, utc=True, errors="coerce", format="ISO8601")
-    return None if pd.isna(stamp) else stamp
 
 
 FORMAT = Format(

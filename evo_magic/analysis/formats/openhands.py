@@ -30,11 +30,16 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.formats import Part
-from evo_magic.analysis.formats.documents import Conversation, arguments, document, part, text_of
+from evo_magic.analysis.formats.documents import (
+    Conversation,
+    arguments,
+    document,
+    part,
+    text_of,
+    timestamp,
+)
 from evo_magic.analysis.formats.registry import Format, Sniff
 
 SOURCE = "openhands"
@@ -78,7 +83,7 @@ class _Events:
         return self.c.message(said.role, said.kind, said.blocks, said.timestamp, seq=said.seq)
 
     def event(self, n: int, event: dict[str, Any]) -> None:
-        stamp = _time(event.get("timestamp"))
+        stamp = timestamp(event.get("timestamp"))
         action, observation = event.get("action"), event.get("observation")
         self.c.event(str(action or observation), stamp, seq=n)
         meta = event.get("tool_call_metadata")
@@ -266,13 +271,6 @@ def _content(event: dict[str, Any]) -> str:
 
 def _text(text: str) -> dict[str, Any]:
     return {"block_type": "text", "text": text}
-
-
-def _time(value: Any) -> Any:
-    if not isinstance(value, str):
-        return None
-    stamp = pd.to_datetime(value, utc=True, errors="coerce", format="ISO8601")
-    return None if pd.isna(stamp) else stamp
 
 
 FORMAT = Format(

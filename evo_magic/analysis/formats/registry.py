@@ -15,6 +15,7 @@ runs from a checkout that was never installed (no entry points), the same table 
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -118,6 +119,13 @@ def readers() -> dict[str, Registered]:
 
 
 def _entry_points() -> tuple[EntryPoint, ...]:
+    """The group's entry points, read once per `sys.path` (a scan of every installed
+    distribution costs tens of milliseconds: a load asks for each file)."""
+    return _scan(tuple(sys.path))
+
+
+@lru_cache(maxsize=8)
+def _scan(path: tuple[str, ...]) -> tuple[EntryPoint, ...]:
     return tuple(entry_points(group=ENTRY_POINT_GROUP))
 
 
