@@ -23,6 +23,7 @@ BUILT_IN = [
     "mini_swe_agent",
     "inspect",
     "openhands",
+    "gemini_cli",
 ]
 
 PLUGIN = textwrap.dedent(

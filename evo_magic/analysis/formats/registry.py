@@ -40,6 +40,7 @@ BUILTIN = {
     "mini_swe_agent": "evo_magic.analysis.formats.swe_agent:MINI_FORMAT",
     "inspect": "evo_magic.analysis.formats.inspect_ai:FORMAT",
     "openhands": "evo_magic.analysis.formats.openhands:FORMAT",
+    "gemini_cli": "evo_magic.analysis.formats.gemini_cli:FORMAT",
 }
 """The built-in readers, in the order they are asked (as declared in pyproject.toml)."""
 HEAD_BYTES = 1 << 16
