@@ -147,3 +147,16 @@ def test_the_format_is_recognised_by_content_whatever_the_name(tmp_path):
         "mini_swe_agent": 41,
         "swe_agent": 12,
     }
+
+
+def test_a_folder_mixing_every_format_loads_alike_in_memory_and_in_a_lake(tmp_path):
+    runs = tmp_path / "runs"
+    for folder in ("swe-agent-0.x", "mini-swe-agent-2.3", "inspect-eval", "openhands-events"):
+        shutil.copytree(REAL / folder, runs / folder)
+    shutil.copytree(REAL / "codex-0.104", runs / "codex")
+    t = load_transcripts(runs)
+    lake = load_transcripts(runs, lake=tmp_path / "lake")
+    by_source = t.calls.groupby("source", observed=True).size().to_dict()
+    assert set(by_source) == {"swe_agent", "mini_swe_agent", "inspect", "openhands", "codex"}
+    assert lake.calls.groupby("source", observed=True).size().to_dict() == by_source
+    assert sorted(lake.session_ids()) == sorted(t.session_ids())
