@@ -160,3 +160,15 @@ def test_a_folder_mixing_every_format_loads_alike_in_memory_and_in_a_lake(tmp_pa
     assert set(by_source) == {"swe_agent", "mini_swe_agent", "inspect", "openhands", "codex"}
     assert lake.calls.groupby("source", observed=True).size().to_dict() == by_source
     assert sorted(lake.session_ids()) == sorted(t.session_ids())
+
+
+def test_the_built_in_readers_are_declared_once_in_the_same_order_as_pyproject():
+    # A checkout that was never installed has no entry points: the registry then uses its own
+    # table, which must say what pyproject.toml declares.
+    import tomllib
+
+    from evo_magic.analysis.formats.registry import BUILTIN
+
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    declared = project["project"]["entry-points"]["evo_magic.formats"]
+    assert list(declared.items()) == list(BUILTIN.items())

@@ -26,6 +26,7 @@ import io
 import re
 import warnings
 import zipfile
+from collections.abc import Iterator
 from typing import Any
 
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
@@ -75,7 +76,7 @@ def read(engine: Any, sources: list[Any]) -> Part:
     return part(conversations, records, skipped=skipped)
 
 
-def _log(source: Any):
+def _log(source: Any) -> Iterator[tuple[Conversation, int]]:
     """Each sample's conversation in a log, and how many records it held."""
     if source.data.startswith(b"PK\x03\x04"):
         samples = _zip_samples(source)
@@ -86,14 +87,16 @@ def _log(source: Any):
         found = log.get("samples") or []
         if not isinstance(found, list):
             raise TranscriptError(f"{source.path}: `samples` is not a list")
-        samples = [(f"samples[{n}]", s) for n, s in enumerate(found)]
+        samples = iter([(f"samples[{n}]", s) for n, s in enumerate(found)])
     for where, sample in samples:
         if not isinstance(sample, dict):
             raise TranscriptError(f"{source.path} {where}: a sample is not a JSON object")
         yield _sample(source, sample)
 
 
-def _zip_samples(source: Any) -> list[tuple[str, Any]]:
+def _zip_samples(source: Any) -> Iterator[tuple[str, Any]]:
+    """Each sample member's JSON, one at a time (a log of many samples is never all decoded
+    at once)."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(source.data))
         members = archive.infolist()
@@ -101,13 +104,10 @@ def _zip_samples(source: Any) -> list[tuple[str, Any]]:
         raise TranscriptError(f"{source.path}: not a readable zip ({error})") from None
     if len(members) > MAX_MEMBERS:
         raise TranscriptError(f"{source.path}: {len(members):,} members, over {MAX_MEMBERS:,}")
-    samples = []
     for member in members:
         name = member.filename
-        if not (name.startswith("samples/") and name.endswith(".json")):
-            continue
-        samples.append((f"member {name}", document(source, _member(source, archive, member), name)))
-    return samples
+        if name.startswith("samples/") and name.endswith(".json"):
+            yield f"member {name}", document(source, _member(source, archive, member), name)
 
 
 def _member(source: Any, archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bytes:
