@@ -172,3 +172,19 @@ def test_the_built_in_readers_are_declared_once_in_the_same_order_as_pyproject()
     project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
     declared = project["project"]["entry-points"]["evo_magic.formats"]
     assert list(declared.items()) == list(BUILTIN.items())
+
+
+def test_other_json_files_in_a_folder_are_counted_not_read(tmp_path):
+    runs = tmp_path / "runs"
+    shutil.copytree(REAL / "openhands-events", runs)
+    (runs / "results.json").write_text(json.dumps({"resolved": ["a", "b"], "total": 2}))
+    (runs / "config.json").write_text("[1, 2, 3]")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # counted, not warned about
+        t = load_transcripts(runs)
+    assert t.skipped == {"file in no known format": 2}
+    assert sorted(p.name for p in t.files) == sorted(
+        p.name for p in REAL.glob("openhands-events/*")
+    )
+    with pytest.raises(TranscriptError, match=r"results\.json is neither .* registered format"):
+        load_transcripts(runs / "results.json")  # named on its own: refused, said why

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
-from evo_magic.analysis.formats.registry import suffixes
+from evo_magic.analysis.formats.registry import HEAD_BYTES, TAIL_BYTES, Sniff, suffixes
 
 LOG_NAME = "session.jsonl"
 BATCH = 16_384
@@ -373,6 +373,19 @@ def files_under(path: Path) -> list[Path]:
         for p in path.rglob("*")
         if p.suffix.lower() in endings and p.is_file() and not _is_snapshot(p)
     )
+
+
+def sniff_file(path: Path) -> Sniff:
+    """What a reader's `detect` hook sees of `path`, read from its ends only (its first
+    `HEAD_BYTES` and last `TAIL_BYTES`; the first records of its first whole lines)."""
+    with open(path, "rb") as handle:
+        head = handle.read(HEAD_BYTES)
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(len(head), size - TAIL_BYTES))
+        tail = head[-TAIL_BYTES:] if size <= len(head) else handle.read(TAIL_BYTES)
+    lines = head[: head.rfind(b"\n") + 1] if b"\n" in head else head
+    records = [record for _, record in SourceFile(0, path, lines).head()]
+    return Sniff(path, head, records, tail)
 
 
 def _is_snapshot(path: Path) -> bool:

@@ -34,6 +34,7 @@ from evo_magic.analysis.loader import (
     Engine,
     SourceFile,
     resolve,
+    sniff_file,
     too_deep,
     warn_bad_lines,
     warn_bad_usage,
@@ -234,6 +235,7 @@ def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
     """The Transcripts of exactly `files` (see `load_transcripts`; `label` names them in an
     error, `single` says a file was named on its own)."""
     skipped: dict[str, int] = {}
+    files = _recognisable(files, single, skipped)
     sources, parts = _read_batches(files, single, skipped)
     _note_bad_lines(sources, skipped)
     empty = [s.name for s in sources if len(s.numbers) == 0]
@@ -246,6 +248,19 @@ def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
         for reason, count in part.skipped.items():
             _count(skipped, reason, count)
     return _transcripts(parts, files, skipped, sources)
+
+
+def _recognisable(files: list[Path], single: bool, skipped: dict[str, int]) -> list[Path]:
+    """`files` without those found in a folder that are not JSON lines and that no reader
+    recognises by their first and last bytes (a folder's other `.json` files): counted in
+    `skipped`, never read whole."""
+    kept = []
+    for file in files:
+        if single or file.suffix.lower() == ".jsonl" or recognise(sniff_file(file)):
+            kept.append(file)
+        else:
+            _count(skipped, "file in no known format")
+    return kept
 
 
 def _read_batches(
@@ -376,7 +391,7 @@ def _format(source: SourceFile, single: bool, skipped: dict[str, int]) -> str | 
     if kind is not None:
         return kind
     if not single and source.path.suffix.lower() != ".jsonl":
-        _count(skipped, "file in no known format")
+        _count(skipped, "file in no known format")  # recognised by its ends, not its whole
         return None
     if not head:
         if len(source.numbers) == 0:
