@@ -119,6 +119,8 @@ class SourceFile:
         for row, start in enumerate(self.starts.tolist()):
             if len(found) >= count or (start > 1 << 20 and found):
                 break
+            if row >= HEAD_SCAN and not found:  # a JSON document's lines, not JSON lines
+                break
             line = self.line(row)
             if line.lstrip()[:1] != b"{":  # not an object (a line inside a JSON document)
                 continue
@@ -128,6 +130,9 @@ class SourceFile:
         return found
 
 
+HEAD_SCAN = 200
+"""Lines looked at for a first record: a file none of whose first lines is a JSON object is
+not JSON lines (a pretty-printed document has thousands of lines, none of them a record)."""
 MAX_DEPTH = 128
 """The deepest nesting of a readable line (DuckDB's JSON functions refuse deeper ones)."""
 _OPENERS = frozenset(b"[{")
