@@ -15,14 +15,7 @@ import pyarrow as pa
 from evo_magic.analysis import lake
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.formats import Part
-from evo_magic.analysis.formats.registry import (
-    HEAD_BYTES,
-    TAIL_BYTES,
-    Sniff,
-    reader,
-    readers,
-    recognise,
-)
+from evo_magic.analysis.formats.registry import reader
 from evo_magic.analysis.frames import (
     EVENT_COLUMNS,
     FRAMES,
@@ -34,12 +27,12 @@ from evo_magic.analysis.loader import (
     Engine,
     SourceFile,
     resolve,
-    sniff_file,
     too_deep,
     warn_bad_lines,
     warn_bad_usage,
 )
 from evo_magic.analysis.memory import drained, give_back
+from evo_magic.analysis.recognition import count_skipped, format_of, recognisable
 
 if TYPE_CHECKING:
     from evo_magic.analysis.lake_transcripts import LakeTranscripts
@@ -235,7 +228,7 @@ def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
     """The Transcripts of exactly `files` (see `load_transcripts`; `label` names them in an
     error, `single` says a file was named on its own)."""
     skipped: dict[str, int] = {}
-    files = _recognisable(files, single, skipped)
+    files = recognisable(files, single, skipped)
     sources, parts = _read_batches(files, single, skipped)
     _note_bad_lines(sources, skipped)
     empty = [s.name for s in sources if len(s.numbers) == 0]
@@ -245,22 +238,9 @@ def read_files(files: list[Path], *, single: bool, label: str) -> Transcripts:
         shown = ", ".join(str(f) for f in files[:3]) + (" and more" if len(files) > 3 else "")
         raise TranscriptError(f"no transcript records in {label} (read {shown})")
     for part in parts:
-        for reason, count in part.skipped.items():
-            _count(skipped, reason, count)
+        for reason, n in part.skipped.items():
+            count_skipped(skipped, reason, n)
     return _transcripts(parts, files, skipped, sources)
-
-
-def _recognisable(files: list[Path], single: bool, skipped: dict[str, int]) -> list[Path]:
-    """`files` without those found in a folder that are not JSON lines and that no reader
-    recognises by their first and last bytes (a folder's other `.json` files): counted in
-    `skipped`, never read whole."""
-    kept = []
-    for file in files:
-        if single or file.suffix.lower() == ".jsonl" or recognise(sniff_file(file)):
-            kept.append(file)
-        else:
-            _count(skipped, "file in no known format")
-    return kept
 
 
 def _read_batches(
@@ -289,10 +269,11 @@ def _read_batches(
 def _by_format(
     sources: list[SourceFile], single: bool, skipped: dict[str, int]
 ) -> dict[str, list[SourceFile]]:
-    """The files of each format (see `_format`), formats in the order first met."""
+    """The files of each format (see `recognition.format_of`), formats in the order first
+    met."""
     by_format: dict[str, list[SourceFile]] = {}
     for source in sources:
-        kind = _format(source, single, skipped)
+        kind = format_of(source, single, skipped)
         if kind is not None:
             by_format.setdefault(kind, []).append(source)
     return by_format
@@ -305,13 +286,9 @@ def _note_bad_lines(sources: list[SourceFile], skipped: dict[str, int]) -> None:
         warn_bad_lines(source, stacklevel=5)
         warn_bad_usage(source, stacklevel=5)
         if source.bad:
-            _count(skipped, "unreadable line", len(set(source.bad)))
+            count_skipped(skipped, "unreadable line", len(set(source.bad)))
         if source.bad_usage:
-            _count(skipped, "usage count not a count", len(source.bad_usage))
-
-
-def _count(skipped: dict[str, int], reason: str, count: int = 1) -> None:
-    skipped[reason] = skipped.get(reason, 0) + count
+            count_skipped(skipped, "usage count not a count", len(source.bad_usage))
 
 
 def _transcripts(
@@ -377,41 +354,6 @@ def _read(engine: Engine, kind: str, sources: list[SourceFile]) -> Part:
         if not any(dropped):
             raise
     return read(engine, sources)
-
-
-def _format(source: SourceFile, single: bool, skipped: dict[str, int]) -> str | None:
-    """The format of `source` by its content (the registered readers' `detect` hooks), or
-    None to skip it (counted in `skipped`, with a warning for a file in no known format, or
-    its lines counted as bad). A file in a folder that is not JSON lines and that no reader
-    recognises (any other `.json` there) is counted, not warned about."""
-    head = source.head()
-    records = [record for _, record in head]
-    sniff = Sniff(source.path, source.data[:HEAD_BYTES], records, source.data[-TAIL_BYTES:])
-    kind = recognise(sniff)
-    if kind is not None:
-        return kind
-    if not single and source.path.suffix.lower() != ".jsonl":
-        _count(skipped, "file in no known format")  # recognised by its ends, not its whole
-        return None
-    if not head:
-        if len(source.numbers) == 0:
-            _count(skipped, "empty file")
-        elif len(source.numbers) <= 50:
-            source.bad.extend(source.numbers.tolist())  # torn or corrupt throughout
-        else:
-            raise TranscriptError(f"{source.path}: none of its first 50 lines is a JSON object")
-        return None
-    number, record = head[0]
-    message = (
-        f"{source.path} is neither an evo_magic transcript nor in another registered format "
-        f"({', '.join(list(readers())[1:])}): the record at line {number} has keys "
-        f"{sorted(record)[:8]}"
-    )
-    if single:
-        raise TranscriptError(message)
-    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=6)
-    _count(skipped, "file in no known format")
-    return None
 
 
 def _files_table(sources: list[SourceFile]) -> pa.Table:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -131,14 +130,6 @@ def usage_count_text(text: str | None) -> tuple[int | None, bool]:
         return usage_count(json.loads(text))
     except ValueError:
         return None, True
-
-
-def detect(records: list[dict[str, Any]]) -> str | None:
-    """The format of a JSON-lines file whose first readable records are `records` (the
-    registered readers' `detect` hooks, asked in order), or None when none recognises it."""
-    from evo_magic.analysis.formats.registry import Sniff, recognise
-
-    return recognise(Sniff(Path(""), b"", records)) if records else None
 
 
 def is_evo_magic(sniff: Any) -> bool:
