@@ -34,6 +34,7 @@ MODULES = (
     "bench_retention",
     "bench_lake",
     "bench_experiment",
+    "bench_formats",
 )
 
 

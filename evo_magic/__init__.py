@@ -28,6 +28,7 @@ _LAZY = {
     "ModelError": "evo_magic.models",
     "load_transcripts": "evo_magic.analysis",
     "sql": "evo_magic.analysis",
+    "formats": "evo_magic.analysis.formats.registry",
     "Engine": "evo_magic.analysis.engine",
     "replay": "evo_magic.analysis.replay",
     "Fact": "evo_magic.analysis.retention",
@@ -43,6 +44,7 @@ __all__ = [*_LAZY, "load_ipython_extension", "unload_ipython_extension"]
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports on demand
     from evo_magic.analysis import load_transcripts, sql  # noqa: F401
     from evo_magic.analysis.engine import Engine  # noqa: F401
+    from evo_magic.analysis.formats.registry import formats  # noqa: F401
     from evo_magic.analysis.replay import replay  # noqa: F401
     from evo_magic.analysis.retention import Fact, retention  # noqa: F401
     from evo_magic.ask_result import AskResult  # noqa: F401

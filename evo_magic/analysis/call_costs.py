@@ -92,7 +92,7 @@ def price_calls(
     recorded = (calls["source"].astype(object) == RECORDED_SOURCE).to_numpy()
     recorded = recorded & calls["cost_usd"].notna().to_numpy()
     todo = has_usage & ~recorded
-    models = calls["model"].astype(object).to_numpy()
+    models = calls["model"].astype(object).fillna("").to_numpy()  # a call without a model: ""
     costs = calls["cost_usd"].astype("Float64").to_numpy(dtype=float, na_value=np.nan).copy()
     costs[todo] = np.nan
     values = counts.to_numpy(dtype=float, na_value=np.nan)

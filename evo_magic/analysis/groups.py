@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from evo_magic.analysis.formats import detect
+from evo_magic.analysis.formats.registry import Sniff, recognise
 from evo_magic.analysis.loader import SourceFile
 
 BATCH_BYTES = 4 << 20
@@ -37,9 +37,9 @@ def groups(
 
 def group_key(file: Path) -> str:
     """The session `file` belongs to, by its first records."""
-    source = SourceFile(0, file, _head_bytes(file))
-    records = [record for _, record in source.head(20)]
-    if detect(records) == "claude_code":
+    data = _head_bytes(file)
+    records = [record for _, record in SourceFile(0, file, data).head(20)]
+    if recognise(Sniff(file, data, records)) == "claude_code":
         session = next((r["sessionId"] for r in records if isinstance(r.get("sessionId"), str)), "")
         if session:
             project = file.parent

@@ -28,6 +28,7 @@ import pyarrow as pa
 from evo_magic.analysis import edges
 from evo_magic.analysis.edges import deep_rows, edge_rows
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
+from evo_magic.analysis.formats.registry import HEAD_BYTES, TAIL_BYTES, Sniff, suffixes
 
 LOG_NAME = "session.jsonl"
 BATCH = 16_384
@@ -142,10 +143,20 @@ class SourceFile:
         for row, start in enumerate(self.starts.tolist()):
             if len(found) >= count or (start > 1 << 20 and found):
                 break
-            record = _parse(self.line(row))
+            if row >= HEAD_SCAN and not found:  # a JSON document's lines, not JSON lines
+                break
+            line = self.line(row)
+            if line.lstrip()[:1] != b"{":  # not an object (a line inside a JSON document)
+                continue
+            record = _parse(line)
             if record is not None:
                 found.append((int(self.numbers[row]), record))
         return found
+
+
+HEAD_SCAN = 200
+"""Lines looked at for a first record: a file none of whose first lines is a JSON object is
+not JSON lines (a pretty-printed document has thousands of lines, none of them a record)."""
 
 
 _GLOB_CHARS = frozenset("*?[]{}\\")
@@ -340,7 +351,8 @@ def resolve(path: str | Path) -> tuple[list[Path], bool]:
     if candidate.exists():
         found = files_under(candidate)
         if not found:
-            raise TranscriptError(f"no transcript files (*.jsonl) in {candidate}")
+            endings = ", ".join(f"*{s}" for s in sorted(suffixes()))
+            raise TranscriptError(f"no transcript files ({endings}) in {candidate}")
         return found, candidate.is_file()
     if set("*?[") & set(text):
         matches = sorted(glob.glob(str(candidate), recursive=True))
@@ -352,13 +364,33 @@ def resolve(path: str | Path) -> tuple[list[Path], bool]:
 
 
 def files_under(path: Path) -> list[Path]:
-    """`path` itself if it is a file, else every `*.jsonl` below it except the history snapshots
-    that evo_magic keeps beside each `session.jsonl` (they are copies, not records)."""
+    """`path` itself if it is a file, else every file below it whose name ends as a registered
+    reader's files do (`*.jsonl`, `*.json`, ...; which format each is in is decided by its
+    content) except the history snapshots that evo_magic keeps beside each `session.jsonl`
+    (they are copies, not records)."""
     if path.is_file():
         return [path]
     if not path.is_dir():
         return []
-    return sorted(p for p in path.rglob("*.jsonl") if p.is_file() and not _is_snapshot(p))
+    endings = suffixes()
+    return sorted(
+        p
+        for p in path.rglob("*")
+        if p.suffix.lower() in endings and p.is_file() and not _is_snapshot(p)
+    )
+
+
+def sniff_file(path: Path) -> Sniff:
+    """What a reader's `detect` hook sees of `path`, read from its ends only (its first
+    `HEAD_BYTES` and last `TAIL_BYTES`; the first records of its first whole lines)."""
+    with open(path, "rb") as handle:
+        head = handle.read(HEAD_BYTES)
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(len(head), size - TAIL_BYTES))
+        tail = head[-TAIL_BYTES:] if size <= len(head) else handle.read(TAIL_BYTES)
+    lines = head[: head.rfind(b"\n") + 1] if b"\n" in head else head
+    records = [record for _, record in SourceFile(0, path, lines).head()]
+    return Sniff(path, head, records, tail)
 
 
 def _is_snapshot(path: Path) -> bool:

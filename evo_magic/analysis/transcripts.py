@@ -15,7 +15,8 @@ import pyarrow as pa
 from evo_magic.analysis import lake
 from evo_magic.analysis.call_costs import price_calls, session_totals
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
-from evo_magic.analysis.formats import Part, claude_code, codex, detect, evo
+from evo_magic.analysis.formats import Part
+from evo_magic.analysis.formats.registry import reader
 from evo_magic.analysis.frames import (
     EVENT_COLUMNS,
     FRAMES,
@@ -32,6 +33,7 @@ from evo_magic.analysis.loader import (
     warn_bad_usage,
 )
 from evo_magic.analysis.memory import drained, give_back
+from evo_magic.analysis.recognition import count_skipped, format_of, recognisable
 from evo_magic.analysis.session_index import SessionRows, cut
 from evo_magic.cost import price_table
 
@@ -39,7 +41,6 @@ if TYPE_CHECKING:
     from evo_magic.analysis.lake_transcripts import LakeTranscripts
     from evo_magic.cost import Overrides, PriceTable
 
-_READERS = {"evo_magic": evo.read, "claude_code": claude_code.read, "codex": codex.read}
 _HINTS = {
     "blocks": "one row per content block of every message",
     "parts": "one row per part of a tool result whose content is a list",
@@ -206,9 +207,10 @@ def load_transcripts(
 
     `path` is a session directory, a transcripts root, a Claude Code project folder
     (`~/.claude/projects/<project>/`, subagent files included), a Codex sessions folder
-    (`~/.codex/sessions/`), a single `.jsonl` file of any of these formats, or a glob pattern.
-    Every `*.jsonl` below a directory is read (except evo_magic's history snapshots), and the
-    format is detected per file.
+    (`~/.codex/sessions/`), a folder of SWE-agent, mini-swe-agent, OpenHands or Inspect AI runs,
+    a single file of any of these formats, or a glob pattern. Every file below a directory
+    whose name ends as a registered reader's files do (`formats()`) is read (except
+    evo_magic's history snapshots), and its format is decided by its content.
 
     Names are data: every file is read as itself, whatever characters its path holds (only a
     `path` that does not exist is a glob). Torn or corrupt lines, and lines nested too deep to
@@ -238,7 +240,9 @@ def load_transcripts(
         def read(files: list[Path]) -> Transcripts:
             return read_files(files, single=False, label=str(files[0]), prices=prices)
 
-        return LakeTranscripts(lake, Transcripts, update_lake(path, lake, read), read, prices=prices)
+        return LakeTranscripts(
+            lake, Transcripts, update_lake(path, lake, read), read, prices=prices
+        )
     files, single = resolve(path)
     return read_files(files, single=single, label=str(path), prices=prices)
 
@@ -253,6 +257,7 @@ def read_files(
     """The Transcripts of exactly `files` (see `load_transcripts`; `label` names them in an
     error, `single` says a file was named on its own)."""
     skipped: dict[str, int] = {}
+    files = recognisable(files, single, skipped)
     sources, parts = _read_batches(files, single, skipped)
     _note_bad_lines(sources, skipped)
     empty = [s.name for s in sources if len(s.numbers) == 0]
@@ -262,8 +267,8 @@ def read_files(
         shown = ", ".join(str(f) for f in files[:3]) + (" and more" if len(files) > 3 else "")
         raise TranscriptError(f"no transcript records in {label} (read {shown})")
     for part in parts:
-        for reason, count in part.skipped.items():
-            _count(skipped, reason, count)
+        for reason, n in part.skipped.items():
+            count_skipped(skipped, reason, n)
     transcripts = _transcripts(parts, files, skipped, sources)
     transcripts.calls, found = price_calls(transcripts.calls, prices)
     found.warn(stacklevel=4)
@@ -296,10 +301,11 @@ def _read_batches(
 def _by_format(
     sources: list[SourceFile], single: bool, skipped: dict[str, int]
 ) -> dict[str, list[SourceFile]]:
-    """The files of each format (see `_format`), formats in the order first met."""
+    """The files of each format (see `recognition.format_of`), formats in the order first
+    met."""
     by_format: dict[str, list[SourceFile]] = {}
     for source in sources:
-        kind = _format(source, single, skipped)
+        kind = format_of(source, single, skipped)
         if kind is not None:
             by_format.setdefault(kind, []).append(source)
     return by_format
@@ -312,13 +318,9 @@ def _note_bad_lines(sources: list[SourceFile], skipped: dict[str, int]) -> None:
         warn_bad_lines(source, stacklevel=5)
         warn_bad_usage(source, stacklevel=5)
         if source.bad:
-            _count(skipped, "unreadable line", len(set(source.bad)))
+            count_skipped(skipped, "unreadable line", len(set(source.bad)))
         if source.bad_usage:
-            _count(skipped, "usage count not a count", len(source.bad_usage))
-
-
-def _count(skipped: dict[str, int], reason: str, count: int = 1) -> None:
-    skipped[reason] = skipped.get(reason, 0) + count
+            count_skipped(skipped, "usage count not a count", len(source.bad_usage))
 
 
 def _transcripts(
@@ -334,7 +336,7 @@ def _transcripts(
         **frames,
         files=files,
         skipped=skipped,
-        _identities=pa.concat_tables(events) if events else None,
+        _identities=pa.concat_tables(events, promote_options="permissive") if events else None,
         _sources=sources,
     )
 
@@ -376,40 +378,14 @@ def _read(engine: Engine, kind: str, sources: list[SourceFile]) -> Part:
     """The rows of `sources` (all of format `kind`). A line nested deeper than the readers go
     is found only when a reader refuses it (looking for one costs a pass over every byte):
     then such lines are dropped and counted as unreadable, and the files read again."""
+    read = reader(kind).read
     try:
-        return _READERS[kind](engine, sources)
+        return read(engine, sources)
     except (RecursionError, duckdb.Error) as error:
         dropped = [source.drop_deep_lines() for source in sources] if too_deep(error) else []
         if not any(dropped):
             raise
-    return _READERS[kind](engine, sources)
-
-
-def _format(source: SourceFile, single: bool, skipped: dict[str, int]) -> str | None:
-    """The format of `source` by its first records, or None to skip it (counted in `skipped`,
-    with a warning for a file in no known format, or its lines counted as bad)."""
-    head = source.head()
-    kind = detect([record for _, record in head])
-    if kind is not None:
-        return kind
-    if not head:
-        if len(source.numbers) == 0:
-            _count(skipped, "empty file")
-        elif len(source.numbers) <= 50:
-            source.bad.extend(source.numbers.tolist())  # torn or corrupt throughout
-        else:
-            raise TranscriptError(f"{source.path}: none of its first 50 lines is a JSON object")
-        return None
-    number, record = head[0]
-    message = (
-        f"{source.path} is neither an evo_magic transcript nor a Claude Code or Codex "
-        f"session (the record at line {number} has keys {sorted(record)[:8]})"
-    )
-    if single:
-        raise TranscriptError(message)
-    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=6)
-    _count(skipped, "file in no known format")
-    return None
+    return read(engine, sources)
 
 
 def _files_table(sources: list[SourceFile]) -> pa.Table:
@@ -461,7 +437,15 @@ def _events_frame(identities: pa.Table | None, sources: list[SourceFile]) -> pd.
     if identities is None or identities.num_rows == 0:
         return to_pandas(None, EVENT_COLUMNS)
     names = set(identities.column("file").to_pylist())
-    sources = [source for source in sources if source.name in names]
+    # Only JSON-lines files are read again; a reader of whole documents (or zips) gives the
+    # fields of its events with their identities.
+    sources = [s for s in sources if s.name in names and s.path.suffix.lower() == ".jsonl"]
+    if not sources:
+        table = identities
+        extra = [n for n in table.column_names if n not in EVENT_COLUMNS]
+        return to_pandas(
+            table, {**EVENT_COLUMNS, **{n: _dtype(n, table.column(n).type) for n in extra}}
+        )
     engine = Engine()
     try:
         engine.con.register("files", _files_table(sources))

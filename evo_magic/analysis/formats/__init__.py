@@ -1,7 +1,8 @@
 """The transcript formats the loader reads, and how a file's format is recognised.
 
 Each format (one module, or a package when it reads in several steps) has `SOURCE` (the
-`source` column's value) and `read(engine, files) -> Part`. What they share is here: `Part`,
+`source` column's value), `read(engine, files) -> Part`, and `FORMAT`, its reader as
+registered (see `registry`). What they share is here: `Part`,
 `Position` (where the next block of a conversation goes), usage counts checked.
 """
 
@@ -131,23 +132,31 @@ def usage_count_text(text: str | None) -> tuple[int | None, bool]:
         return None, True
 
 
-def detect(records: list[dict[str, Any]]) -> str | None:
-    """The format of a file whose first readable records are `records`: "evo_magic",
-    "claude_code", "codex", or None when it is none of them."""
+def is_evo_magic(sniff: Any) -> bool:
+    """An evo_magic transcript: its first record has the schema version `v` and a `kind`."""
+    first = sniff.records[0] if sniff.records else {}
+    return "kind" in first and "v" in first
+
+
+def is_codex(sniff: Any) -> bool:
+    """A Codex rollout: `{type, payload}` records of Codex's types, or the 2025 layout."""
+    records = sniff.records
     if not records:
-        return None
-    first = records[0]
-    if "kind" in first and "v" in first:
-        return "evo_magic"
+        return False
     if all(_type(r) in CODEX_TYPES and "payload" in r for r in records[:5]):
-        return "codex"
-    if _legacy_codex(records):
-        return "codex"
+        return True
+    return _legacy_codex(records)
+
+
+def is_claude_code(sniff: Any) -> bool:
+    """A Claude Code session: typed records with a `sessionId` or `uuid`, or a file of titles
+    and snapshots only."""
+    records = sniff.records
+    if not records:
+        return False
     if any("type" in r and ("sessionId" in r or "uuid" in r) for r in records):
-        return "claude_code"
-    if all(_type(r) in CLAUDE_CODE_ONLY for r in records):
-        return "claude_code"  # a title-only or snapshot-only file of a Claude Code project
-    return None
+        return True
+    return all(_type(r) in CLAUDE_CODE_ONLY for r in records)
 
 
 def _legacy_codex(records: list[dict[str, Any]]) -> bool:

@@ -37,7 +37,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evo_magic.analysis.formats import CODEX_ITEMS, Part, Position, usage_count
+from evo_magic.analysis.formats import CODEX_ITEMS, Part, Position, is_codex, usage_count
+from evo_magic.analysis.formats.registry import Format
 from evo_magic.analysis.frames import (
     BLOCK_COLUMNS,
     CALL_COLUMNS,
@@ -470,3 +471,15 @@ def _part_row(part: Any) -> dict[str, Any]:
         "chars": block.get("chars", len(block["text"]) if block.get("text") else None),
         "media_type": block.get("media_type"),
     }
+
+
+FORMAT = Format(
+    name=SOURCE,
+    reads="OpenAI Codex CLI rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl)",
+    recognised_by="JSON lines of `{type, payload}` records of Codex's types (session_meta, "
+    "response_item, event_msg, turn_context, compacted), or the 2025 layout: an `{id, "
+    "timestamp}` header, then state markers and response items",
+    detect_hook=is_codex,
+    read_hook=read,
+)
+"""The reader as registered (entry point `codex` of the group `evo_magic.formats`)."""

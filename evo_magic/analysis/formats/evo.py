@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 from evo_magic.analysis.blocks import BLOCK, block_frames, blocks_sql, text_sql
 from evo_magic.analysis.errors import TranscriptError
 from evo_magic.analysis.formats import USAGE as USAGE_FIELDS
-from evo_magic.analysis.formats import Part
+from evo_magic.analysis.formats import Part, is_evo_magic
+from evo_magic.analysis.formats.registry import Format
 from evo_magic.analysis.frames import (
     CALL_COLUMNS,
     COMPACTION_COLUMNS,
@@ -241,3 +242,13 @@ def read(engine: Engine, sources: list[SourceFile]) -> Part:
         events=engine.query(_EVENTS, records=records),
         records=records.num_rows,
     )
+
+
+FORMAT = Format(
+    name=SOURCE,
+    reads="evo_magic's own transcripts (<root>/<session>/session.jsonl), schema versions 1-2",
+    recognised_by="JSON lines whose first record has the schema version `v` and a `kind`",
+    detect_hook=is_evo_magic,
+    read_hook=read,
+)
+"""The reader as registered (entry point `evo_magic` of the group `evo_magic.formats`)."""

@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from evo_magic.analysis.blocks import block_frames, blocks_sql
-from evo_magic.analysis.formats import Part
+from evo_magic.analysis.formats import Part, is_claude_code
 from evo_magic.analysis.formats.claude_code.calls import (
     add_summary_usage,
     fill_after_tokens,
@@ -48,6 +48,7 @@ from evo_magic.analysis.formats.claude_code.calls import (
 )
 from evo_magic.analysis.formats.claude_code.records import SELECT, SOURCE, STRUCTURE, user_kind
 from evo_magic.analysis.formats.claude_code.walk import ClaudeFile
+from evo_magic.analysis.formats.registry import Format
 from evo_magic.analysis.frames import (
     BLOCK_COLUMNS,
     CALL_COLUMNS,
@@ -143,3 +144,14 @@ def _link_compaction_calls(files: list[ClaudeFile], skipped: dict[str, int]) -> 
         add_summary_usage(min(after, key=lambda r: r["timestamp"]), file.calls)
         file.units, file.calls = [], []
         skipped[_LINKED] = skipped.get(_LINKED, 0) + 1
+
+
+FORMAT = Format(
+    name=SOURCE,
+    reads="Claude Code sessions (~/.claude/projects/<project>/<session>.jsonl) and their subagents",
+    recognised_by="JSON lines with a `type` and a `sessionId` or `uuid`, or only titles, "
+    "file-history snapshots and queue operations",
+    detect_hook=is_claude_code,
+    read_hook=read,
+)
+"""The reader as registered (entry point `claude_code` of the group `evo_magic.formats`)."""
