@@ -15,13 +15,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from support.claude_code_session import write_session
-from support.fake_api import FakeAnthropic
-from support.fake_api.script import reply, text, tool_use
+from support.compacting_session import compacting_session
 
 from evo_magic import after_compaction, load_transcripts
 from evo_magic.analysis.after_compaction.actions import effect
-from evo_magic.models import AnthropicModel
-from evo_magic.session import Session
 
 REAL = Path(__file__).parent / "fixtures" / "real"
 COMPACTED = REAL / "claude-code-compaction"
@@ -193,40 +190,7 @@ def assert_matches(row, counted: dict) -> None:
 
 @pytest.fixture(scope="module")
 def evo_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real Session through the SDK and the loopback fake: it reads, compacts (twice),
-    then re-reads some files, re-runs a command, changes a file and reads it again."""
-    workspace = tmp_path_factory.mktemp("after") / "work"
-    workspace.mkdir()
-    for name in ("a.txt", "b.txt", "c.txt"):
-        (workspace / name).write_text(f"the text of {name}\n" * 40)
-    steps = [
-        [tool_use("read_file", {"path": "a.txt"})],
-        [tool_use("read_file", {"path": "b.txt"}), tool_use("bash", {"command": "cat c.txt"})],
-        [tool_use("read_file", {"path": "a.txt"})],  # a repeat before any compaction
-        [text("Read them all.")],
-        # compacted here (the user's /compact)
-        [tool_use("read_file", {"path": "b.txt"})],  # the same read, unchanged
-        [tool_use("bash", {"command": "cat c.txt"})],  # the same command and read
-        [tool_use("write_file", {"path": "a.txt", "content": "new\n"})],  # new work
-        [tool_use("read_file", {"path": "a.txt"})],  # changed since: not a repeat
-        [tool_use("read_file", {"path": "./missing.txt"})],  # an error: no read
-        [text("Changed a.")],
-        # compacted again
-        [tool_use("read_file", {"path": "a.txt"})],  # read before this boundary, unchanged
-        [tool_use("read_file", {"path": "d.txt"})],  # the file is not there: an error
-        [text("Done.")],
-    ]
-    with FakeAnthropic() as server:
-        server.queue(*(reply(*blocks) for blocks in steps))
-        model = AnthropicModel(client=server.client(max_retries=0))
-        with Session(workspace, model=model) as session:
-            session.ask("Read the files.")
-            assert session.compact(summary="We read a, b and c.").success
-            session.ask("Go on.")
-            assert session.compact(summary="We changed a.").success
-            session.ask("Finish.")
-        server.assert_no_rejections()
-    return session.directory
+    return compacting_session(tmp_path_factory.mktemp("after"))
 
 
 def test_an_evo_magic_session_matches_a_count_by_hand(evo_session: Path):
@@ -239,7 +203,9 @@ def test_an_evo_magic_session_matches_a_count_by_hand(evo_session: Path):
         assert_matches(row, counted[epoch])
     first = rows[0]
     # The script's design, so the count above is not vacuous:
-    assert first["repeated_reads"] == 2 and first["repeated_commands"] == 3  # b, cat c, a again
+    # b read again (unchanged); c was changed before the boundary, so `cat c.txt` is a repeated
+    # command but no repeated read; a was written, so reading it again is neither.
+    assert first["repeated_reads"] == 1 and first["repeated_commands"] == 3
     assert first["calls_to_resume"] == 3 and first["repeated_reads_before"] == 1
     assert rows[1]["repeated_reads"] == 1 and rows[1]["calls_to_resume"] is None
     assert first["calls_to_next_compaction"] == first["calls_after"] == 6
@@ -294,10 +260,10 @@ def test_the_summary_pools_rates_with_intervals(evo_session: Path):
     summary = a.summary()
     (row,) = summary[summary["compactions"] > 0].to_dict("records")
     assert row["trigger"] == "user" and row["compactions"] == 2
-    # Pooled over both compactions: 3 of the 4 reads after them (b, c, then a) were repeats.
+    # Pooled over both compactions: 2 of the 4 reads after them (b, then a) were repeats.
     pooled = a.compactions["repeated_reads"].sum() / a.compactions["reads_after"].sum()
-    assert row["repeated_read_share"] == pytest.approx(pooled) == 3 / 4
-    assert row["repeated_read_share_low"] < 3 / 4 < row["repeated_read_share_high"]
+    assert row["repeated_read_share"] == pytest.approx(pooled) == 2 / 4
+    assert row["repeated_read_share_low"] < 2 / 4 < row["repeated_read_share_high"]
     assert row["calls_to_resume"] == 3 and row["resumed_share"] == 0.5
 
 

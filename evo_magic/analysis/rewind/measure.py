@@ -1,0 +1,225 @@
+"""One conversation rewound: at each point, the history rebuilt as the session had it (replay's
+`Run` under the recorded settings timeline, fed up to the point), each strategy applied by the
+live compactor, what it kept and cost measured, and the probes asked."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evo_magic.analysis.conversation import Message as RecordedMessage
+from evo_magic.analysis.intervals import wilson
+from evo_magic.analysis.replay import RECORDED, Recording
+from evo_magic.analysis.replay.calibration import Calibration
+from evo_magic.analysis.replay.options import ReplaySettings
+from evo_magic.analysis.replay.run import Run
+from evo_magic.analysis.retention.kept import Matcher
+from evo_magic.analysis.retention.probes import Prober, context_digest
+from evo_magic.analysis.rewind.facts import FILE_KINDS, KINDS, PROBES, facts_before, probes_of
+from evo_magic.analysis.rewind.points import Point, points_of
+from evo_magic.compact.base import Strategy
+from evo_magic.cost import call_cost
+from evo_magic.events import CompactionFinished
+from evo_magic.measure import TokenRate
+from evo_magic.probe import block_text
+from evo_magic.strategies import default_pipeline
+from evo_magic.usage import Usage
+
+Chosen = list[Strategy] | str | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to rewind and ask: the strategies by label, where, and the probes."""
+
+    strategies: Mapping[str, Chosen]
+    at: str | tuple[int, ...] | int
+    settings: ReplaySettings
+    prober: Prober | None
+    replicates: int
+
+
+def rewound(recording: Recording, plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The point rows and probe rows of one conversation."""
+    points = points_of(recording, plan.at)
+    if not points:
+        return [], []
+    reference = Run(recording, "reference", RECORDED, plan.settings, None)
+    reference.run()
+    calibration = Calibration(TokenRate.of(reference.points), reference.reference)
+    messages = [item for item in recording.items if isinstance(item, RecordedMessage)]
+    rows: list[dict[str, Any]] = []
+    asked: list[dict[str, Any]] = []
+    for point in points:
+        before = [m for m in recording.items[: point.item] if isinstance(m, RecordedMessage)]
+        after = messages[len(before) :]
+        facts = facts_before(recording.session_id, before)
+        probes = probes_of(facts, before, after) if plan.prober is not None else []
+        for label, chosen in plan.strategies.items():
+            run = Run(recording, label, RECORDED, plan.settings, calibration)
+            run.feed(point.item)
+            size = run.history.size()
+            run.tally.row_written()
+            run.tally.take_changes()
+            _apply(run, chosen, point)
+            row = _row(recording, point, label, run, size, facts)
+            if plan.prober is not None:
+                answers = _ask(plan, run, probes)
+                asked += [{**_where(recording, point, label), **a} for a in answers]
+                row.update(_accuracy(answers))
+            rows.append(row)
+    return rows, asked
+
+
+def _apply(run: Run, chosen: Chosen, point: Point) -> None:
+    """`chosen` applied to the history at the point by the run's live compactor. "recorded":
+    what the session did there (its compaction's replacement; before a call, its strategies
+    as before that call)."""
+    compactor = run.compactor
+    if chosen == RECORDED:
+        if point.compaction:
+            following = _replacement_end(run.recording, point.item)
+            run.feed(following)
+            run.flush()
+        else:
+            compactor.before_call()
+        return
+    compactor.strategies = default_pipeline() if chosen is None else list(chosen)
+    for strategy in compactor.strategies:
+        trigger = "every_call" if strategy.when == "every_call" else "user"
+        compactor.run(strategy, trigger, None)
+
+
+def _replacement_end(recording: Recording, compaction: int) -> int:
+    """The item after the recorded compaction's replacement history (the messages that
+    opened the next epoch)."""
+    items = recording.items
+    end = compaction + 1
+    while end < len(items):
+        item = items[end]
+        if not isinstance(item, RecordedMessage):
+            break
+        opening = recording.opening.get((item.segment, item.epoch))
+        if opening is None or item.index >= opening:
+            break
+        end += 1
+    return end
+
+
+def _row(
+    recording: Recording,
+    point: Point,
+    label: str,
+    run: Run,
+    before: Any,
+    facts: Sequence[Any],
+) -> dict[str, Any]:
+    after = run.history.size()
+    summary = Usage()
+    for change in run.tally.changes:
+        if isinstance(change, CompactionFinished):
+            summary = summary + change.summary_usage
+    model = run.pricing.model
+    next_call = call_cost(Usage(input_tokens=after.tokens), model, run.pricing.prices)
+    kept: set[int] = set()
+    matcher = Matcher(facts)
+    view = run.history.view()
+    for message in view:
+        kept |= matcher.in_message(message)
+    text = context_text(view)
+    kept |= {i for i, f in enumerate(facts) if f.kind in FILE_KINDS and names_file(text, f.text)}
+    row: dict[str, Any] = {
+        **_where(recording, point, label),
+        "compaction": point.compaction,
+        "before_tokens": before.tokens,
+        "before_chars": before.chars,
+        "after_tokens": after.tokens,
+        "after_chars": after.chars,
+        "summary_input_tokens": summary.input_tokens,
+        "summary_output_tokens": summary.output_tokens,
+        "compacting_cost_usd": run.tally.summary_cost,
+        "next_call_cost_usd": None if next_call is None else next_call.total,
+        "facts": len(facts),
+        "kept_share": len(kept) / len(facts) if facts else None,
+    }
+    for kind in KINDS:
+        mine = [i for i, f in enumerate(facts) if f.kind == kind]
+        row[f"facts_{kind}"] = len(mine)
+        row[f"kept_{kind}"] = sum(i in kept for i in mine) / len(mine) if mine else None
+    modified = [(i, f.text) for i, f in enumerate(facts) if f.kind == "modified"]
+    row["modified_files"] = "\n".join(text for _, text in modified)
+    row["modified_named"] = "\n".join(text for i, text in modified if i in kept)
+    return row
+
+
+def context_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Every text of `messages` (tool inputs as JSON), one block a line."""
+    parts = []
+    for message in messages:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else [{"text": content}]:
+            if block.get("type") == "tool_use":
+                parts.append(json.dumps(block.get("input"), ensure_ascii=False))
+            else:
+                parts.append(block_text(block))
+    return "\n".join(parts)
+
+
+def names_file(text: str, path: str) -> bool:
+    """Whether `text` names the file `path`: the path, or its last two parts or more
+    (`services/renderer.ex` names `/home/me/app/lib/services/renderer.ex`; a summary rarely
+    repeats the whole absolute path), or its name when it has one part only."""
+    parts = [p for p in path.split("/") if p]
+    shortest = 2 if len(parts) >= 2 else 1
+    return any("/".join(parts[-k:]) in text for k in range(shortest, len(parts) + 1))
+
+
+def _where(recording: Recording, point: Point, label: str) -> dict[str, Any]:
+    return {
+        "session_id": recording.session_id,
+        "agent_id": recording.agent_id,
+        "point": point.number,
+        "call": point.call,
+        "strategy": label,
+    }
+
+
+def _ask(plan: Plan, run: Run, probes: Sequence[Any]) -> list[dict[str, Any]]:
+    """Every probe asked `replicates` times after the compacted history."""
+    assert plan.prober is not None
+    context = list(run.history.view())
+    digest = context_digest(context)
+    answers = []
+    for probe in probes:
+        for replicate in range(plan.replicates):
+            got = plan.prober.ask(context, digest, probe.question, probe.answer, replicate)
+            answers.append(
+                {
+                    "probe": probe.kind,
+                    "question": probe.question,
+                    "answer": probe.answer,
+                    "replicate": replicate + 1,
+                    "reply": got.reply,
+                    "correct": got.correct,
+                    "cost_usd": got.cost_usd,
+                }
+            )
+    return answers
+
+
+def _accuracy(answers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Probe accuracy, overall (with a Wilson interval) and by probe kind."""
+    right = sum(bool(a["correct"]) for a in answers)
+    low, high = wilson(right, len(answers))
+    out: dict[str, Any] = {
+        "probes": len(answers),
+        "probe_accuracy": right / len(answers) if answers else None,
+        "probe_accuracy_low": low if answers else None,
+        "probe_accuracy_high": high if answers else None,
+    }
+    for kind in PROBES:
+        mine = [bool(a["correct"]) for a in answers if a["probe"] == kind]
+        out[f"probe_{kind}_accuracy"] = sum(mine) / len(mine) if mine else None
+    return out
