@@ -14,7 +14,7 @@ from support.fake_api.script import reply, text, tool_use
 STEPS = [
     [tool_use("read_file", {"path": "a.txt"})],
     [tool_use("read_file", {"path": "b.txt"}), tool_use("bash", {"command": "cat c.txt"})],
-    [tool_use("edit_file", {"path": "c.txt", "old_str": "first line of c", "new_str": "first line of C"})],
+    [tool_use("edit_file", {"path": "c.txt", "old_str": "line of c", "new_str": "line of C"})],
     [tool_use("read_file", {"path": "a.txt"})],  # a repeat before any compaction
     [text("I read a, b and c, and changed c.")],
     # compacted here (the user's compaction)
