@@ -322,3 +322,12 @@ def test_engines_give_the_same_frames(evo_session: Path, tmp_path: Path):
         pd.testing.assert_frame_equal(getattr(whole, name), getattr(apart, name))
     again = after_compaction(root, engine="local", workers=2, out=tmp_path / "out", progress=False)
     pd.testing.assert_frame_equal(again.compactions, whole.compactions)
+
+
+def test_a_lake_gives_the_frames_its_folder_gives(tmp_path: Path):
+    root = write_session(tmp_path / "cc", calls=70)
+    lake = load_transcripts(root, lake=tmp_path / "lake")
+    whole, from_lake = after_compaction(root), after_compaction(lake)
+    assert len(whole.compactions) and len(whole.calls)
+    for name in ("compactions", "calls", "stretches"):
+        pd.testing.assert_frame_equal(getattr(from_lake, name), getattr(whole, name))

@@ -5,6 +5,7 @@ The measures are defined in measure.py and in the documentation (docs/after-comp
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 from evo_magic.analysis.after_compaction.results import FRAMES, AfterCompaction, frame
@@ -26,15 +27,17 @@ def after_compaction(
     are still counted in the baseline (`stretches`, `summary()`).
 
     `engine` and its options (`workers`, `client`, `out`, `progress`; explained on `Engine`)
-    measure the sessions one by one on the engine, with the same numbers as without one; a
-    lake is measured session by session. A session that fails is a row of `failures`.
+    measure the sessions one by one on the engine, with the same numbers as without one (a
+    session that fails is a row of `failures`). A lake without an engine is measured at once,
+    reading only the columns of its tool calls.
     """
-    import pandas as pd
-
-    chosen = engine_of(engine, options, apart=is_lake(source))
     t = transcripts_of(source)
+    if is_lake(t) and engine is None and not options:
+        # A lake at once: DuckDB reads only the tool calls' columns of every session.
+        return AfterCompaction(**measured(LakeFrames.of(t)), failures=frame([], FAILURES))
+    chosen = engine_of(engine, options, apart=is_lake(source))
     if chosen is None:
-        frames, failures = measured(t), pd.DataFrame(columns=["session_id", "error"])
+        frames, failures = measured(t), frame([], FAILURES)
     else:
         swept = chosen.map(
             session_units(t), functools.partial(_measure_unit), settings="after_compaction v1"
@@ -44,7 +47,32 @@ def after_compaction(
             for name, columns in FRAMES.items()
         }
         failures = swept.failures
-    return AfterCompaction(frames["compactions"], frames["calls"], frames["stretches"], failures)
+    return AfterCompaction(**frames, failures=failures)
+
+
+FAILURES = {"session_id": "string", "error": "string"}
+TOOL_BLOCKS = (
+    "select source, session_id, agent_id, segment, epoch, message_index, block_index, abandoned,"
+    " block_type, tool_name, tool_use_id, case when block_type = 'tool_use' then text end as text,"
+    " is_error, chars from blocks where block_type in ('tool_use', 'tool_result')"
+)
+
+
+@dataclass
+class LakeFrames:
+    """What the measures read of a lake: its calls and compactions, and only the tool blocks
+    (the columns the measures use)."""
+
+    calls: Any
+    compactions: Any
+    blocks: Any
+
+    @classmethod
+    def of(cls, lake: Any) -> LakeFrames:
+        blocks = lake.sql(TOOL_BLOCKS)
+        order = ["source", "session_id", "agent_id", "segment", "epoch", "message_index"]
+        blocks = blocks.sort_values([*order, "block_index"], kind="stable", na_position="first")
+        return cls(lake.calls, lake.compactions, blocks)
 
 
 def measured(t: Any) -> dict[str, Any]:

@@ -6,7 +6,8 @@ Kinds: `modified` (a file a tool call changed before the point, by the rules of
 retention extracts them from tool results). Probes, one question a request: `recall` (a cloze
 of an instruction, error or identifier), `artifact` (a cloze of a modified file's path),
 `continuation` (which file the session's next action touched, from the recording) and
-`decision` (a cloze of the agent's last statement before the point).
+`decision` (a cloze of the agent's last statement before the point). At most `MAX_PER_KIND`
+recall and artifact probes a point, spread evenly over its facts.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ CONTINUATION = (
     "with its path only."
 )
 MIN_DECISION_CHARS = 20
+MAX_PER_KIND = 12
+"""Recall and artifact probes asked at a point, at most (spread evenly over the facts)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,10 @@ def probes_of(
         for f in facts
         if f.kind in ("modified", "instruction", "error", "identifier") and f.question and f.answer
     ]
+    found = [
+        *spread([p for p in found if p.kind == "recall"]),
+        *spread([p for p in found if p.kind == "artifact"]),
+    ]
     following = next_file(after)
     if following is not None:
         found.append(Probe("continuation", CONTINUATION, following))
@@ -98,6 +105,14 @@ def probes_of(
         if decided.question and decided.answer:
             found.append(Probe("decision", decided.question, decided.answer))
     return found
+
+
+def spread(probes: Sequence[Probe], most: int = MAX_PER_KIND) -> list[Probe]:
+    """At most `most` of `probes`, evenly spread over them (all when there are fewer)."""
+    if len(probes) <= most:
+        return list(probes)
+    step = len(probes) / most
+    return [probes[int(i * step)] for i in range(most)]
 
 
 def next_file(after: Sequence[RecordedMessage]) -> str | None:
