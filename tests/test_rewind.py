@@ -66,10 +66,18 @@ def test_a_real_claude_code_compaction_is_rebuilt_at_its_recorded_size(tmp_path:
     recorded = r.points[r.points["strategy"] == "recorded"].iloc[0]
     pre = boundary["compactMetadata"]["preTokens"]
     assert abs(recorded["before_tokens"] - pre) / pre < 0.01
+    # What the session did there: its summary alone replaced the history (the next call's
+    # prompt, which also holds the files Claude Code attaches after compacting, is larger).
+    cut = lines.index(boundary)
+    summary = next(x for x in lines[cut:] if x.get("isCompactSummary"))["message"]["content"]
+    assert abs(recorded["after_chars"] - len(summary)) / len(summary) < 0.05
+    usage = next(x for x in lines[cut:] if x.get("type") == "assistant")["message"]["usage"]
+    prompt = sum(usage[k] for k in ("input_tokens", "cache_read_input_tokens"))
+    prompt += usage["cache_creation_input_tokens"]
+    assert recorded["after_tokens"] < prompt
     kept = r.points[r.points["strategy"] == "none"].iloc[0]
     assert kept["after_tokens"] == kept["before_tokens"] == recorded["before_tokens"]
     # The artifact trail: every file a Write or Edit changed before the boundary.
-    cut = lines.index(boundary)
     ids = {
         b["tool_use_id"]
         for x in lines[:cut]

@@ -92,9 +92,13 @@ def _apply(run: Run, chosen: Chosen, point: Point) -> None:
         compactor.run(strategy, trigger, None)
 
 
+REPLACEMENT_KINDS = frozenset({"compact_summary", "compact_history"})
+"""Kinds of message that make a recorded compaction's replacement (in sources that mark it)."""
+
+
 def _replacement_end(recording: Recording, compaction: int) -> int:
-    """The item after the recorded compaction's replacement history (the messages that
-    opened the next epoch)."""
+    """The item after the recorded compaction's replacement history: the messages that opened
+    the next epoch (counted by `opening`, or marked as the summary)."""
     items = recording.items
     end = compaction + 1
     while end < len(items):
@@ -102,7 +106,7 @@ def _replacement_end(recording: Recording, compaction: int) -> int:
         if not isinstance(item, RecordedMessage):
             break
         opening = recording.opening.get((item.segment, item.epoch))
-        if opening is None or item.index >= opening:
+        if item.kind not in REPLACEMENT_KINDS and (opening is None or item.index >= opening):
             break
         end += 1
     return end
