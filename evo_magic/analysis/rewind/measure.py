@@ -4,25 +4,27 @@ live compactor, what it kept and cost measured, and the probes asked."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from evo_magic.analysis.conversation import Message as RecordedMessage
 from evo_magic.analysis.intervals import wilson
 from evo_magic.analysis.replay import RECORDED, Recording
-from evo_magic.analysis.replay.calibration import Calibration
 from evo_magic.analysis.replay.options import ReplaySettings
 from evo_magic.analysis.replay.run import Run
+from evo_magic.analysis.replay.tally import Tally
 from evo_magic.analysis.retention.kept import Matcher
 from evo_magic.analysis.retention.probes import Prober, context_digest
 from evo_magic.analysis.rewind.facts import FILE_KINDS, KINDS, PROBES, facts_before, probes_of
 from evo_magic.analysis.rewind.points import Point, points_of
 from evo_magic.compact.base import Strategy
+from evo_magic.compact.compactor import Compactor
 from evo_magic.cost import call_cost
 from evo_magic.events import CompactionFinished
-from evo_magic.measure import TokenRate
+from evo_magic.history import History
 from evo_magic.probe import block_text
 from evo_magic.strategies import default_pipeline
 from evo_magic.usage import Usage
@@ -42,54 +44,76 @@ class Plan:
 
 
 def rewound(recording: Recording, plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The point rows and probe rows of one conversation."""
+    """The point rows and probe rows of one conversation, in one pass over its recording: at
+    each point every strategy is tried on a fork of the rebuilt history, then the recording
+    goes on (under "recorded", what the session did there is that row)."""
     points = points_of(recording, plan.at)
     if not points:
         return [], []
-    reference = Run(recording, "reference", RECORDED, plan.settings, None)
-    reference.run()
-    calibration = Calibration(TokenRate.of(reference.points), reference.reference)
+    run = Run(recording, "rewind", RECORDED, plan.settings, None)
     messages = [item for item in recording.items if isinstance(item, RecordedMessage)]
     rows: list[dict[str, Any]] = []
     asked: list[dict[str, Any]] = []
     for point in points:
+        run.feed(point.item)
         before = [m for m in recording.items[: point.item] if isinstance(m, RecordedMessage)]
-        after = messages[len(before) :]
         facts = facts_before(recording.session_id, before)
-        probes = probes_of(facts, before, after) if plan.prober is not None else []
-        for label, chosen in plan.strategies.items():
-            run = Run(recording, label, RECORDED, plan.settings, calibration)
-            run.feed(point.item)
-            size = run.history.size()
-            run.tally.row_written()
-            run.tally.take_changes()
-            _apply(run, chosen, point)
-            row = _row(recording, point, label, run, size, facts)
+        probes = probes_of(facts, before, messages[len(before) :]) if plan.prober else []
+        size = run.history.size()
+        tried = {
+            label: _tried(run, chosen, point)
+            for label, chosen in plan.strategies.items()
+            if not (chosen == RECORDED and point.compaction)
+        }
+        if any(chosen == RECORDED for chosen in plan.strategies.values()) and point.compaction:
+            tried |= {
+                label: _recorded(run, point)
+                for label, c in plan.strategies.items()
+                if c == RECORDED
+            }
+        for label in plan.strategies:
+            history, tally = tried[label]
+            row = _row(recording, point, label, run, size, history, tally, facts)
             if plan.prober is not None:
-                answers = _ask(plan, run, probes)
+                answers = _ask(plan, history, probes)
                 asked += [{**_where(recording, point, label), **a} for a in answers]
                 row.update(_accuracy(answers))
             rows.append(row)
     return rows, asked
 
 
-def _apply(run: Run, chosen: Chosen, point: Point) -> None:
-    """`chosen` applied to the history at the point by the run's live compactor. "recorded":
-    what the session did there (its compaction's replacement; before a call, its strategies
-    as before that call)."""
-    compactor = run.compactor
+def _tried(run: Run, chosen: Chosen, point: Point) -> tuple[History, Tally]:
+    """`chosen` applied by the live compactor to a fork of the run's history at the point:
+    each strategy run as on request (an every-call one as before a call); "recorded" before a
+    call, the strategies in force as before that call."""
+    tally = Tally(run.pricing.summary_cost)
+    history = run.history.fork(tally.observe)
+    services = replace(run.compactor.services, emit=tally.observe)
+    compactor = Compactor(history, services, policy=run.compactor.policy, cache=None)
+    compactor.state = copy.deepcopy(run.compactor.state)
     if chosen == RECORDED:
-        if point.compaction:
-            following = _replacement_end(run.recording, point.item)
-            run.feed(following)
-            run.flush()
-        else:
-            compactor.before_call()
-        return
+        compactor.strategies = run.compactor.strategies
+        compactor.before_call()
+        return history, tally
     compactor.strategies = default_pipeline() if chosen is None else list(chosen)
     for strategy in compactor.strategies:
         trigger = "every_call" if strategy.when == "every_call" else "user"
         compactor.run(strategy, trigger, None)
+    return history, tally
+
+
+def _recorded(run: Run, point: Point) -> tuple[History, Tally]:
+    """What the session did at a recorded compaction: the run goes on through the history that
+    replaced the old one (the run's own history and tally, afterwards)."""
+    run.tally.row_written()
+    run.tally.take_changes()
+    end = _replacement_end(run.recording, point.item)
+    run.feed(end)
+    run.flush()
+    tally = Tally(run.pricing.summary_cost)
+    tally.summary_cost = run.tally.summary_cost
+    tally.changes = list(run.tally.changes)
+    return run.history.fork(tally.observe), tally
 
 
 REPLACEMENT_KINDS = frozenset({"compact_summary", "compact_history"})
@@ -118,18 +142,20 @@ def _row(
     label: str,
     run: Run,
     before: Any,
+    history: History,
+    tally: Tally,
     facts: Sequence[Any],
 ) -> dict[str, Any]:
-    after = run.history.size()
+    after = history.size()
     summary = Usage()
-    for change in run.tally.changes:
+    for change in tally.changes:
         if isinstance(change, CompactionFinished):
             summary = summary + change.summary_usage
     model = run.pricing.model
     next_call = call_cost(Usage(input_tokens=after.tokens), model, run.pricing.prices)
     kept: set[int] = set()
     matcher = Matcher(facts)
-    view = run.history.view()
+    view = history.view()
     for message in view:
         kept |= matcher.in_message(message)
     text = context_text(view)
@@ -143,7 +169,7 @@ def _row(
         "after_chars": after.chars,
         "summary_input_tokens": summary.input_tokens,
         "summary_output_tokens": summary.output_tokens,
-        "compacting_cost_usd": run.tally.summary_cost,
+        "compacting_cost_usd": tally.summary_cost,
         "next_call_cost_usd": None if next_call is None else next_call.total,
         "facts": len(facts),
         "kept_share": len(kept) / len(facts) if facts else None,
@@ -190,10 +216,10 @@ def _where(recording: Recording, point: Point, label: str) -> dict[str, Any]:
     }
 
 
-def _ask(plan: Plan, run: Run, probes: Sequence[Any]) -> list[dict[str, Any]]:
+def _ask(plan: Plan, history: History, probes: Sequence[Any]) -> list[dict[str, Any]]:
     """Every probe asked `replicates` times after the compacted history."""
     assert plan.prober is not None
-    context = list(run.history.view())
+    context = list(history.view())
     digest = context_digest(context)
     answers = []
     for probe in probes:
