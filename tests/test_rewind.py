@@ -12,7 +12,7 @@ import pytest
 from support.claude_code_session import SID, write_session
 from support.compacting_session import compacting_session
 
-from evo_magic import rewind
+from evo_magic import load_transcripts, rewind
 from evo_magic.models import FunctionModel, ModelRequest
 
 REAL = Path(__file__).parent / "fixtures" / "real" / "claude-code-compaction"
@@ -169,3 +169,22 @@ def test_engines_give_the_same_rows(tmp_path: Path):
     for other in (local, dask):
         pd.testing.assert_frame_equal(other.points, here.points)
         pd.testing.assert_frame_equal(other.probes, here.probes)
+
+
+def test_a_lake_is_rewound_session_by_session_with_the_same_rows(tmp_path: Path):
+    root = write_session(tmp_path / "cc", calls=70)
+    lake = load_transcripts(root, lake=tmp_path / "lake")
+    strategies = {"recorded": "recorded", "masking": ["observation-masking"]}
+    whole = rewind(root, strategies)
+    from_lake = rewind(lake, strategies, progress=False)
+    assert len(whole.points) == 2
+    pd.testing.assert_frame_equal(from_lake.points, whole.points)
+
+
+def test_bad_arguments_are_refused_in_one_line(evo_session: Path):
+    with pytest.raises(ValueError, match="replicates"):
+        rewind(evo_session, {"none": []}, replicates=0)
+    with pytest.raises(ValueError, match="given facts"):
+        rewind(evo_session, {"none": []}, facts=["x"])
+    with pytest.raises(TypeError, match="'speed'"):
+        rewind(evo_session, {"none": []}, speed=2)

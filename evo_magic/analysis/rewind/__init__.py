@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evo_magic.analysis.engine import Engine, engine_of
+from evo_magic.analysis.atomic import id_name
+from evo_magic.analysis.engine import Engine, engine_of, split_options
 from evo_magic.analysis.replay import StrategySpec, recordings, stand_in_summary_tokens
 from evo_magic.analysis.replay import _strategies as resolve_strategies
 from evo_magic.analysis.replay.options import ReplaySettings
@@ -60,9 +61,9 @@ def rewind(
     it must be None). `engine` and its options (`workers`, `client`, `out`, `progress`) run
     the sessions one by one; every engine gives the same rows.
     """
-    engine_options = {k: options.pop(k) for k in list(options) if k in ENGINE_OPTIONS}
-    if options:
-        raise TypeError(f"unexpected keyword argument {sorted(options)[0]!r}")
+    engine_options, unknown = split_options(options)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
     if facts is not None:
         raise ValueError("rewind follows the facts it extracts; given facts are not supported yet")
     if not isinstance(replicates, int) or replicates < 1:
@@ -81,7 +82,8 @@ def rewind(
     }
     chosen = engine_of(engine, engine_options, apart=is_lake(source))
     units = session_units(t)
-    if chosen.kind == "local" and chosen.out is None and (len(units) <= 1 or chosen.workers == 1):
+    alone = len(units) <= 1 or chosen.workers == 1
+    if chosen.kind == "local" and chosen.out is None and alone and not is_lake(t):
         frames = _measure(t, spec, resolved)  # nothing to share out: in this process
         return Rewind(frames["points"], frames["probes"], frame([], FAILURE_COLUMNS))
     if spec["reader"] is not None and (chosen.kind == "dask" or chosen.workers != 1):
@@ -95,9 +97,6 @@ def rewind(
     return Rewind(gathered["points"], gathered["probes"], swept.failures)
 
 
-ENGINE_OPTIONS = ("workers", "client", "out", "progress")
-
-
 def _measure(
     t: Any, spec: Mapping[str, Any], resolved: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -105,7 +104,7 @@ def _measure(
     resolved = resolved or {label: resolve_strategies(s) for label, s in spec["strategies"].items()}
     reader = spec["reader"]
     cache = Path(spec["cache_dir"])
-    model_dir = cache / "rewind-summaries" / (reader.name if reader is not None else "stand-in")
+    model_dir = cache / "rewind-summaries" / id_name(reader.name if reader else "stand-in")
     settings = ReplaySettings(
         model=spec["model"],
         policy=None,
