@@ -50,24 +50,13 @@ def main(sessions: int = SESSIONS, total_bytes: int = TARGET_BYTES) -> list[dict
             "result = {'seconds': time.perf_counter() - started,\n"
             "          'compactions': len(a.compactions), 'calls': len(a.calls)}\n"
         )
-        rewound = _child(
-            "from evo_magic import load_transcripts, rewind\n"
-            "from evo_magic.analysis.lake_transcripts import LakeTranscripts\n"
-            "from evo_magic.analysis.transcripts import Transcripts\n"
-            "from evo_magic.strategies import ClearToolUses, ObservationMasking, SummariseOlder\n"
-            f"t = LakeTranscripts({str(lake)!r}, Transcripts)\n"
-            "keep = [s for s in t.session_ids()]\n"
-            f"t._by_session = {{k: t._by_session[k] for k in keep[:{POINTS}]}}\n"
-            "import tempfile\n"
-            "started = time.perf_counter()\n"
-            f"r = rewind(t, {SWEEP}, reader='offline', engine='local', workers=2,\n"
-            "           progress=False, cache_dir=tempfile.mkdtemp())\n"
-            "result = {'seconds': time.perf_counter() - started,\n"
-            "          'points': int(r.points[['session_id', 'agent_id', 'point']]\n"
-            "                        .drop_duplicates().shape[0]),\n"
-            "          'rows': len(r.points), 'probes': len(r.probes)}\n"
-        )
     ratio = measured["seconds"] / built["seconds"]
+    return [*_after_compaction_rows(sessions, size, built, measured, ratio), _rewind_row()]
+
+
+def _after_compaction_rows(
+    sessions: int, size: int, built: dict[str, Any], measured: dict[str, Any], ratio: float
+) -> list[dict[str, Any]]:
     return [
         _row(
             f"after_compaction over the lake of {sessions:,} sessions ({size / 1e6:,.0f} MB; "
@@ -85,18 +74,45 @@ def main(sessions: int = SESSIONS, total_bytes: int = TARGET_BYTES) -> list[dict
             f"< {LAKE_RATIO:g}",
             ratio < LAKE_RATIO,
         ),
-        _row(
-            f"rewind of {rewound['points']} points x 6 strategies, offline reader "
-            f"({rewound['probes']:,} probes), 2 workers",
-            rewound["seconds"],
-            "s",
-            f"< {REWIND_SECONDS:g}",
-            rewound["seconds"] < REWIND_SECONDS,
-        ),
     ]
 
 
+def _rewind_row(points: int = POINTS) -> dict[str, Any]:
+    """Rewind of `points` sessions of the same generator and sizes as the lake's (one
+    compaction each), from their own lake, under six settings, on two local workers."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "sessions"
+        make_folder(folder, points, TARGET_BYTES * points // SESSIONS)
+        lake = Path(tmp) / "lake"
+        rewound = _child(
+            "import tempfile\n"
+            "from evo_magic import load_transcripts, rewind\n"
+            "from evo_magic.strategies import ClearToolUses, ObservationMasking, SummariseOlder\n"
+            f"t = load_transcripts({str(folder / 'projects')!r}, lake={str(lake)!r})\n"
+            "started = time.perf_counter()\n"
+            f"r = rewind(t, {SWEEP}, reader='offline', engine='local', workers=2,\n"
+            "           progress=False, cache_dir=tempfile.mkdtemp())\n"
+            "result = {'seconds': time.perf_counter() - started,\n"
+            "          'points': int(r.points[['session_id', 'agent_id', 'point']]\n"
+            "                        .drop_duplicates().shape[0]),\n"
+            "          'rows': len(r.points), 'probes': len(r.probes)}\n"
+        )
+    return _row(
+        f"rewind of {rewound['points']} points x 6 strategies, offline reader "
+        f"({rewound['probes']:,} probes), 2 workers",
+        rewound["seconds"],
+        "s",
+        f"< {REWIND_SECONDS:g}",
+        rewound["seconds"] < REWIND_SECONDS,
+    )
+
+
 if __name__ == "__main__":
-    small = "--small" in sys.argv
-    for row in main(200, 100_000_000) if small else main():
+    if "--rewind" in sys.argv:
+        rows = [_rewind_row()]
+    elif "--small" in sys.argv:
+        rows = main(200, 100_000_000)
+    else:
+        rows = main()
+    for row in rows:
         print(f"{row['figure']:<90} {row['median']:>12,.3f} {row['unit']}")
