@@ -89,7 +89,8 @@ def _tried(run: Run, chosen: Chosen, point: Point) -> tuple[History, Tally]:
     tally = Tally(run.pricing.summary_cost)
     history = run.history.fork(tally.observe)
     services = replace(run.compactor.services, emit=tally.observe)
-    compactor = Compactor(history, services, policy=run.compactor.policy, cache=None)
+    cache = copy.deepcopy(run.compactor.cache)  # cache-aware strategies see the same prefix
+    compactor = Compactor(history, services, policy=run.compactor.policy, cache=cache)
     compactor.state = copy.deepcopy(run.compactor.state)
     if chosen == RECORDED:
         compactor.strategies = run.compactor.strategies
