@@ -112,7 +112,7 @@ def _measure(
         cache=None,
         stand_in_tokens=spec["summary_tokens"],
         summariser=reader,
-        cache_dir=model_dir if reader is not None else None,
+        cache_dir=None if reader is None or getattr(reader, "offline", False) else model_dir,
     )
     prober = None if reader is None else Prober(reader, None, price_table(None), cache)
     plan = Plan(resolved, spec["at"], settings, prober, spec["replicates"])
