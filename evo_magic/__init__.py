@@ -37,12 +37,15 @@ _LAZY = {
     "Experiment": "evo_magic.experiments",
     "Task": "evo_magic.experiments",
     "tasks": "evo_magic.experiments",
+    "after_compaction": "evo_magic.analysis.after_compaction",
+    "rewind": "evo_magic.analysis.rewind",
 }
 
 __all__ = [*_LAZY, "load_ipython_extension", "unload_ipython_extension"]
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports on demand
     from evo_magic.analysis import load_transcripts, sql  # noqa: F401
+    from evo_magic.analysis.after_compaction import after_compaction  # noqa: F401
     from evo_magic.analysis.engine import Engine  # noqa: F401
     from evo_magic.analysis.formats.registry import formats  # noqa: F401
     from evo_magic.analysis.replay import replay  # noqa: F401

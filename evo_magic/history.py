@@ -14,6 +14,7 @@ saying what happened, so a request is only ever built from a history the API acc
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
@@ -282,6 +283,22 @@ class History:
         if failure is not None:
             raise failure
         return len(missing)
+
+    def fork(self, emit: Emit) -> History:
+        """A copy of this history to try something on (the same message dicts, which are never
+        changed in place, in lists of its own; its counts, token anchor and fitted rate too):
+        what the copy does leaves this one as it is. Its events go to `emit`."""
+        other = copy.copy(self)
+        other._emit = emit
+        other._messages = list(self._messages)
+        other._view = ReadOnlyList(other._messages)
+        other._chars = list(self._chars)
+        other._block_chars = [None if s is None else list(s) for s in self._block_chars]
+        other._results = list(self._results)
+        other._tool_uses = dict(self._tool_uses)
+        other._ids_ever = set(self._ids_ever)
+        other._rate = copy.deepcopy(self._rate)
+        return other
 
     def anchor(self, chars: int, tokens: int) -> None:
         """The API counted `tokens` for the whole prompt when the messages measured `chars`."""

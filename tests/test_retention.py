@@ -571,7 +571,7 @@ def test_bad_input_is_a_clear_error(planted: Path):
 
 
 def test_the_wilson_interval():
-    from evo_magic.analysis.retention.probes import wilson
+    from evo_magic.analysis.intervals import wilson
 
     assert wilson(8, 10) == pytest.approx((0.4902, 0.9433), abs=1e-4)
     low, high = wilson(10, 10)

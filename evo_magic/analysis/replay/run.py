@@ -94,6 +94,8 @@ class Run:
             recording, label, self.recorded_mode, calibration, settings.on_call, call_parts
         )
         self._replacement = _Replacement()
+        self._fed = 0
+        """Items replayed so far."""
         self._turn: int | None = None
         """The turn of the latest request (a new turn is a new request)."""
         self._stop_reason: str | None = None
@@ -131,9 +133,16 @@ class Run:
     def run(self) -> list[dict[str, Any]]:
         """Replay every item; the rows of the calls. Raises Skipped under "recorded" when the
         session's strategies cannot be rebuilt."""
+        self.feed(len(self.recording.items))
+        return self.calls.rows
+
+    def feed(self, stop: int) -> None:
+        """Replay the items not replayed yet before item `stop` (the history then stands as the
+        session had it just before that item: a rewind point)."""
         recording = self.recording
         lines = recording.lines or [None] * len(recording.items)
-        for item, line in zip(recording.items, lines, strict=True):
+        start, self._fed = self._fed, max(self._fed, stop)
+        for item, line in zip(recording.items[start:stop], lines[start:stop], strict=True):
             self.applied.until(line)
             if self.applied.unrebuilt and self.recorded_mode and self.calibration is not None:
                 raise Skipped(self.applied.unrebuilt[0])
@@ -143,7 +152,10 @@ class Run:
                 self._call(item)
             else:
                 self._message(item)
-        return self.calls.rows
+
+    def flush(self) -> None:
+        """Apply a recorded compaction's replacement read so far (as the next call would)."""
+        self._flush()
 
     # -- the recorded items ------------------------------------------------------------------
 

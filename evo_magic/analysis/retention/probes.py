@@ -11,7 +11,6 @@ is free and deterministic and is not cached.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -27,7 +26,6 @@ from evo_magic.probe import probe_turn
 from evo_magic.usage import Usage
 
 MAX_ANSWER_TOKENS = 256
-Z_95 = 1.959963984540054
 JUDGE_PROMPT = (
     "A reader was asked a question about a conversation it had seen.\n\nQuestion: {question}\n"
     "Expected answer: {answer}\nThe reader's answer: {reply}\n\nDoes the reader's answer give "
@@ -191,16 +189,3 @@ def contains(reply: str, answer: str) -> bool:
     )
     pattern += r"(?!\w)" if expected[-1].isalnum() or expected[-1] == "_" else ""
     return re.search(pattern, " ".join(reply.casefold().split())) is not None
-
-
-def wilson(correct: int, total: int, z: float = Z_95) -> tuple[float, float]:
-    """The Wilson score interval of `correct` successes in `total` (NaN, NaN when empty)."""
-    if total <= 0:
-        return math.nan, math.nan
-    p = correct / total
-    denominator = 1 + z * z / total
-    centre = (p + z * z / (2 * total)) / denominator
-    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
-    low = 0.0 if correct == 0 else max(centre - half, 0.0)  # exact at the ends
-    high = 1.0 if correct == total else min(centre + half, 1.0)
-    return low, high

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from evo_magic.analysis.intervals import wilson
 from evo_magic.analysis.replay.results import totals as replay_totals
 from evo_magic.analysis.retention.measure import Measure
-from evo_magic.analysis.retention.probes import wilson
 from evo_magic.analysis.retention.results import TOTAL_COLUMNS, Retention, frame, records
 
 if TYPE_CHECKING:

@@ -1,0 +1,151 @@
+"""`rewind`: every strategy tried at the very points a recorded session compacted (or at given
+calls), on the history exactly as the session had it there; what each kept, what compacting
+cost, and what a reader still answers right after it."""
+
+from __future__ import annotations
+
+import functools
+import pickle
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from evo_magic.analysis.atomic import id_name
+from evo_magic.analysis.engine import Engine, engine_of, split_options
+from evo_magic.analysis.replay import StrategySpec, recordings, stand_in_summary_tokens
+from evo_magic.analysis.replay import _strategies as resolve_strategies
+from evo_magic.analysis.replay.options import ReplaySettings
+from evo_magic.analysis.retention.probes import Prober, default_cache_dir
+from evo_magic.analysis.rewind.measure import Plan, rewound
+from evo_magic.analysis.rewind.points import check_at
+from evo_magic.analysis.rewind.results import FAILURE_COLUMNS, FRAMES, Rewind, frame
+from evo_magic.analysis.sources import is_lake, session_units, transcripts_of, unit_session
+from evo_magic.cost import price_table
+from evo_magic.models import resolve_model
+from evo_magic.models.base import Model
+
+__all__ = ["Rewind", "rewind"]
+
+
+def rewind(
+    source: Any,
+    strategies: Mapping[str, StrategySpec],
+    at: str | list[int] = "compactions",
+    facts: Any = None,
+    reader: Model | str | None = None,
+    replicates: int = 1,
+    engine: Engine | str = "local",
+    *,
+    model: str | None = None,
+    cache_dir: str | Path | None = None,
+    **options: Any,
+) -> Rewind:
+    """Each of `strategies` applied at each point of every conversation of `source`.
+
+    `source` is what `replay` reads; `strategies` maps a label to what `replay` takes
+    ("recorded": what the session did there). `at`: "compactions" (each recorded compaction,
+    the history just before it), a list of call numbers (the history just before each call),
+    or "every N calls". At each point the history is rebuilt by replay under the session's
+    recorded settings timeline and each strategy is applied by the live compactor; `points`
+    has one row per point and strategy: sizes before and after, the summary's tokens and
+    cost, the cost of the next call, the share of the facts kept by kind (`modified` files,
+    `read` files, user `instruction`s verbatim, `error`s, `identifier`s) and the artifact
+    trail (`modified_files`, `modified_named`).
+
+    With a `reader` (a Model, "offline", a Claude model name, or a model pointed at any
+    Anthropic-compatible server), summaries are written by it and cached on disk by
+    (history, strategy's input, model) under `cache_dir`, and probes (recall, artifact,
+    continuation, decision) are asked one question a request, `replicates` times each
+    (`probes`; `probe_accuracy` with a Wilson interval). Without one, summaries are replay's
+    stand-ins and no probe is asked. `facts` is reserved for given facts (not yet followed:
+    it must be None). `engine` and its options (`workers`, `client`, `out`, `progress`) run
+    the sessions one by one; every engine gives the same rows.
+    """
+    engine_options, unknown = split_options(options)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
+    if facts is not None:
+        raise ValueError("rewind follows the facts it extracts; given facts are not supported yet")
+    if not isinstance(replicates, int) or replicates < 1:
+        raise ValueError("replicates must be a whole number, at least 1")
+    checked = check_at(at)
+    resolved = {label: resolve_strategies(spec) for label, spec in strategies.items()}
+    t = transcripts_of(source)
+    spec = {
+        "strategies": dict(strategies),
+        "at": checked,
+        "model": model,
+        "reader": None if reader is None else resolve_model(reader),
+        "replicates": replicates,
+        "cache_dir": str(Path(cache_dir).expanduser()) if cache_dir else str(default_cache_dir()),
+        "summary_tokens": stand_in_summary_tokens(t),
+    }
+    chosen = engine_of(engine, engine_options, apart=is_lake(source))
+    units = session_units(t)
+    alone = len(units) <= 1 or chosen.workers == 1
+    if chosen.kind == "local" and chosen.out is None and alone and not is_lake(t):
+        frames = _measure(t, spec, resolved)  # nothing to share out: in this process
+        return Rewind(frames["points"], frames["probes"], frame([], FAILURE_COLUMNS))
+    if spec["reader"] is not None and (chosen.kind == "dask" or chosen.workers != 1):
+        _check_picklable(spec["reader"])
+    work = functools.partial(_measure_unit, spec=spec)
+    swept = chosen.map(units, work, settings=_settings(spec))
+    gathered = {
+        name: swept.frames[name].astype(columns) if name in swept.frames else frame([], columns)
+        for name, columns in FRAMES.items()
+    }
+    return Rewind(gathered["points"], gathered["probes"], swept.failures)
+
+
+def _measure(
+    t: Any, spec: Mapping[str, Any], resolved: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The frames of every conversation of `t`, in this process."""
+    resolved = resolved or {label: resolve_strategies(s) for label, s in spec["strategies"].items()}
+    reader = spec["reader"]
+    cache = Path(spec["cache_dir"])
+    model_dir = cache / "rewind-summaries" / id_name(reader.name if reader else "stand-in")
+    settings = ReplaySettings(
+        model=spec["model"],
+        policy=None,
+        prices=None,
+        cache=None,
+        stand_in_tokens=spec["summary_tokens"],
+        summariser=reader,
+        cache_dir=None if reader is None or getattr(reader, "offline", False) else model_dir,
+    )
+    prober = None if reader is None else Prober(reader, None, price_table(None), cache)
+    plan = Plan(resolved, spec["at"], settings, prober, spec["replicates"])
+    points: list[dict[str, Any]] = []
+    probes: list[dict[str, Any]] = []
+    for recording in recordings(t):
+        rows, asked = rewound(recording, plan)
+        points += rows
+        probes += asked
+    return {
+        name: frame(rows, columns)
+        for (name, columns), rows in zip(FRAMES.items(), (points, probes), strict=True)
+    }
+
+
+def _measure_unit(payload: Any, *, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """One session's frames: the unit of work of a sweep."""
+    return _measure(unit_session(payload), spec)
+
+
+def _settings(spec: Mapping[str, Any]) -> str:
+    from evo_magic.analysis.replay import sweep_settings
+
+    described = {k: v for k, v in spec.items() if k not in ("strategies", "reader")}
+    described["reader"] = None if spec["reader"] is None else spec["reader"].name
+    return "rewind " + sweep_settings(spec["strategies"], described)
+
+
+def _check_picklable(reader: Model) -> None:
+    try:
+        pickle.dumps(reader)
+    except Exception as exc:
+        raise ValueError(
+            f"the reader {reader.name!r} cannot be sent to the sweep's workers ({exc}); give a "
+            "model name, or engine='local' with workers=1"
+        ) from exc
