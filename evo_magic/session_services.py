@@ -62,6 +62,7 @@ class SessionServices:
             model=lambda: self.model().name,
             server_summarise=self.server_summarise,
             pins=self.pins,
+            tools=lambda: tuple(tool.name for tool in self.tools),
         )
 
     def summarise(self, messages: Sequence[Message], focus: str | None) -> Summary:
@@ -144,6 +145,7 @@ class SessionServices:
         request_compaction: Callable[[str | None], None],
         state: CompactState,
         notices: set[str],
+        notes: dict[str, Any],
     ) -> ToolContext:
         """What the tools of one batch get: the workspace, the settings of bash, the hook of
         the compact tool, and where a touched file is noted (the recent files a compaction
@@ -158,6 +160,8 @@ class SessionServices:
             read_only=(self.transcript.root,),
             bash=settings.bash,
             notices=notices,
+            notes=notes,
+            originals=self.transcript.directory,
         )
 
     def _definitions(self) -> list[dict[str, Any]]:

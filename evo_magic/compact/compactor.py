@@ -398,6 +398,7 @@ class Compactor:
             model=self.services.model(),
             auto_compaction=bool(self.of("over_limit")) and not self.paused,
             pins=self.services.pins(trigger != "every_call"),
+            tools=self.services.tools(),
             _summarise=summarise,
             _tool_name=history.tool_name,
             _tool_results=history.tool_results,

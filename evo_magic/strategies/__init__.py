@@ -25,6 +25,7 @@ from evo_magic.strategies.large_outputs import LargeOutputs
 from evo_magic.strategies.masking import ObservationMasking
 from evo_magic.strategies.micro import MicroCompact
 from evo_magic.strategies.older import SummariseOlder
+from evo_magic.strategies.recall import Recall
 from evo_magic.strategies.server import (
     ServerClearThinking,
     ServerClearToolUses,
@@ -33,6 +34,7 @@ from evo_magic.strategies.server import (
 )
 from evo_magic.strategies.summarise import Summarise
 from evo_magic.strategies.thinking import ClearThinking
+from evo_magic.strategies.todo import Todo
 from evo_magic.strategies.window import SlidingWindow
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "LargeOutputs",
     "MicroCompact",
     "ObservationMasking",
+    "Recall",
     "ServerClearThinking",
     "ServerClearToolUses",
     "ServerCompact",
@@ -55,6 +58,7 @@ __all__ = [
     "Strategy",
     "Summarise",
     "SummariseOlder",
+    "Todo",
     "TokenBudget",
     "default_pipeline",
 ]
@@ -78,6 +82,8 @@ BUILTIN: dict[str, type] = {
         IntervalSummary,
         ClearThinking,
         FoldFiles,
+        Recall,
+        Todo,
     )
 }
 """The built-in strategies by name."""

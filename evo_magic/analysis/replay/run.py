@@ -25,12 +25,16 @@ from evo_magic.analysis.replay.server import ServerPart, without_compaction
 from evo_magic.analysis.replay.summaries import Summaries
 from evo_magic.analysis.replay.tally import Tally
 from evo_magic.compact.compactor import CompactionServices, Compactor
+from evo_magic.compact.pins import carried_texts
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compacted import is_pin_text
 from evo_magic.events import CompactionFinished
 from evo_magic.history import History
+from evo_magic.measure import to_json
 from evo_magic.messages import Message, blocks_of_type, first_text
 from evo_magic.strategies import default_pipeline
+from evo_magic.strategies.todo import carried_todo
+from evo_magic.tools import default_tools, offered_tools
 from evo_magic.tools.files import touched_path
 from evo_magic.transcript import default_outputs_shown, output_shown
 
@@ -91,8 +95,11 @@ class Run:
         )
         call_parts = (self.history, self.compactor, self.pricing, self.server, self.tally)
         self.calls = Calls(
-            recording, label, self.recorded_mode, calibration, settings.on_call, call_parts
-        )
+            recording, label, self.recorded_mode, calibration, settings.on_call, call_parts,
+            self._added_tool_chars,
+        )  # fmt: skip
+        self.notes: dict[str, Any] = {}
+        """What the replayed strategies' tools keep, as live (the carried todo list)."""
         self._replacement = _Replacement()
         self._turn: int | None = None
         """The turn of the latest request (a new turn is a new request)."""
@@ -109,8 +116,25 @@ class Run:
             save_output=lambda tool_use_id, text: output_shown(self.applied.outputs, tool_use_id),
             model=lambda: model or None,
             server_summarise=lambda messages, focus: self.server.summarise(messages, focus),
-            pins=lambda reread: tuple(pin.block_text for pin in self.applied.pins.values()),
+            pins=lambda reread: (
+                *(pin.block_text for pin in self.applied.pins.values()),
+                *carried_texts(self.notes),
+            ),
+            tools=lambda: tuple(t.name for t in offered_tools(default_tools(), self._strategies)),
         )
+
+    @property
+    def _strategies(self) -> tuple[Any, ...]:
+        return self.compactor.strategies
+
+    def _added_tool_chars(self) -> int:
+        """Characters of the definitions of the tools the run's strategies offer that the
+        recorded requests did not hold (0 under "recorded": they are its own)."""
+        if self.recorded_mode:
+            return 0
+        had = set(self.applied.tools)
+        added = [t.definition() for t in offered_tools((), self._strategies) if t.name not in had]
+        return len(to_json(added)) - 1 if added else 0  # joining the recorded list: "," not "[]"
 
     @property
     def points(self) -> list[tuple[int, int]]:
@@ -224,6 +248,7 @@ class Run:
             if message is None:
                 return
         requested = self._note_tool_results(message)
+        carried_todo(self._strategies, self.notes, message)  # the live tool's rule
         text = self._request(message, kind, turn)
         if text is not None:
             self.history.begin_request(text, message)
