@@ -245,6 +245,18 @@ class Session(SessionReads, SettersOf01):
         finally:
             self._transcript.sync()
 
+    def undo_compaction(self) -> CompactionFinished:
+        """Undo the last full compaction: the history it replaced and the compaction state are
+        put back byte for byte, recorded as a compaction of its own (strategy "undo") that
+        replay honours. Only the last one can be undone, once (ValueError when there is none);
+        call it between asks."""
+        if self._asking:
+            raise RuntimeError("undo_compaction() cannot be called while an ask is running")
+        try:
+            return self._compactor.undo()
+        finally:
+            self._transcript.sync()
+
     def propose_summary(
         self, focus: str | None = None, strategy: Strategy | None = None
     ) -> SummaryProposal:

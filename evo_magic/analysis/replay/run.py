@@ -27,6 +27,7 @@ from evo_magic.analysis.replay.tally import Tally
 from evo_magic.compact.compactor import CompactionServices, Compactor
 from evo_magic.compact.pins import carried_texts
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.compact.undo import UNDO
 from evo_magic.compacted import is_pin_text
 from evo_magic.events import CompactionFinished
 from evo_magic.history import History
@@ -49,6 +50,8 @@ class _Replacement:
     summary: str | None = None
     trigger: str | None = None
     messages: list[Message] = field(default_factory=list)
+    undo: bool = False
+    """The recorded record is an undo: the run undoes its own last compaction there."""
 
 
 class Run:
@@ -170,6 +173,7 @@ class Run:
         replacement = self._replacement
         replacement.summary, replacement.trigger = item.summary, item.trigger
         replacement.epoch = (item.segment, item.epoch)
+        replacement.undo = item.strategy == UNDO
         if not self.recorded_mode and replacement.epoch in self.recording.requests:
             # The user asked for a compaction here: every setting is asked the same.
             self.compactor.request("user", self.recording.requests[replacement.epoch])
@@ -216,6 +220,11 @@ class Run:
     def _flush(self) -> None:
         """Apply a recorded replacement when replaying what was recorded (else drop it)."""
         replacement = self._replacement
+        if replacement.undo:  # the live rule, on this run's own last compaction
+            replacement.undo, replacement.messages = False, []
+            if self.compactor.undoable is not None:
+                self.compactor.undo()
+            return
         if replacement.messages and self.recorded_mode:
             self._replace(replacement.messages, replacement.summary)
         replacement.messages = []
