@@ -20,6 +20,7 @@ from evo_magic.strategies.budget import TokenBudget
 from evo_magic.strategies.clear_tool_uses import ClearToolUses
 from evo_magic.strategies.dedupe import DedupeReads
 from evo_magic.strategies.fold import FoldFiles
+from evo_magic.strategies.handoff import Handoff
 from evo_magic.strategies.interval import IntervalSummary
 from evo_magic.strategies.large_outputs import LargeOutputs
 from evo_magic.strategies.masking import ObservationMasking
@@ -45,6 +46,7 @@ __all__ = [
     "DedupeReads",
     "Edited",
     "FoldFiles",
+    "Handoff",
     "IntervalSummary",
     "LargeOutputs",
     "MicroCompact",
@@ -84,6 +86,7 @@ BUILTIN: dict[str, type] = {
         FoldFiles,
         Recall,
         Todo,
+        Handoff,
     )
 }
 """The built-in strategies by name."""
