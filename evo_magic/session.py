@@ -380,6 +380,7 @@ class Session(SessionReads, SettersOf01):
             cache=settings.cache,
             ledger=self._ledger,
             prefix=self._prefix,
+            cache_diagnosis=settings.cache_diagnosis,
         )
 
     def _prompt_overhead(self) -> int:

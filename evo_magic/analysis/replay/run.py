@@ -104,6 +104,8 @@ class Run:
         self.notes: dict[str, Any] = {}
         """What the replayed strategies' tools keep, as live (the carried todo list)."""
         self._replacement = _Replacement()
+        self._tools: tuple[str, ...] | None = None
+        """The tools the previous call offered (None before the first call)."""
         self._turn: int | None = None
         """The turn of the latest request (a new turn is a new request)."""
         self._stop_reason: str | None = None
@@ -129,6 +131,17 @@ class Run:
     @property
     def _strategies(self) -> tuple[Any, ...]:
         return self.compactor.strategies
+
+    def _tools_offered(self) -> tuple[str, ...]:
+        """The names of the tools this call offers: as recorded, with the tools the run's
+        strategies add."""
+        names = self.applied.tools
+        if self.recorded_mode:
+            return names
+        return (
+            *names,
+            *(t.name for t in offered_tools((), self._strategies) if t.name not in names),
+        )
 
     def _added_tool_chars(self) -> int:
         """Characters of the definitions of the tools the run's strategies offer that the
@@ -192,6 +205,10 @@ class Run:
             self.server.after_compaction(None, self._stop_reason)
         if not automatic and (not self.recorded_mode or self.compactor.strategies):
             self.compactor.before_call()
+        tools = self._tools_offered()
+        if self._tools is not None and tools != self._tools:
+            self.pricing.tools_changed(tools)
+        self._tools = tools
         self.calls.replay(item)
 
     def _message(self, item: RecordedMessage) -> None:
