@@ -16,6 +16,8 @@ from test_cheap_strategies import live, results
 from test_replay_fidelity import agent_requests, assert_reproduced, scripted_agent
 
 from evo_magic import load_transcripts, replay
+from evo_magic.analysis.retention import retention
+from evo_magic.compact.policy import CompactPolicy
 from evo_magic.measure import to_json
 from evo_magic.models import AnthropicModel
 from evo_magic.secrets import add_secret
@@ -26,6 +28,7 @@ from evo_magic.strategies.todo import TODO_PREFIX
 from evo_magic.tools import default_tools, offered_tools
 
 BASE = [tool.name for tool in default_tools()]
+READS = ("inventory.py", "README.md", "samples.csv", "inventory.py")
 
 
 def call(name: str, tool_input: dict, id: str):
@@ -205,3 +208,22 @@ def test_the_tool_strategies_are_registered_by_name():
     assert make_strategy("todo") == Todo()
     with pytest.raises(ValueError, match="max_hits"):
         Recall(max_hits=0)
+
+
+def test_retention_runs_over_the_replay_of_each_tool_strategy(workspace: Path):
+    script = [call("read_file", {"path": p}, f"toolu_{i}") for i, p in enumerate(READS)]
+    s, _ = live(workspace, [], script, ["Read the project files."])
+    settings = {
+        "none": [],
+        "recall": [Recall()],
+        "todo": [Todo(), Summarise()],
+        "handoff": [make_strategy("handoff")],
+    }
+    measured = retention(
+        load_transcripts(s.directory), settings, policy=CompactPolicy(context_limit=3_000)
+    )
+    totals = measured.totals[measured.totals["kind"] == "all"].set_index("strategy")
+    # recall edits nothing: every fact stays; handoff (never called) summarises over the limit.
+    assert totals.loc["recall", "kept_share"] == totals.loc["none", "kept_share"] == 1.0
+    assert totals.loc["handoff", "kept_share"] < 1.0
+    assert totals.loc["recall", "cost_usd"] > totals.loc["none", "cost_usd"]  # its definition
