@@ -158,7 +158,10 @@ class Session(SessionReads, SettersOf01):
             self._ledger.prices = price_table(new.prices or None)
         self._write(change_records(old, new, old_prices, self._ledger.prices))
         if strategies is not None and self._compactor.configure(strategies):
-            self._tools[:] = offered_tools(self._base_tools, strategies)
+            tools = offered_tools(self._base_tools, strategies)
+            if [t.name for t in tools] != [t.name for t in self._tools]:
+                self._prefix.replaced()  # new tools start the prompt: nothing cached matches
+            self._tools[:] = tools
             names = [tool.name for tool in self._tools]
             self._write([strategies_record([describe(s) for s in strategies], names)])
         if model is not None:

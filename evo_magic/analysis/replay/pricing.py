@@ -69,6 +69,7 @@ class Pricing:
         start = prefix_key(start_key(self.model), "tools", list(names))
         self.chain = PrefixChain(start)
         self.served_chain = PrefixChain(start)
+        self.tracker.replaced()  # what cache-aware strategies weigh: nothing cached (as live)
 
     def advance(self, timestamp: float | None) -> None:
         """The clock at a call recorded at `timestamp` (None: not recorded)."""

@@ -203,12 +203,12 @@ class Run:
         self._stop_reason = item.stop_reason  # of the reply that follows
         if self.server.pending:  # a modelled compaction that no reply followed
             self.server.after_compaction(None, self._stop_reason)
-        if not automatic and (not self.recorded_mode or self.compactor.strategies):
-            self.compactor.before_call()
         tools = self._tools_offered()
         if self._tools is not None and tools != self._tools:
-            self.pricing.tools_changed(tools)
+            self.pricing.tools_changed(tools)  # before the strategies weigh the cache, as live
         self._tools = tools
+        if not automatic and (not self.recorded_mode or self.compactor.strategies):
+            self.compactor.before_call()
         self.calls.replay(item)
 
     def _message(self, item: RecordedMessage) -> None:
