@@ -86,8 +86,10 @@ class Recall:
             raise ToolError("recall: give either `query` (to search) or `id` (to read)")
         originals = _originals(ctx)
         if query is not None:
-            return redact(self.search(originals, query, bool(tool_input.get("ranked"))), _secrets())
-        return redact(self.read(originals, original_id, tool_input.get("page", 1)), _secrets())
+            shown = self.search(originals, query, bool(tool_input.get("ranked")))
+        else:
+            shown = self.read(originals, original_id, tool_input.get("page", 1))
+        return redact(shown, known_secrets())  # the transcript redacted them; a key added since
 
     def search(self, originals: Originals, query: str, ranked: bool) -> str:
         """The hits of `query` as the tool shows them."""
@@ -130,7 +132,3 @@ def _hit_line(hit: Hit, page_chars: int) -> str:
     original = hit.original
     pages = max(-(-len(original.text) // page_chars), 1)
     return f"- id={original.id} ({original.label}; {pages} page(s)): {hit.snippet}"
-
-
-def _secrets() -> list[str]:
-    return known_secrets()

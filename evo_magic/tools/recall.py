@@ -64,6 +64,8 @@ class Originals:
     _offset: int = 0
     _snapshots: set[str] = field(default_factory=set)
     _calls: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    _texts: set[str] = field(default_factory=set)
+    """The message texts found: a snapshot repeats the transcript's, one copy is enough."""
 
     def refresh(self) -> None:
         """Read what the transcript and the snapshots gained since the last refresh."""
@@ -102,8 +104,10 @@ class Originals:
                 self._calls.setdefault(block["id"], (str(block.get("name")), block.get("input")))
             elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
                 self._add_result(block)
-        if texts and text_id not in self.found and not self._seen_text("\n".join(texts)):
-            self.found[text_id] = Original(text_id, str(role), role, "\n".join(texts))
+        text = "\n".join(texts)
+        if texts and text_id not in self.found and text not in self._texts:
+            self._texts.add(text)
+            self.found[text_id] = Original(text_id, str(role), role, text)
 
     def _add_result(self, block: dict[str, Any]) -> None:
         tool_use_id = block.get("tool_use_id")
@@ -112,10 +116,6 @@ class Originals:
         name, tool_input = self._calls.get(tool_use_id, ("tool", None))
         label = name if not tool_input else f"{name} {json.dumps(tool_input)[:120]}"
         self.found[tool_use_id] = Original(tool_use_id, "tool_result", label, _text(block))
-
-    def _seen_text(self, text: str) -> bool:
-        # A snapshot repeats the texts of the transcript's messages: one copy is enough.
-        return any(o.text == text for o in self.found.values() if o.kind != "tool_result")
 
     def literal(self, query: str, limit: int, snippet: int) -> tuple[list[Hit], int]:
         """The originals that contain `query` (case-insensitive), newest first, at most
