@@ -24,6 +24,7 @@ from evo_magic.settings import SessionSettings
 from evo_magic.summariser import AgentPrompt, Summariser, Summary
 from evo_magic.tools import Tool, ToolContext
 from evo_magic.tools.files import read_text
+from evo_magic.tools.recall import block_text
 from evo_magic.transcript import Transcript, output_shown, outputs_shown
 
 PIN_FILE_MAX_CHARS = 100_000
@@ -162,7 +163,16 @@ class SessionServices:
             notices=notices,
             notes=notes,
             originals=self.transcript.directory,
+            shown=self.shown_result,
         )
+
+    def shown_result(self, tool_use_id: str) -> str | None:
+        """The text of that tool use's result as the history holds it now (None: gone)."""
+        view = self.history.view()
+        for ref in reversed(self.history.tool_results()):
+            if ref.tool_use_id == tool_use_id:
+                return block_text(view[ref.index]["content"][ref.block_index])
+        return None
 
     def _definitions(self) -> list[dict[str, Any]]:
         return [tool.definition() for tool in self.tools]

@@ -101,7 +101,8 @@ def test_recall_reads_a_compacted_result_again_and_the_placeholder_says_so(works
     shown: dict[str, str] = {}
     for body in bodies:  # each result as the model first saw it
         shown = {**results(body), **shown}
-    assert "id=toolu_inv" in shown["toolu_q"]  # the literal search finds the file's code
+    # The literal search finds the file's code, and says the context holds only its placeholder.
+    assert "- id=toolu_inv (read_file" in shown["toolu_q"] and "; compacted)" in shown["toolu_q"]
     assert shown["toolu_rank"].splitlines()[1].startswith("- id=")
     page = shown["toolu_page"]
     assert page.startswith("[toolu_inv: read_file") and "page 1 of" in page
@@ -128,7 +129,7 @@ def test_recall_finds_what_a_full_compaction_took_out_and_redacts_credentials(wo
             s.ask("Which port was it?")
         server.assert_no_rejections()
     found = results(agent_requests(server)[-1])["toolu_find"]
-    assert "id=toolu_notes" in found and "8443" in found
+    assert "id=toolu_notes" in found and "8443" in found and "; gone)" in found  # summarised
     assert secret not in json.dumps(agent_requests(server))
 
 

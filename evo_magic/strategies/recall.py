@@ -17,7 +17,7 @@ ranked.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,13 +86,20 @@ class Recall:
             raise ToolError("recall: give either `query` (to search) or `id` (to read)")
         originals = _originals(ctx)
         if query is not None:
-            shown = self.search(originals, query, bool(tool_input.get("ranked")))
+            shown = self.search(originals, query, bool(tool_input.get("ranked")), ctx.shown)
         else:
             shown = self.read(originals, original_id, tool_input.get("page", 1))
         return redact(shown, known_secrets())  # the transcript redacted them; a key added since
 
-    def search(self, originals: Originals, query: str, ranked: bool) -> str:
-        """The hits of `query` as the tool shows them."""
+    def search(
+        self,
+        originals: Originals,
+        query: str,
+        ranked: bool,
+        shown: Callable[[str], str | None] = lambda tool_use_id: None,
+    ) -> str:
+        """The hits of `query` as the tool shows them, each saying whether the context still
+        holds it whole (`shown`: a result's text in the context now, None when gone)."""
         if not query.strip():
             raise ToolError("recall: `query` is empty")
         find = originals.ranked if ranked else originals.literal
@@ -102,7 +109,8 @@ class Recall:
         head = f"{total} original(s) match {query!r}" + (
             f"; the {len(hits)} {'best' if ranked else 'newest'}:" if total > len(hits) else ":"
         )
-        return "\n".join([head, *(_hit_line(hit, self.page_chars) for hit in hits)])
+        lines = (_hit_line(hit, self.page_chars, shown) for hit in hits)
+        return "\n".join([head, *lines])
 
     def read(self, originals: Originals, original_id: str, page: object) -> str:
         """Page `page` of the original `original_id`, with where it stands."""
@@ -128,7 +136,11 @@ def _originals(ctx: ToolContext) -> Originals:
     return originals
 
 
-def _hit_line(hit: Hit, page_chars: int) -> str:
+def _hit_line(hit: Hit, page_chars: int, shown: Callable[[str], str | None]) -> str:
     original = hit.original
     pages = max(-(-len(original.text) // page_chars), 1)
-    return f"- id={original.id} ({original.label}; {pages} page(s)): {hit.snippet}"
+    where = ""
+    if original.kind == "tool_result":
+        now = shown(original.id)
+        where = "; in view" if now == original.text else "; gone" if now is None else "; compacted"
+    return f"- id={original.id} ({original.label}; {pages} page(s){where}): {hit.snippet}"

@@ -41,6 +41,9 @@ class ToolContext:
     one dict to every batch): the `todo` list, the `recall` index, the `handoff` text."""
     originals: Path | None = None
     """The session's transcript folder (`session.jsonl`, `snapshots/`): what `recall` reads."""
+    shown: Callable[[str], str | None] = lambda tool_use_id: None
+    """The text of the tool result of that tool use as the context holds it now (None: it is
+    not in the context any more)."""
 
     def __post_init__(self) -> None:
         check_mode(self.sandbox)

@@ -115,7 +115,7 @@ class Originals:
             return  # the first is the original
         name, tool_input = self._calls.get(tool_use_id, ("tool", None))
         label = name if not tool_input else f"{name} {json.dumps(tool_input)[:120]}"
-        self.found[tool_use_id] = Original(tool_use_id, "tool_result", label, _text(block))
+        self.found[tool_use_id] = Original(tool_use_id, "tool_result", label, block_text(block))
 
     def literal(self, query: str, limit: int, snippet: int) -> tuple[list[Hit], int]:
         """The originals that contain `query` (case-insensitive), newest first, at most
@@ -188,7 +188,10 @@ def _json(line: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _text(block: dict[str, Any]) -> str:
+def block_text(block: Any) -> str:
+    """The text of a tool_result block (its string, or its text parts joined)."""
+    if not isinstance(block, dict):
+        return ""
     content = block.get("content")
     if isinstance(content, str):
         return content
