@@ -228,3 +228,14 @@ def test_retention_runs_over_the_replay_of_each_tool_strategy(workspace: Path):
     assert totals.loc["recall", "kept_share"] == totals.loc["none", "kept_share"] == 1.0
     assert totals.loc["handoff", "kept_share"] < 1.0
     assert totals.loc["recall", "cost_usd"] > totals.loc["none", "cost_usd"]  # its definition
+
+
+def test_replay_without_a_recorded_tool_strategy_drops_its_definition(workspace: Path):
+    script = [call("read_file", {"path": p}, f"toolu_{i}") for i, p in enumerate(READS)]
+    s, server = live(workspace, [Recall()], script, ["Read."])
+    r = replay(load_transcripts(s.directory), {"recorded": "recorded", "none": []})
+    sent = r.calls.pivot(index="call", columns="strategy", values="sent_tokens")
+    dropped = (sent["recorded"] - sent["none"]).tolist()
+    definition = len(to_json(Recall().tools()[0].definition()))
+    assert len(set(dropped)) == 1 and definition / 6 < dropped[0] < definition / 2
+    assert_reproduced(r, "recorded", server)

@@ -94,7 +94,7 @@ class Calls:
         view = history.view()
         chars = history.size().chars
         sent, exact = self._measure(item.call, view, chars, recorded)
-        if added := self._added_tool_chars():
+        if added := self._added_tool_chars():  # (negative: fewer tools than recorded)
             sent, exact = sent + round(added * self._pricing.rate), False
             self.identical = False
         history.anchor(chars, sent)

@@ -15,6 +15,7 @@ from typing import Any
 
 from evo_magic.analysis.conversation import Call, Compaction
 from evo_magic.analysis.conversation import Message as RecordedMessage
+from evo_magic.analysis.replay import tools
 from evo_magic.analysis.replay.applied_settings import AppliedSettings
 from evo_magic.analysis.replay.calibration import Calibration, tokens_of
 from evo_magic.analysis.replay.call import Calls
@@ -31,11 +32,9 @@ from evo_magic.compact.undo import UNDO
 from evo_magic.compacted import is_pin_text
 from evo_magic.events import CompactionFinished
 from evo_magic.history import History
-from evo_magic.measure import to_json
 from evo_magic.messages import Message, blocks_of_type, first_text
 from evo_magic.strategies import default_pipeline
 from evo_magic.strategies.todo import carried_todo
-from evo_magic.tools import default_tools, offered_tools
 from evo_magic.tools.files import touched_path
 from evo_magic.transcript import default_outputs_shown, output_shown
 
@@ -125,7 +124,7 @@ class Run:
                 *(pin.block_text for pin in self.applied.pins.values()),
                 *carried_texts(self.notes),
             ),
-            tools=lambda: tuple(t.name for t in offered_tools(default_tools(), self._strategies)),
+            tools=lambda: self._tools_offered(),
         )
 
     @property
@@ -133,24 +132,16 @@ class Run:
         return self.compactor.strategies
 
     def _tools_offered(self) -> tuple[str, ...]:
-        """The names of the tools this call offers: as recorded, with the tools the run's
-        strategies add."""
-        names = self.applied.tools
+        """The names of the tools this call offers (`replay.tools`; as recorded under
+        "recorded")."""
         if self.recorded_mode:
-            return names
-        return (
-            *names,
-            *(t.name for t in offered_tools((), self._strategies) if t.name not in names),
-        )
+            return self.applied.tools
+        return tools.offered(self.applied.tools, self._strategies)
 
     def _added_tool_chars(self) -> int:
-        """Characters of the definitions of the tools the run's strategies offer that the
-        recorded requests did not hold (0 under "recorded": they are its own)."""
-        if self.recorded_mode:
-            return 0
-        had = set(self.applied.tools)
-        added = [t.definition() for t in offered_tools((), self._strategies) if t.name not in had]
-        return len(to_json(added)) - 1 if added else 0  # joining the recorded list: "," not "[]"
+        """Characters the run's tools add to each request over the recorded ones (0 under
+        "recorded": they are its own)."""
+        return 0 if self.recorded_mode else tools.added_chars(self.applied.tools, self._strategies)
 
     @property
     def points(self) -> list[tuple[int, int]]:
@@ -203,10 +194,10 @@ class Run:
         self._stop_reason = item.stop_reason  # of the reply that follows
         if self.server.pending:  # a modelled compaction that no reply followed
             self.server.after_compaction(None, self._stop_reason)
-        tools = self._tools_offered()
-        if self._tools is not None and tools != self._tools:
-            self.pricing.tools_changed(tools)  # before the strategies weigh the cache, as live
-        self._tools = tools
+        offered = self._tools_offered()
+        if self._tools is not None and offered != self._tools:
+            self.pricing.tools_changed(offered)  # before the strategies weigh the cache, as live
+        self._tools = offered
         if not automatic and (not self.recorded_mode or self.compactor.strategies):
             self.compactor.before_call()
         self.calls.replay(item)
