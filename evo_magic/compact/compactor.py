@@ -465,10 +465,6 @@ class Compactor:
         byte, recorded as a compaction of its own (strategy "undo"; see `compact.undo`).
         ValueError when there is none to undo (none since the start, a reset, or the last
         undo: only the last can be undone, once)."""
-        if self.undoable is None:
-            raise ValueError(
-                "there is no compaction to undo (none since the start, the last reset or undo)"
-            )
         event, self.state = restore(self.history, self.cache, self.undoable)
         self.undoable = None
         self.emit(event)

@@ -42,11 +42,15 @@ def remember(messages: list[Message], state: CompactState, snapshot: str) -> Und
 
 
 def restore(
-    history: History, cache: PrefixTracker | None, undoable: Undoable
+    history: History, cache: PrefixTracker | None, undoable: Undoable | None
 ) -> tuple[CompactionFinished, CompactState]:
     """Put back in `history` the messages the last full compaction replaced, byte for byte
     (the next epoch; `cache` told the prompt was replaced); the event that records it and the
-    state to continue with."""
+    state to continue with. ValueError, nothing changed, when there is nothing to undo."""
+    if undoable is None:
+        raise ValueError(
+            "there is no compaction to undo (none since the start, the last reset or undo)"
+        )
     started = time.perf_counter()
     before = history.size()
     history.replace(undoable.messages)
