@@ -170,6 +170,9 @@ class ModelResponded(Event):
     one of them had no price)."""
     applied_edits: tuple[dict[str, Any], ...] = ()
     """The server's context edits applied to this call's prompt, as the API reported them."""
+    cache_miss_reason: dict[str, Any] | None = None
+    """Why this call's prompt missed the cache, as the API diagnosed it (`cache_diagnosis`):
+    its `type` and `cache_missed_input_tokens`; None when not asked or nothing diverged."""
 
 
 @dataclass(frozen=True)

@@ -74,9 +74,13 @@ def change_records(
     return records
 
 
-def strategies_record(described: list[dict[str, Any]]) -> Record:
-    """The strategies run from here on, described (`strategies.registry.describe`)."""
-    return ("strategies", {"strategies": described})
+def strategies_record(described: list[dict[str, Any]], tools: list[str] | None = None) -> Record:
+    """The strategies run from here on, described (`strategies.registry.describe`), and the
+    names of the tools offered with them (some strategies offer one)."""
+    record: dict[str, Any] = {"strategies": described}
+    if tools is not None:
+        record["tools"] = tools
+    return ("strategies", record)
 
 
 def pin_record(kind: str, fields_: dict[str, Any], epoch: int, index: int) -> Record:
@@ -114,9 +118,10 @@ def _recorded(settings: SessionSettings, skip: frozenset[str] = frozenset()) -> 
 @dataclass(frozen=True)
 class Change:
     """One setting from one record: `name` is "policy", "strategies", "cache", "prices",
-    "outputs", "pin" or "unpin"; `value` a CompactPolicy, a list of strategy descriptions (None:
-    the default pipeline), CacheSettings, a PriceTable, the folder saved outputs are shown in,
-    a Pin or the id of a pin removed. It applies to what comes after `line` of the file."""
+    "outputs", "tools", "pin" or "unpin"; `value` a CompactPolicy, a list of strategy
+    descriptions (None: the default pipeline), CacheSettings, a PriceTable, the folder saved
+    outputs are shown in, the names of the tools offered, a Pin or the id of a pin removed.
+    It applies to what comes after `line` of the file."""
 
     line: int
     name: str
@@ -135,6 +140,9 @@ def changes_of(line: int, record: Mapping[str, Any]) -> list[Change]:
             changes.append(Change(line, "strategies", described))
     if isinstance(record.get("outputs"), str):
         changes.append(Change(line, "outputs", record["outputs"]))
+    tools = record.get("tools")
+    if isinstance(tools, list) and all(isinstance(name, str) for name in tools):
+        changes.append(Change(line, "tools", tuple(tools)))
     readers = {"policy": policy_from_record, "cache": cache_from_record}
     readers["prices"] = prices_from_record
     for name, read in readers.items():

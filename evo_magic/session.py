@@ -17,7 +17,7 @@ from typing import Any
 from evo_magic.ask_result import AskResult
 from evo_magic.compact.base import Strategy, check_strategy, server_edit
 from evo_magic.compact.compactor import Compactor
-from evo_magic.compact.pins import Pins, pin_message
+from evo_magic.compact.pins import Pins, carried_texts, pin_message
 from evo_magic.compact.preview import GivenSummary, Preview, SummaryProposal
 from evo_magic.cost import Ledger, price_table
 from evo_magic.deprecated import SettersOf01
@@ -43,7 +43,7 @@ from evo_magic.settings import SessionSettings
 from evo_magic.strategies import default_pipeline
 from evo_magic.strategies.registry import describe
 from evo_magic.summariser import Summariser
-from evo_magic.tools import Tool, default_tools
+from evo_magic.tools import Tool, default_tools, offered_tools
 from evo_magic.transcript import DEFAULT_ROOT, Transcript
 
 __all__ = ["AskResult", "ObserverError", "Session", "SummaryProposal"]
@@ -98,7 +98,9 @@ class Session(SessionReads, SettersOf01):
         self._settings = settings
         self._model = resolve_model(model)
         self._summariser = summariser
-        self._tools = list(tools) if tools is not None else default_tools()
+        self._base_tools = list(tools) if tools is not None else default_tools()
+        self._tools = offered_tools(self._base_tools, chosen)  # one list: services read it
+        self._notes: dict[str, Any] = {}  # what strategies' tools keep (todo, recall, handoff)
         self._notices: set[str] = set()  # what tools have said once (sandbox warnings)
         self._asking = False  # pins join the history between asks, never inside one
         self._observers = Observers(lambda *record: self._transcript.write(*record))
@@ -112,7 +114,7 @@ class Session(SessionReads, SettersOf01):
             workspace, self._history, self._transcript, self._ledger, self._tools,
             model=lambda: self._model, settings=lambda: self._settings,
             summariser=lambda: self.summariser, emit=self.emit, redact=self.redact,
-            pins=lambda reread: self._pins.texts(reread),
+            pins=lambda reread: self._pins.texts(reread) + carried_texts(self._notes),
         )  # fmt: skip
         self._compactor = Compactor(
             self._history, self._services.compaction(), policy=settings.policy,
@@ -156,7 +158,12 @@ class Session(SessionReads, SettersOf01):
             self._ledger.prices = price_table(new.prices or None)
         self._write(change_records(old, new, old_prices, self._ledger.prices))
         if strategies is not None and self._compactor.configure(strategies):
-            self._write([strategies_record([describe(s) for s in strategies])])
+            tools = offered_tools(self._base_tools, strategies)
+            if [t.name for t in tools] != [t.name for t in self._tools]:
+                self._prefix.replaced()  # new tools start the prompt: nothing cached matches
+            self._tools[:] = tools
+            names = [tool.name for tool in self._tools]
+            self._write([strategies_record([describe(s) for s in strategies], names)])
         if model is not None:
             self._model = model
             self.secrets()  # its credentials are known (and redacted) from now on
@@ -238,6 +245,18 @@ class Session(SessionReads, SettersOf01):
             given = GivenSummary(self.redact(summary), proposal.text if proposal else None)
         try:
             return self._compactor.request("user", focus, strategy, given)
+        finally:
+            self._transcript.sync()
+
+    def undo_compaction(self) -> CompactionFinished:
+        """Undo the last full compaction: the history it replaced and the compaction state are
+        put back byte for byte, recorded as a compaction of its own (strategy "undo") that
+        replay honours. Only the last one can be undone, once (ValueError when there is none);
+        call it between asks."""
+        if self._asking:
+            raise RuntimeError("undo_compaction() cannot be called while an ask is running")
+        try:
+            return self._compactor.undo()
         finally:
             self._transcript.sync()
 
@@ -351,7 +370,9 @@ class Session(SessionReads, SettersOf01):
             compactor=self._compactor,
             model=self._model,
             tools=self._tools,
-            tool_context=lambda hook: self._services.tool_context(hook, self.state, self._notices),
+            tool_context=lambda hook: self._services.tool_context(
+                hook, self.state, self._notices, self._notes
+            ),
             emit=self.emit,
             system=self.system,
             max_turns=settings.max_turns,
@@ -362,6 +383,7 @@ class Session(SessionReads, SettersOf01):
             cache=settings.cache,
             ledger=self._ledger,
             prefix=self._prefix,
+            cache_diagnosis=settings.cache_diagnosis,
         )
 
     def _prompt_overhead(self) -> int:

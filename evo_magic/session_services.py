@@ -24,6 +24,7 @@ from evo_magic.settings import SessionSettings
 from evo_magic.summariser import AgentPrompt, Summariser, Summary
 from evo_magic.tools import Tool, ToolContext
 from evo_magic.tools.files import read_text
+from evo_magic.tools.recall import block_text
 from evo_magic.transcript import Transcript, output_shown, outputs_shown
 
 PIN_FILE_MAX_CHARS = 100_000
@@ -62,6 +63,7 @@ class SessionServices:
             model=lambda: self.model().name,
             server_summarise=self.server_summarise,
             pins=self.pins,
+            tools=lambda: tuple(tool.name for tool in self.tools),
         )
 
     def summarise(self, messages: Sequence[Message], focus: str | None) -> Summary:
@@ -146,6 +148,7 @@ class SessionServices:
         request_compaction: Callable[[str | None], None],
         state: CompactState,
         notices: set[str],
+        notes: dict[str, Any],
     ) -> ToolContext:
         """What the tools of one batch get: the workspace, the settings of bash, the hook of
         the compact tool, and where a touched file is noted (the recent files a compaction
@@ -160,7 +163,18 @@ class SessionServices:
             read_only=(self.transcript.root,),
             bash=settings.bash,
             notices=notices,
+            notes=notes,
+            originals=self.transcript.directory,
+            shown=self.shown_result,
         )
+
+    def shown_result(self, tool_use_id: str) -> str | None:
+        """The text of that tool use's result as the history holds it now (None: gone)."""
+        view = self.history.view()
+        for ref in reversed(self.history.tool_results()):
+            if ref.tool_use_id == tool_use_id:
+                return block_text(view[ref.index]["content"][ref.block_index])
+        return None
 
     def _definitions(self) -> list[dict[str, Any]]:
         return [tool.definition() for tool in self.tools]

@@ -114,6 +114,11 @@ class SessionSettings:
     cache_ttl: str = setting(
         "5m", "Lifetime of the cache entries requests write.", choices=tuple(TTL_SECONDS)
     )
+    cache_diagnosis: bool = setting(
+        False,
+        "Ask the API why each prompt missed the cache (beta cache-diagnosis-2026-04-07): "
+        "recorded per call as cache_miss_reason.",
+    )
     prices: PriceTable | Mapping[str, Any] = setting(
         {},
         "Price overrides, USD per million tokens: {model: {rate: number}}, rates among "

@@ -139,6 +139,7 @@ def test_settings_are_recorded_at_the_start_and_when_they_change(workspace: Path
             "bash_memory",
             "bash_processes",
             "bash_file_size",
+            "cache_diagnosis",
         )
     } | {"sandbox": "off", "bash_timeout": 30}
     assert [c["settings"] for c in changes] == [

@@ -110,11 +110,15 @@ CALL_COLUMNS = {
     **{f"context_before_micro_{name}": dtype for name, dtype in SIZE.items()},
     **{f"context_sent_{name}": dtype for name, dtype in SIZE.items()},
     "applied_edits": "string",
+    "cache_miss_reason": "category",
+    "cache_missed_tokens": "Int64",
     "parent_tool_use_id": "string",
     **_WHERE,
 }
 """Columns of `Transcripts.calls` and their dtypes (`applied_edits`: the server's clearing
-edits on the call's prompt as the API reported them, JSON; null when none)."""
+edits on the call's prompt as the API reported them, JSON; null when none; `cache_miss_reason`
+and `cache_missed_tokens`: why the prompt missed the cache and the tokens it missed, as the
+API diagnosed it when the session asked, `Session(cache_diagnosis=True)`)."""
 
 COMPACTION_COLUMNS = {
     "session_id": "category",

@@ -133,6 +133,9 @@ class Context:
     pins: tuple[str, ...] = ()
     """The text blocks of the pinned texts (`evo_magic.compact.pins`): a full compaction's
     result carries each verbatim (`with_pins`); the compactor puts back any it lacks."""
+    tools: tuple[str, ...] = ()
+    """The names of the tools the model is offered (e.g. "recall": a placeholder can say the
+    original is one call away)."""
     details: dict[str, Any] = field(default_factory=dict)
     """What this run reports about what it did besides its result (e.g. the prompts a summary
     kept, the files it re-read and their tokens): recorded with the compaction."""

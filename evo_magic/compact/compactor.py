@@ -42,6 +42,7 @@ from evo_magic.compact.results import (
 from evo_magic.compact.server_side import ServerSide
 from evo_magic.compact.services import CompactionServices
 from evo_magic.compact.state import CompactState, retry_at
+from evo_magic.compact.undo import Undoable, remember, restore
 from evo_magic.events import (
     CompactionFinished,
     CompactionSkipped,
@@ -93,6 +94,8 @@ class Compactor:
         """The history was replaced (the API's compaction keeps none of the pins): the next
         call looks for them once, not every call."""
         self.requests = Requests(self)
+        self.undoable: Undoable | None = None
+        """What undoing the last full compaction restores (`compact.undo`); None: nothing."""
         self._strategies: tuple[Strategy, ...] = ()
         self._memos: dict[int, dict[str, Any]] = {}
         self._memo_generation = -1
@@ -174,6 +177,7 @@ class Compactor:
     def reset(self) -> None:
         """Forget the compaction state and every strategy's notes (the history was emptied)."""
         self.state = CompactState()
+        self.undoable = None
         self.requests.forget()
         self._memos.clear()
         if self.cache is not None:
@@ -306,7 +310,8 @@ class Compactor:
         if result.changes is not None:
             return self._apply_edits(strategy, result, attempt.before, ctx)
         assert result.new is not None
-        self.adopt(result.new, ctx.summaries[-1] if ctx.summaries else None, trigger=trigger)
+        summary = ctx.summaries[-1] if ctx.summaries else None
+        self.adopt(result.new, summary, trigger=trigger, snapshot=result.snapshot)
         self.requests.compacted(strategy)
         self.state.strategy_ok(strategy.name)
         event = attempt.succeeded(
@@ -398,6 +403,7 @@ class Compactor:
             model=self.services.model(),
             auto_compaction=bool(self.of("over_limit")) and not self.paused,
             pins=self.services.pins(trigger != "every_call"),
+            tools=self.services.tools(),
             _summarise=summarise,
             _tool_name=history.tool_name,
             _tool_results=history.tool_results,
@@ -437,10 +443,15 @@ class Compactor:
         self.emit(event)
         return event
 
-    def adopt(self, new: Sequence[Message], summary: str | None, trigger: str = "recorded") -> None:
+    def adopt(
+        self, new: Sequence[Message], summary: str | None, trigger: str = "recorded",
+        snapshot: str = "",
+    ) -> None:  # fmt: skip
         """Replace the history with `new`, the result of a successful full compaction (by a
         strategy, the server, or one recorded that replay applies): the cache holds none of
-        it, and the state counts it (`CompactState.compacted`)."""
+        it, the state counts it (`CompactState.compacted`), and what it replaced is what an
+        undo restores (`snapshot`: where it is on disk)."""
+        self.undoable = remember(self.history.messages, self.state, snapshot)
         self.history.replace(new)
         self._pins_due = True  # the API's compaction holds none: looked at once
         if self.cache is not None:
@@ -448,6 +459,16 @@ class Compactor:
         after = self.history.size()
         still_over = retry_at(after.chars, self.policy) if self.over_limit(after) else None
         self.state.compacted(trigger, summary, still_over)
+
+    def undo(self) -> CompactionFinished:
+        """Put back the history and the state the last full compaction replaced, byte for
+        byte, recorded as a compaction of its own (strategy "undo"; see `compact.undo`).
+        ValueError when there is none to undo (none since the start, a reset, or the last
+        undo: only the last can be undone, once)."""
+        event, self.state = restore(self.history, self.cache, self.undoable)
+        self.undoable = None
+        self.emit(event)
+        return event
 
     # -- failures -------------------------------------------------------------------------
 

@@ -38,6 +38,18 @@ class Pin:
         return PIN_PREFIX + self.text
 
 
+CARRIED = "carried"
+"""The key of a session's tool notes under which a strategy's tool keeps texts that every full
+compaction carries like pins (`todo`'s list): name -> block text."""
+
+
+def carried_texts(notes: Mapping[str, Any]) -> tuple[str, ...]:
+    """The block texts a strategy's tool asked every full compaction to carry, in the order
+    they were first written."""
+    carried = notes.get(CARRIED)
+    return tuple(carried.values()) if isinstance(carried, Mapping) else ()
+
+
 def pin_message(pin: Pin) -> Message:
     """The user message that brings a new pin into the history."""
     return {"role": "user", "content": [{"type": "text", "text": pin.block_text}]}

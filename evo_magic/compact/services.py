@@ -44,3 +44,5 @@ class CompactionServices:
     server_summarise: ServerSummarise = _no_server
     pins: Callable[[bool], tuple[str, ...]] = lambda reread: ()
     """The pinned block texts (`reread`: a full compaction follows, pinned files read again)."""
+    tools: Callable[[], tuple[str, ...]] = lambda: ()
+    """The names of the tools the model is offered now (a placeholder can point to `recall`)."""

@@ -19,6 +19,8 @@ from evo_magic.secrets import StreamRedactor
 from evo_magic.usage import Usage
 
 INTERRUPTED_TEXT = "\n\n[interrupted by the user]"
+CACHE_DIAGNOSIS_BETA = "cache-diagnosis-2026-04-07"
+"""The beta of `diagnostics.previous_message_id` and the reply's `cache_miss_reason`."""
 
 
 def call_model(parts: LoopParts) -> tuple[ModelReply, ContextSize]:
@@ -34,6 +36,7 @@ def call_model(parts: LoopParts) -> tuple[ModelReply, ContextSize]:
     call_started = time.perf_counter()
     reply = _streamed(parts, request)
     duration = time.perf_counter() - call_started
+    parts.totals.last_reply_id = reply.id or parts.totals.last_reply_id
     parts.totals.usage = parts.totals.usage + reply.usage
     _anchor(parts, reply, sent)
     cost = _account(parts, reply, request)
@@ -53,6 +56,9 @@ def _request(parts: LoopParts, sent: ContextSize) -> ModelRequest:
         prompt_chars=sent.chars + history.overhead_chars,
         cache=parts.cache,
         edited_from=parts.prefix.edited_from if parts.prefix is not None else None,
+        diagnostics=(
+            {"previous_message_id": parts.totals.last_reply_id} if parts.cache_diagnosis else None
+        ),
     )
 
 
@@ -124,6 +130,7 @@ def _report(
             cost_usd=cost,
             session_cost_usd=parts.ledger.spent.total_usd,
             applied_edits=reply.applied_edits,
+            cache_miss_reason=reply.cache_miss_reason,
         )
     )
     if cost is None and (note := parts.ledger.unpriced_notice(reply.model)):
@@ -138,7 +145,8 @@ def _with_server_params(parts: LoopParts, request: ModelRequest) -> ModelRequest
         params = parts.compactor.server.params(parts.model.name, offline=offline)
     except ValueError as exc:
         raise ModelError(str(exc)) from exc
-    return replace(request, context_management=params.context_management, betas=params.betas)
+    betas = params.betas + ((CACHE_DIAGNOSIS_BETA,) if request.diagnostics is not None else ())
+    return replace(request, context_management=params.context_management, betas=betas)
 
 
 def _respond(parts: LoopParts, request: ModelRequest, on_text: Callable[[str], None]) -> ModelReply:

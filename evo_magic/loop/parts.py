@@ -21,6 +21,8 @@ class Totals:
 
     calls: int = 0
     usage: Usage = Usage()
+    last_reply_id: str | None = None
+    """The id of the last reply: what the next request's cache diagnosis compares with."""
 
 
 @dataclass
@@ -48,3 +50,5 @@ class LoopParts:
     """Prices each call and keeps what the session spent."""
     prefix: PrefixTracker | None = None
     """Told, after each call, what the prompt cache now holds."""
+    cache_diagnosis: bool = False
+    """Ask the API why each prompt missed the cache (`diagnostics`, its beta)."""

@@ -106,6 +106,7 @@ class AnthropicModel:
             ) from exc
         usage = final.usage.model_dump()
         managed = getattr(final, "context_management", None)
+        diagnosis = getattr(getattr(final, "diagnostics", None), "cache_miss_reason", None)
         return ModelReply(
             content=[_block_param(block) for block in final.content],
             stop_reason=final.stop_reason,
@@ -115,6 +116,8 @@ class AnthropicModel:
             applied_edits=tuple(
                 edit.model_dump() for edit in (managed.applied_edits if managed else ())
             ),
+            id=getattr(final, "id", None),
+            cache_miss_reason=diagnosis.model_dump() if diagnosis is not None else None,
         )
 
     def _messages_api(self, request: ModelRequest, params: dict[str, Any]) -> Any:
@@ -127,6 +130,8 @@ class AnthropicModel:
             params["context_management"] = request.context_management
         if request.compaction is not None:
             params["compaction"] = request.compaction
+        if request.diagnostics is not None:
+            params["diagnostics"] = request.diagnostics
         return self.client.beta.messages
 
     def count_tokens(self, request: ModelRequest) -> tuple[int, int | None]:
@@ -138,6 +143,7 @@ class AnthropicModel:
         params: dict[str, Any] = {"model": self.name, **request_params(request, self.name)}
         counter = self._messages_api(request, params)
         params.pop("compaction", None)  # counting takes the edits, not an on-demand summary
+        params.pop("diagnostics", None)  # a count is no request to compare with
         try:
             counted = counter.count_tokens(**params)
         except anthropic.APIStatusError as exc:

@@ -42,6 +42,9 @@ class ModelRequest:
     """The API's on-demand `compaction` parameter; None: not sent."""
     betas: tuple[str, ...] = ()
     """Beta features the request needs (sent through the SDK's beta messages API)."""
+    diagnostics: dict[str, Any] | None = None
+    """The API's `diagnostics` (`{"previous_message_id": ...}`: why the prompt missed the
+    cache, beta `cache-diagnosis-2026-04-07`); None: not sent."""
 
     def measured_chars(self) -> int:
         """Characters of the prompt: `prompt_chars` when given, else measured now."""
@@ -63,6 +66,11 @@ class ModelReply:
     its `compaction` entry, not in `usage`)."""
     applied_edits: tuple[dict[str, Any], ...] = ()
     """`context_management.applied_edits`: what the server's clearing edits did."""
+    id: str | None = None
+    """The response's id (`msg_...`), when the model has one."""
+    cache_miss_reason: dict[str, Any] | None = None
+    """`diagnostics.cache_miss_reason` as the API reported it (`type`, and
+    `cache_missed_input_tokens` for a change): None when not asked, or no divergence."""
 
 
 class ModelError(Exception):

@@ -28,6 +28,7 @@ class CompactArgs:
     edit: bool = False
     apply: bool = False
     apply_file: str | None = None
+    undo: bool = False
 
 
 def read_compact_line(line: str, parser: argparse.ArgumentParser) -> CompactArgs:
@@ -53,18 +54,22 @@ def read_compact_line(line: str, parser: argparse.ArgumentParser) -> CompactArgs
         if action is not None and action.nargs != 0 and "=" not in word:
             options.extend(_unquoted(value) for _, value in [next(words, (0, ""))] if value)
     opts = parser.parse_args([_unquoted(word) for word in options])
-    modes = [m for m in ("preview", "edit", "apply", "apply_file") if getattr(opts, m)]
+    modes = [m for m in ("preview", "edit", "apply", "apply_file", "undo") if getattr(opts, m)]
     if len(modes) > 1:
         shown = " and ".join("--" + m.replace("_", "-") for m in modes)
         raise UsageError(f"%compact: {shown} do not go together; choose one")
+    focus = _focus(line[start:].strip())
+    if opts.undo and (focus or opts.strategy):
+        raise UsageError("%compact --undo takes no focus and no --strategy: it restores the last")
     return CompactArgs(
         opts.session,
-        _focus(line[start:].strip()),
+        focus,
         opts.strategy,
         opts.preview,
         opts.edit,
         opts.apply,
         opts.apply_file,
+        opts.undo,
     )
 
 

@@ -147,6 +147,12 @@ class AgentMagics(Magics, AgentConfig):
         help="apply the text of FILE as the summary (the proposal, once edited)",
     )
     @argument(
+        "--undo",
+        action="store_true",
+        help="undo the last full compaction: its history and compaction state put back as "
+        "they were, byte for byte (recorded; only the last one, once)",
+    )
+    @argument(
         "focus",
         nargs="*",
         metavar="focus=TEXT",
@@ -177,6 +183,8 @@ class AgentMagics(Magics, AgentConfig):
             return session.preview(strategy, focus)
         if args.edit:
             return summary_edit.propose(session, focus, strategy, self._rich())
+        if args.undo:
+            return self._undo(session)
         summary = None
         if args.apply or args.apply_file:
             given = summary_edit.given(session, args.apply_file, focus, strategy)
@@ -189,6 +197,17 @@ class AgentMagics(Magics, AgentConfig):
         finally:
             unsubscribe()
             self.registry.finish_cell_meter(meter)
+        view.update()
+
+    def _undo(self, session: Any) -> None:
+        view = CellView(self._rich(), sys.stdout.write)
+        unsubscribe = session.subscribe(view)
+        try:
+            session.undo_compaction()
+        except ValueError as exc:
+            raise UsageError(f"%compact --undo: {exc}") from None
+        finally:
+            unsubscribe()
         view.update()
 
     # -- %%agent ---------------------------------------------------------------------------

@@ -20,11 +20,13 @@ from evo_magic.strategies.budget import TokenBudget
 from evo_magic.strategies.clear_tool_uses import ClearToolUses
 from evo_magic.strategies.dedupe import DedupeReads
 from evo_magic.strategies.fold import FoldFiles
+from evo_magic.strategies.handoff import Handoff
 from evo_magic.strategies.interval import IntervalSummary
 from evo_magic.strategies.large_outputs import LargeOutputs
 from evo_magic.strategies.masking import ObservationMasking
 from evo_magic.strategies.micro import MicroCompact
 from evo_magic.strategies.older import SummariseOlder
+from evo_magic.strategies.recall import Recall
 from evo_magic.strategies.server import (
     ServerClearThinking,
     ServerClearToolUses,
@@ -33,6 +35,7 @@ from evo_magic.strategies.server import (
 )
 from evo_magic.strategies.summarise import Summarise
 from evo_magic.strategies.thinking import ClearThinking
+from evo_magic.strategies.todo import Todo
 from evo_magic.strategies.window import SlidingWindow
 
 __all__ = [
@@ -43,10 +46,12 @@ __all__ = [
     "DedupeReads",
     "Edited",
     "FoldFiles",
+    "Handoff",
     "IntervalSummary",
     "LargeOutputs",
     "MicroCompact",
     "ObservationMasking",
+    "Recall",
     "ServerClearThinking",
     "ServerClearToolUses",
     "ServerCompact",
@@ -55,6 +60,7 @@ __all__ = [
     "Strategy",
     "Summarise",
     "SummariseOlder",
+    "Todo",
     "TokenBudget",
     "default_pipeline",
 ]
@@ -78,6 +84,9 @@ BUILTIN: dict[str, type] = {
         IntervalSummary,
         ClearThinking,
         FoldFiles,
+        Recall,
+        Todo,
+        Handoff,
     )
 }
 """The built-in strategies by name."""

@@ -89,7 +89,7 @@ class TokenBudget:
                     f"{used:,} of the {window:,}-token context window are used "
                     f"({used / window:.0%}); {max(window - used, 0):,} tokens are left."
                 )
-        share = self._share_of_limit(ctx)
+        share = share_of_limit(ctx)
         warn = self.before_compaction and ctx.auto_compaction and not memo["warned"]
         if warn and share >= self.warn_share:
             memo["warned"] = True
@@ -102,12 +102,14 @@ class TokenBudget:
             return None
         return ctx.edit(messages, {len(messages) - 1: _with_note(messages[-1], " ".join(notes))})
 
-    @staticmethod
-    def _share_of_limit(ctx: Context) -> float:
-        shares = [ctx.size.chars / ctx.context_limit] if ctx.context_limit else []
-        if ctx.token_limit:
-            shares.append(ctx.size.tokens / ctx.token_limit)
-        return max(shares, default=0.0)
+
+def share_of_limit(ctx: Context) -> float:
+    """How full the context is against the session's compaction limit (the fuller of
+    characters and, when set, tokens); 0 when there is no limit."""
+    shares = [ctx.size.chars / ctx.context_limit] if ctx.context_limit else []
+    if ctx.token_limit:
+        shares.append(ctx.size.tokens / ctx.token_limit)
+    return max(shares, default=0.0)
 
 
 def _with_note(message: Message, note: str) -> Message:

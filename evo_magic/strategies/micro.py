@@ -29,6 +29,19 @@ from evo_magic.strategies.blocks import block_at, json_chars, result_text, rewri
 from evo_magic.strategies.params import calls_ahead_parameter, non_empty
 
 PLACEHOLDER = "[Earlier tool result compacted. Re-run the tool if you need full detail.]"
+RECALL_PLACEHOLDER = (
+    '[Earlier tool result compacted. The original is kept: use recall(id="{id}") to read it again.]'
+)
+"""The seed's placeholder when the model is offered `recall`: the original is one call away,
+so it need not run the tool again (whose result may have changed since)."""
+
+
+def placeholder_for(default: str, tool_use_id: str, ctx: Context) -> str:
+    """The placeholder of the result of `tool_use_id`: the seed's becomes the one that points
+    to `recall` when the model is offered it; any other placeholder stays as it was set."""
+    if default == PLACEHOLDER and "recall" in ctx.tools and tool_use_id:
+        return RECALL_PLACEHOLDER.format(id=tool_use_id)
+    return default
 
 
 @dataclass(frozen=True)
@@ -82,10 +95,8 @@ class MicroCompact:
         # change) and are placeholders or never due: only newer ones need a look (no scan).
         memo = ctx.memo
         start = min(memo.get("done", 0), end)
-        placeholder_chars = memo.get("placeholder_chars") or json_chars(self.placeholder)
-        memo["placeholder_chars"] = placeholder_chars
         chosen: list[tuple[int, int, dict]] = []
-        values = []
+        values: list[tuple[object, int]] = []
         stop = end
         for position in range(start, end):
             ref = refs[position]
@@ -94,21 +105,24 @@ class MicroCompact:
                 break
             block = block_at(messages, ref)
             value = block.get("content", "")
-            if value == self.placeholder or len(result_text(block)) <= self.min_chars:
+            placeholder = placeholder_for(self.placeholder, ref.tool_use_id, ctx)
+            done = value in (self.placeholder, placeholder)
+            if done or len(result_text(block)) <= self.min_chars:
                 continue
+            placeholder_chars = json_chars(placeholder)
             if (
                 _saving(value, placeholder_chars) > 0
                 and ctx.tool_name(block) not in self.exclude_tools
             ):
-                chosen.append((ref.index, ref.block_index, {**block, "content": self.placeholder}))
-                values.append(value)
+                chosen.append((ref.index, ref.block_index, {**block, "content": placeholder}))
+                values.append((value, placeholder_chars))
         if not chosen:
             return None
         # A string's JSON is at least the string and its quotes: that bound usually settles
         # `clear_at_least` without encoding long outputs; the exact count settles the rest.
         needed = max(self.clear_at_least, 1)
-        bound = sum(_saving(v, placeholder_chars) for v in values)
-        if bound < needed and sum(json_chars(v) - placeholder_chars for v in values) < needed:
+        bound = sum(_saving(v, chars) for v, chars in values)
+        if bound < needed and sum(json_chars(v) - chars for v, chars in values) < needed:
             return None  # too little to be worth breaking the cache: wait (none marked done)
         first = min(index for index, _, _ in chosen)
         if self.cache_aware and not ctx.clearing_pays(first, bound, self.calls_ahead):

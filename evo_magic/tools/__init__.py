@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from evo_magic.tools.base import Tool, ToolContext, ToolError, ToolResult, check_input
 from evo_magic.tools.bash import BASH
@@ -33,6 +33,7 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "default_tools",
+    "offered_tools",
     "describe_sandbox",
     "run_tool",
     "sandbox_status",
@@ -43,6 +44,24 @@ def default_tools() -> list[Tool]:
     """The tools every session offers, always in this order (a stable order keeps the prompt
     cache valid): bash, read_file, write_file, edit_file, compact."""
     return [BASH, READ_FILE, WRITE_FILE, EDIT_FILE, COMPACT]
+
+
+def offered_tools(base: Sequence[Tool], strategies: Iterable[object]) -> list[Tool]:
+    """The tools a session offers: `base` in its order, then the tools each strategy
+    contributes (its optional `tools()` method), in the strategies' order, a name already
+    offered skipped. The order depends only on the configuration, so the cached prefix
+    (tools first) holds from one call to the next."""
+    offered = list(base)
+    names = {tool.name for tool in offered}
+    for strategy in strategies:
+        method = getattr(strategy, "tools", None)
+        for tool in method() if callable(method) else ():
+            if not isinstance(tool, Tool):
+                raise TypeError(f"{strategy!r}.tools() must return Tool values, got {tool!r}")
+            if tool.name not in names:
+                names.add(tool.name)
+                offered.append(tool)
+    return offered
 
 
 def run_tool(

@@ -36,6 +36,14 @@ class ToolContext:
     notices: set[str] = field(default_factory=set)
     """Notices already given in a tool output; pass the session's one set to every batch so
     that each (e.g. "bash runs without a sandbox") is given once per session."""
+    notes: dict[str, Any] = field(default_factory=dict)
+    """What the tools strategies contribute keep for the whole session (pass the session's
+    one dict to every batch): the `todo` list, the `recall` index, the `handoff` text."""
+    originals: Path | None = None
+    """The session's transcript folder (`session.jsonl`, `snapshots/`): what `recall` reads."""
+    shown: Callable[[str], str | None] = lambda tool_use_id: None
+    """The text of the tool result of that tool use as the context holds it now (None: it is
+    not in the context any more)."""
 
     def __post_init__(self) -> None:
         check_mode(self.sandbox)

@@ -80,6 +80,7 @@ FIELDS = {
     "after": _SIZE,
     "summary_usage": USAGE_FIELDS,
     "applied_edits": "JSON",
+    "cache_miss_reason": "JSON",
 }
 """The fields the frames use (other fields are only in `events`)."""
 
@@ -159,6 +160,8 @@ _CALL_SELECT = select_sql(
     **{f"context_{at}_{n}": f"context_{at}.{n}" for at in ("before_micro", "sent") for n in SIZE},
     parent_tool_use_id="null",
     applied_edits="case when json_array_length(applied_edits) > 0 then applied_edits end",
+    cache_miss_reason="cache_miss_reason->>'type'",
+    cache_missed_tokens="try_cast(cache_miss_reason->>'cache_missed_input_tokens' as BIGINT)",
 )
 _COMPACTION_SELECT = select_sql(
     COMPACTION_COLUMNS,

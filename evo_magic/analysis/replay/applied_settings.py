@@ -41,6 +41,9 @@ class AppliedSettings:
         """The folder saved outputs are shown in (the session's own, once its start is read)."""
         self.unrebuilt: list[str] = []
         """Why recorded strategies were not rebuilt (each a reason)."""
+        self.tools: tuple[str, ...] = ()
+        """The names of the tools the session offered at this point (none when it does not
+        say: a recording of another agent)."""
 
     def until(self, line: int | None) -> None:
         """Apply the records written before `line` of the file (None: an item with no line
@@ -62,6 +65,8 @@ class AppliedSettings:
         elif name == "strategies":
             if self._recorded_mode:
                 self._compactor.strategies = self._recorded_strategies(value)
+        elif name == "tools":  # what the recorded requests held: replay counts the difference
+            self.tools = value
         elif name == "outputs":  # where this session's saved outputs are: as live showed them
             self.outputs = value
         elif getattr(self._given, name) is None or self._recorded_mode:

@@ -64,6 +64,7 @@ class Calls:
         calibration: Calibration | None,
         on_call: Callable[[ReplayedCall], None] | None,
         parts: tuple[History, Compactor, Pricing, ServerPart, Tally],
+        added_tool_chars: Callable[[], int] = lambda: 0,
     ):
         self._recording = recording
         self._label = label
@@ -84,6 +85,9 @@ class Calls:
         self.identical = True
         """True while every call so far sent what the recorded session sent."""
         self._windows: dict[str, int | None] = {}
+        self._added_tool_chars = added_tool_chars
+        """Characters of the tool definitions the replayed strategies offer that the recorded
+        requests did not hold (they are in every request while offered)."""
 
     def replay(self, item: Call) -> None:
         """The recorded call `item`, sent with the history as it stands (none: no call)."""
@@ -94,6 +98,9 @@ class Calls:
         view = history.view()
         chars = history.size().chars
         sent, exact = self._measure(item.call, view, chars, recorded)
+        if added := self._added_tool_chars():  # (negative: fewer tools than recorded)
+            sent, exact = sent + round(added * self._pricing.rate), False
+            self.identical = False
         history.anchor(chars, sent)
         served = self._server.serve(view, chars, sent)
         tokens, exact = self._served_tokens(served, sent, exact, recorded)

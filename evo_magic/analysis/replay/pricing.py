@@ -23,6 +23,7 @@ from evo_magic.prompt_cache import (
     Spot,
     min_cacheable_tokens,
     place_breakpoints,
+    prefix_key,
     start_key,
 )
 from evo_magic.usage import Usage
@@ -61,6 +62,14 @@ class Pricing:
         self.served_chain = PrefixChain(start_key(model))
         self.cache = PrefixCache(min_tokens=min_cacheable_tokens(model) or 0)
         self._prices_seen: dict[tuple[int, str], Price | None] = {}
+
+    def tools_changed(self, names: Sequence[str]) -> None:
+        """The request's tools changed (added, removed or reordered): the prompt starts
+        differently, so no cached prefix of the conversation matches any more."""
+        start = prefix_key(start_key(self.model), "tools", list(names))
+        self.chain = PrefixChain(start)
+        self.served_chain = PrefixChain(start)
+        self.tracker.replaced()  # what cache-aware strategies weigh: nothing cached (as live)
 
     def advance(self, timestamp: float | None) -> None:
         """The clock at a call recorded at `timestamp` (None: not recorded)."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from evo_magic.analysis.conversation import Call, Compaction, Message, conversation, conversations
 from evo_magic.analysis.datafiles import NotInside, open_regular
 from evo_magic.analysis.replay.timeline import Change, read_records, read_timeline, session_file
+from evo_magic.compact.undo import UNDO
 from evo_magic.measure import to_json
 from evo_magic.usage import Usage
 
@@ -155,6 +156,8 @@ def _requests(compactions: pd.DataFrame) -> dict[tuple[int, int], str | None]:
 
     requests = {}
     for row in compactions.itertuples():
+        if str(row.strategy) == UNDO:  # an undo is not a compaction asked of the strategies
+            continue
         if bool(row.success) and str(row.trigger) in ("user", "manual"):
             requests[(int(row.segment), int(row.epoch))] = (
                 None if pd.isna(row.focus) else str(row.focus)

@@ -15,6 +15,7 @@ from typing import Any
 
 from evo_magic.analysis.conversation import Call, Compaction
 from evo_magic.analysis.conversation import Message as RecordedMessage
+from evo_magic.analysis.replay import tools
 from evo_magic.analysis.replay.applied_settings import AppliedSettings
 from evo_magic.analysis.replay.calibration import Calibration, tokens_of
 from evo_magic.analysis.replay.call import Calls
@@ -25,12 +26,15 @@ from evo_magic.analysis.replay.server import ServerPart, without_compaction
 from evo_magic.analysis.replay.summaries import Summaries
 from evo_magic.analysis.replay.tally import Tally
 from evo_magic.compact.compactor import CompactionServices, Compactor
+from evo_magic.compact.pins import carried_texts
 from evo_magic.compact.policy import CompactPolicy
+from evo_magic.compact.undo import UNDO
 from evo_magic.compacted import is_pin_text
 from evo_magic.events import CompactionFinished
 from evo_magic.history import History
 from evo_magic.messages import Message, blocks_of_type, first_text
 from evo_magic.strategies import default_pipeline
+from evo_magic.strategies.todo import carried_todo
 from evo_magic.tools.files import touched_path
 from evo_magic.transcript import default_outputs_shown, output_shown
 
@@ -45,6 +49,8 @@ class _Replacement:
     summary: str | None = None
     trigger: str | None = None
     messages: list[Message] = field(default_factory=list)
+    undo: bool = False
+    """The recorded record is an undo: the run undoes its own last compaction there."""
 
 
 class Run:
@@ -91,11 +97,16 @@ class Run:
         )
         call_parts = (self.history, self.compactor, self.pricing, self.server, self.tally)
         self.calls = Calls(
-            recording, label, self.recorded_mode, calibration, settings.on_call, call_parts
-        )
+            recording, label, self.recorded_mode, calibration, settings.on_call, call_parts,
+            self._added_tool_chars,
+        )  # fmt: skip
+        self.notes: dict[str, Any] = {}
+        """What the replayed strategies' tools keep, as live (the carried todo list)."""
         self._replacement = _Replacement()
         self._fed = 0
         """Items replayed so far."""
+        self._tools: tuple[str, ...] | None = None
+        """The tools the previous call offered (None before the first call)."""
         self._turn: int | None = None
         """The turn of the latest request (a new turn is a new request)."""
         self._stop_reason: str | None = None
@@ -111,8 +122,28 @@ class Run:
             save_output=lambda tool_use_id, text: output_shown(self.applied.outputs, tool_use_id),
             model=lambda: model or None,
             server_summarise=lambda messages, focus: self.server.summarise(messages, focus),
-            pins=lambda reread: tuple(pin.block_text for pin in self.applied.pins.values()),
+            pins=lambda reread: (
+                *(pin.block_text for pin in self.applied.pins.values()),
+                *carried_texts(self.notes),
+            ),
+            tools=lambda: self._tools_offered(),
         )
+
+    @property
+    def _strategies(self) -> tuple[Any, ...]:
+        return self.compactor.strategies
+
+    def _tools_offered(self) -> tuple[str, ...]:
+        """The names of the tools this call offers (`replay.tools`; as recorded under
+        "recorded")."""
+        if self.recorded_mode:
+            return self.applied.tools
+        return tools.offered(self.applied.tools, self._strategies)
+
+    def _added_tool_chars(self) -> int:
+        """Characters the run's tools add to each request over the recorded ones (0 under
+        "recorded": they are its own)."""
+        return 0 if self.recorded_mode else tools.added_chars(self.applied.tools, self._strategies)
 
     @property
     def points(self) -> list[tuple[int, int]]:
@@ -164,6 +195,7 @@ class Run:
         replacement = self._replacement
         replacement.summary, replacement.trigger = item.summary, item.trigger
         replacement.epoch = (item.segment, item.epoch)
+        replacement.undo = item.strategy == UNDO
         if not self.recorded_mode and replacement.epoch in self.recording.requests:
             # The user asked for a compaction here: every setting is asked the same.
             self.compactor.request("user", self.recording.requests[replacement.epoch])
@@ -180,6 +212,10 @@ class Run:
         self._stop_reason = item.stop_reason  # of the reply that follows
         if self.server.pending:  # a modelled compaction that no reply followed
             self.server.after_compaction(None, self._stop_reason)
+        offered = self._tools_offered()
+        if self._tools is not None and offered != self._tools:
+            self.pricing.tools_changed(offered)  # before the strategies weigh the cache, as live
+        self._tools = offered
         if not automatic and (not self.recorded_mode or self.compactor.strategies):
             self.compactor.before_call()
         self.calls.replay(item)
@@ -210,6 +246,11 @@ class Run:
     def _flush(self) -> None:
         """Apply a recorded replacement when replaying what was recorded (else drop it)."""
         replacement = self._replacement
+        if replacement.undo:  # the live rule, on this run's own last compaction
+            replacement.undo, replacement.messages = False, []
+            if self.compactor.undoable is not None:
+                self.compactor.undo()
+            return
         if replacement.messages and self.recorded_mode:
             self._replace(replacement.messages, replacement.summary)
         replacement.messages = []
@@ -242,6 +283,7 @@ class Run:
             if message is None:
                 return
         requested = self._note_tool_results(message)
+        carried_todo(self._strategies, self.notes, message)  # the live tool's rule
         text = self._request(message, kind, turn)
         if text is not None:
             self.history.begin_request(text, message)

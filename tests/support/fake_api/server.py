@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from support import fake_context
+from support.fake_api import diagnosis
 from support.fake_api.body import validate_body, validate_request
 from support.fake_api.cache import FakeClock, PromptCache, estimate_input_tokens
 from support.fake_api.responses import (
@@ -251,6 +252,8 @@ class FakeAnthropic:
         self.rejections: list[tuple[dict, str]] = []
         self.headers: list[dict[str, str]] = []
         self.count_tokens_requests: list[dict] = []
+        self.diagnoser = diagnosis.Diagnoser()
+        """The prompts answered, by response id: the cache diagnosis compares with them."""
         self.tool_changes: list[dict] = []
         """The `tool_changes` of the compaction blocks the fake makes (as a server reports
         them when the compacted range added or withdrew tools)."""
@@ -391,7 +394,9 @@ class FakeAnthropic:
         if parsed is None:
             return
         body, request_id = parsed
-        if (error := validate_request(body) or fake_context.check(body, headers)) is not None:
+        error = validate_request(body) or fake_context.check(body, headers)
+        error = error or diagnosis.check(body, fake_context.betas(headers))
+        if error is not None:
             self._reject(handler, body, error, request_id)
             return
         window = self.context_window
@@ -458,6 +463,9 @@ class FakeAnthropic:
         message = message_body(scripted, prompt, self._new_id("msg"), cache)
         if plan is not None:
             message = with_context(message, plan)
+        if "diagnostics" in body:  # in `message_start`, where the SDK reads it
+            message["diagnostics"] = self.diagnoser.diagnose(body)
+        self.diagnoser.remember(message["id"], body)
         if not body.get("stream"):
             if cut:
                 handler.send_truncated_json(message, request_id)
