@@ -13,8 +13,10 @@ each message counts what was changed in `Message.changes` (`changes(items)` sums
 
 - an image or document (frames keep its media type and size, not its data) becomes a text
   placeholder saying what was there (`media without data`), in a message or a tool result;
-- thinking is dropped: the frames keep no signature, and the API refuses thinking without one
-  (`unsigned thinking`);
+- thinking is kept with its text and an empty signature (the frames keep none): the request
+  it was sent in held it and the server counted it, so replay measures it; the API refuses
+  thinking without a signature, so what sends these messages to a model takes it out
+  (`unsigned thinking`, `without_unsigned_thinking`);
 - a server tool call the file kept without its result (a Codex web search), or a block of a
   kind the API does not take (a Codex `compaction`), becomes a text placeholder (`not a
   request block`); an empty text block, which the API refuses, too (`empty text`);
@@ -242,8 +244,9 @@ def _block(
             block["is_error"] = True
         return block
     if kind == "thinking":
+        # Sent again with the turn (and counted by the server): kept for the request's size.
         _count(changed, "unsigned thinking")
-        return None
+        return {"type": "thinking", "thinking": text or "", "signature": ""}
     if kind in ("image", "document"):
         _count(changed, "media without data")
         return _placeholder(str(kind), row.media_type, row.chars)

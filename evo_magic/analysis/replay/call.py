@@ -20,7 +20,7 @@ from evo_magic.catalog import context_window
 from evo_magic.compact.compactor import Compactor
 from evo_magic.compact.server import server_strategies
 from evo_magic.history import History
-from evo_magic.messages import Message
+from evo_magic.messages import Message, thinking_chars
 from evo_magic.prompt_cache import Spot
 from evo_magic.usage import Usage
 
@@ -40,6 +40,8 @@ class Prompt:
     """True when `tokens` is the recorded count of this very prompt."""
     recorded_tokens: int | None
     """What the recorded call's usage counted."""
+    thinking: int = 0
+    """Characters of the thinking blocks among `chars`."""
 
 
 @dataclass(frozen=True)
@@ -77,8 +79,9 @@ class Calls:
         them."""
         self.reference: dict[int, tuple[str, int]] = {}
         """Per call: the recorded request's digest and characters, as rebuilt."""
-        self.stretch_points: list[tuple[int, int, int]] = []
-        """(characters, recorded tokens, compactions before it) of each call."""
+        self.stretch_points: list[tuple[int, int, int, int]] = []
+        """(characters, thinking characters, recorded tokens, compactions before it) of each
+        call."""
         self.stretch_of: dict[int, int] = {}
         """Per call: how many compactions came before it (its stretch)."""
         self.identical = True
@@ -93,23 +96,30 @@ class Calls:
         recorded = self._recording.calls.get(item.call or -1, {})
         view = history.view()
         chars = history.size().chars
-        sent, exact = self._measure(item.call, view, chars, recorded)
+        thinking = thinking_chars(view)
+        sent, exact = self._measure(item.call, view, (chars, thinking), recorded)
         history.anchor(chars, sent)
         served = self._server.serve(view, chars, sent)
         tokens, exact = self._served_tokens(served, sent, exact, recorded)
         if served is not None:
             self._pricing.served_chain.update(served.messages)
         self._tell(item, served.messages if served is not None else view)
-        prompt = Prompt(view, chars, sent, tokens, exact, recorded.get("tokens"))
+        prompt = Prompt(view, chars, sent, tokens, exact, recorded.get("tokens"), thinking)
         cost = self._cost(prompt, served, recorded)
         self.rows.append(self._row(item, prompt, served, cost))
         self._tally.row_written()
 
     def _measure(
-        self, call: int | None, view: Sequence[Message], chars: int, recorded: dict[str, Any]
+        self,
+        call: int | None,
+        view: Sequence[Message],
+        size: tuple[int, int],
+        recorded: dict[str, Any],
     ) -> tuple[int, bool]:
-        """Tokens of the prompt as sent, and whether they are the recorded count: on the
-        calibration pass the recorded ones (noted to calibrate on), else calibrated."""
+        """Tokens of the prompt as sent (`size`: its characters, and those of its thinking
+        blocks), and whether they are the recorded count: on the calibration pass the recorded
+        ones (noted to calibrate on), else calibrated."""
+        chars, thinking = size
         chain = self._pricing.chain
         chain.update(view)
         digest = chain.key().hex()
@@ -122,7 +132,7 @@ class Calls:
             stretch = self._tally.compactions
             if prompt_recorded:
                 self.points.append((chars, prompt_recorded))
-                self.stretch_points.append((chars, prompt_recorded, stretch))
+                self.stretch_points.append((chars, thinking, prompt_recorded, stretch))
             self.reference[number] = (digest, chars)
             self.stretch_of[number] = stretch
             return prompt_recorded or tokens_of(chars, None), bool(prompt_recorded)
@@ -214,7 +224,9 @@ class Calls:
             "server_modelled": server_modelled,
             "recorded_tokens": prompt.recorded_tokens,
             "estimated_tokens": (
-                None if calibration is None else calibration.estimate(prompt.chars, item.call)
+                None
+                if calibration is None
+                else calibration.estimate(prompt.chars, item.call, prompt.thinking)
             ),
         }
 
