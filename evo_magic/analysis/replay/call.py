@@ -40,8 +40,6 @@ class Prompt:
     """True when `tokens` is the recorded count of this very prompt."""
     recorded_tokens: int | None
     """What the recorded call's usage counted."""
-    thinking: int = 0
-    """Characters of the thinking blocks among `chars`."""
 
 
 @dataclass(frozen=True)
@@ -96,30 +94,23 @@ class Calls:
         recorded = self._recording.calls.get(item.call or -1, {})
         view = history.view()
         chars = history.size().chars
-        thinking = thinking_chars(view)
-        sent, exact = self._measure(item.call, view, (chars, thinking), recorded)
+        sent, exact = self._measure(item.call, view, chars, recorded)
         history.anchor(chars, sent)
         served = self._server.serve(view, chars, sent)
         tokens, exact = self._served_tokens(served, sent, exact, recorded)
         if served is not None:
             self._pricing.served_chain.update(served.messages)
         self._tell(item, served.messages if served is not None else view)
-        prompt = Prompt(view, chars, sent, tokens, exact, recorded.get("tokens"), thinking)
+        prompt = Prompt(view, chars, sent, tokens, exact, recorded.get("tokens"))
         cost = self._cost(prompt, served, recorded)
         self.rows.append(self._row(item, prompt, served, cost))
         self._tally.row_written()
 
     def _measure(
-        self,
-        call: int | None,
-        view: Sequence[Message],
-        size: tuple[int, int],
-        recorded: dict[str, Any],
+        self, call: int | None, view: Sequence[Message], chars: int, recorded: dict[str, Any]
     ) -> tuple[int, bool]:
-        """Tokens of the prompt as sent (`size`: its characters, and those of its thinking
-        blocks), and whether they are the recorded count: on the calibration pass the recorded
-        ones (noted to calibrate on), else calibrated."""
-        chars, thinking = size
+        """Tokens of the prompt as sent, and whether they are the recorded count: on the
+        calibration pass the recorded ones (noted to calibrate on), else calibrated."""
         chain = self._pricing.chain
         chain.update(view)
         digest = chain.key().hex()
@@ -132,6 +123,7 @@ class Calls:
             stretch = self._tally.compactions
             if prompt_recorded:
                 self.points.append((chars, prompt_recorded))
+                thinking = thinking_chars(view)
                 self.stretch_points.append((chars, thinking, prompt_recorded, stretch))
             self.reference[number] = (digest, chars)
             self.stretch_of[number] = stretch
@@ -224,11 +216,15 @@ class Calls:
             "server_modelled": server_modelled,
             "recorded_tokens": prompt.recorded_tokens,
             "estimated_tokens": (
-                None
-                if calibration is None
-                else calibration.estimate(prompt.chars, item.call, prompt.thinking)
+                None if calibration is None else self._estimate(calibration, item, prompt)
             ),
         }
+
+    @staticmethod
+    def _estimate(calibration: Calibration, item: Call, prompt: Prompt) -> int:
+        """The fit's tokens of `prompt` alone (thinking at its own rate, see `Stretches`)."""
+        thinking = thinking_chars(prompt.messages)
+        return calibration.estimate(prompt.chars, item.call, thinking)
 
     def _window(self, model: str) -> int | None:
         """The context window of `model` (looked up once)."""
