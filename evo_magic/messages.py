@@ -58,17 +58,26 @@ def thinking_chars(messages: Iterable[Mapping[str, Any]]) -> int:
     )
 
 
-def without_unsigned_thinking(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
+def without_unsigned_thinking(messages: Iterable[Message]) -> list[Message]:
     """`messages` without the thinking blocks that carry no signature (rebuilt from a
-    transcript that kept none): the API refuses them. Other messages are returned as they are."""
+    transcript that kept none): the API refuses them. A message that holds none is returned
+    itself; one of such thinking alone keeps a text block saying so (the API refuses an empty
+    message)."""
     out: list[Message] = []
     for message in messages:
-        blocks = content_blocks(message)
-        kept = [b for b in blocks if b.get("type") != "thinking" or b.get("signature")]
-        if not kept:  # a message of thinking alone: the API refuses an empty one
-            kept = [{"type": "text", "text": "[thinking not kept]"}]
-        out.append(dict(message) if len(kept) == len(blocks) else {**message, "content": kept})
+        content = message.get("content")
+        if not isinstance(content, list) or not any(_unsigned(b) for b in content):
+            out.append(message)
+            continue
+        kept = [block for block in content if not _unsigned(block)]
+        out.append({**message, "content": kept or [{"type": "text", "text": "[thinking]"}]})
     return out
+
+
+def _unsigned(block: Any) -> bool:
+    return (
+        isinstance(block, dict) and block.get("type") == "thinking" and not block.get("signature")
+    )
 
 
 def has_text(message: Mapping[str, Any]) -> bool:

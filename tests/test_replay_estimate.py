@@ -51,11 +51,13 @@ def test_a_fixed_part_that_changes_at_a_compaction_is_fitted_per_stretch(tmp_pat
     assert p90_error(before) <= 0.05 and p90_error(after) <= 0.05
 
 
-def test_thinking_counted_at_a_rate_of_its_own_is_fitted(tmp_path):
+@pytest.mark.parametrize("rate", [1.0, 0.0])
+def test_thinking_counted_at_a_rate_of_its_own_is_fitted(tmp_path, rate):
     """The server counts a turn's thinking at about a token a character (the transcript keeps
-    a summary of what the model thought), far above the rate of the rest of the prompt: the
-    thinking blocks are rebuilt and fitted at their own rate, each call within 5% at p90."""
-    root = write_session(tmp_path, calls=80, thinking_rate=1.0)
+    a summary of what the model thought), far above the rate of the rest of the prompt; a model
+    that drops earlier thinking counts none of it: the thinking blocks are rebuilt and fitted at
+    their own rate, each call within 5% at p90."""
+    root = write_session(tmp_path, calls=80, thinking_rate=rate)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         calls = replay(root, {"recorded": "recorded"}, model="claude-sonnet-4-5").calls

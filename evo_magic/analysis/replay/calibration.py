@@ -47,8 +47,9 @@ class Stretches:
             by_stretch.setdefault(stretch, []).append((chars - thinking, thinking, tokens))
         sums = _centred_sums(by_stretch)
         rate, thinking_rate = _slopes(sums, pooled.rate)
+        per_thinking = rate if thinking_rate is None else thinking_rate
         overheads = {
-            stretch: max(t - rate * c - (thinking_rate or rate) * h, 0.0)
+            stretch: max(t - rate * c - per_thinking * h, 0.0)
             for stretch, (c, h, t) in sums.means.items()
         }
         return cls(rate, overheads, dict(of_call), thinking_rate)
@@ -82,11 +83,9 @@ class _Sums:
 
 
 def _centred_sums(by_stretch: dict[int, list[tuple[float, float, float]]]) -> _Sums:
-    means = {
-        s: tuple(sum(p[i] for p in counts) / len(counts) for i in range(3))
-        for s, counts in by_stretch.items()
-    }
-    sums = _Sums(means)  # type: ignore[arg-type]
+    """The sums of `(other chars, thinking chars, tokens)` counts per stretch."""
+    sums = _Sums({s: _mean(counts) for s, counts in by_stretch.items()})
+    means = sums.means
     for stretch, counts in by_stretch.items():
         mc, mh, mt = means[stretch]
         for c, h, t in counts:
@@ -101,6 +100,12 @@ def _centred_sums(by_stretch: dict[int, list[tuple[float, float, float]]]) -> _S
         thinking = [h for _, h, _ in counts]
         sums.thinking_spread = max(sums.thinking_spread, max(thinking) - min(thinking))
     return sums
+
+
+def _mean(counts: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    n = len(counts)
+    return (sum(c for c, _, _ in counts) / n, sum(h for _, h, _ in counts) / n,
+            sum(t for _, _, t in counts) / n)  # fmt: skip
 
 
 def _slopes(sums: _Sums, pooled: float) -> tuple[float, float | None]:
