@@ -6,7 +6,8 @@ between them, and the compactions between its epochs (what trace-driven replay c
         if isinstance(item, Call): ...                  # sent with the messages before it
     for item in conversation(t, session_id, agent_id="a5bdbc1"): ...   # one subagent
 
-Messages are a valid request in the Messages API's shape: what replay and probes send. A
+Messages are a valid request in the Messages API's shape once their unsigned thinking is taken
+out (`messages.without_unsigned_thinking`): what replay and probes send. A
 block's content is what the frames hold: text, the tool input (parsed from its recorded JSON),
 the tool result (a string, or its text parts). What the frames do not carry is replaced, and
 each message counts what was changed in `Message.changes` (`changes(items)` sums them):
