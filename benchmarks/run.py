@@ -36,6 +36,7 @@ MODULES = (
     "bench_experiment",
     "bench_formats",
     "bench_behaviour",
+    "bench_estimate",
 )
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from evo_magic.measure import to_json
+
 Message = dict[str, Any]
 """A message in the Messages API's parameter shape: `{"role": ..., "content": ...}`."""
 
@@ -39,6 +41,43 @@ def content_blocks(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 def blocks_of_type(message: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
     """The blocks of a message of one type (`text`, `tool_use`, `tool_result`, ...)."""
     return [block for block in content_blocks(message) if block.get("type") == kind]
+
+
+THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+"""Blocks of the model's reasoning: sent back with its turn, counted by the server at a rate
+of their own (the text kept in a transcript is often a summary of what the model thought)."""
+
+
+def thinking_chars(messages: Iterable[Mapping[str, Any]]) -> int:
+    """Characters of the JSON encoding of the thinking blocks in `messages`."""
+    return sum(
+        len(to_json(block))
+        for message in messages
+        for block in content_blocks(message)
+        if block.get("type") in THINKING_BLOCKS
+    )
+
+
+def without_unsigned_thinking(messages: Iterable[Message]) -> list[Message]:
+    """`messages` without the thinking blocks that carry no signature (rebuilt from a
+    transcript that kept none): the API refuses them. A message that holds none is returned
+    itself; one of such thinking alone keeps a text block saying so (the API refuses an empty
+    message)."""
+    out: list[Message] = []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list) or not any(_unsigned(b) for b in content):
+            out.append(message)
+            continue
+        kept = [block for block in content if not _unsigned(block)]
+        out.append({**message, "content": kept or [{"type": "text", "text": "[thinking]"}]})
+    return out
+
+
+def _unsigned(block: Any) -> bool:
+    return (
+        isinstance(block, dict) and block.get("type") == "thinking" and not block.get("signature")
+    )
 
 
 def has_text(message: Mapping[str, Any]) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 from evo_magic.declared import check_fields, setting
 from evo_magic.measure import message_chars, to_json
-from evo_magic.messages import blocks_of_type, content_blocks
+from evo_magic.messages import blocks_of_type, content_blocks, without_unsigned_thinking
 from evo_magic.models.base import Model, ModelReply, ModelRequest
 from evo_magic.prompt_cache import CacheSettings
 from evo_magic.usage import Usage
@@ -100,6 +100,7 @@ class Summariser:
         """One request asking for a summary of `messages`: in the conversation itself when
         `in_context` and the agent's `prompt` allow it, else the conversation as text, no
         tools."""
+        messages = without_unsigned_thinking(messages)  # rebuilt from a transcript: refused
         instructions = self.instructions
         if focus:
             instructions += FOCUS_INSTRUCTION.format(focus=focus)

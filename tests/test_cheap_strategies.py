@@ -216,11 +216,13 @@ def test_clear_thinking_drops_the_thinking_of_older_turns_only(workspace: Path):
     assert thought(bodies[2]) == ["sig-0", "sig-1"]  # ask 1's loop is one turn: kept
     assert thought(bodies[3]) == ["sig-2"]  # ask 1's turn cleared once ask 2 answered
     assert thought(bodies[4]) == ["sig-3"]  # the third ask's loop keeps its own thinking
-    # Replay drops thinking (a transcript keeps no usable signature), so there the strategy
-    # has nothing to clear: its replay is the replay without it, and says so by being equal.
+    # Replay rebuilds the thinking (its text; no usable signature is kept): the strategy clears
+    # it there from the call it cleared it live, and leaves the calls before alone.
     r = replay(load_transcripts(s.directory), {"none": [], "clear-thinking": [strategy]})
     sizes = r.calls.groupby("strategy", observed=True)["context_chars"].apply(list)
-    assert sizes["clear-thinking"] == sizes["none"]
+    none, cleared = sizes["none"], sizes["clear-thinking"]
+    assert cleared[:3] == none[:3]
+    assert all(c < n for c, n in zip(cleared[3:], none[3:], strict=True))
 
 
 # -- fold-files -----------------------------------------------------------------------------------

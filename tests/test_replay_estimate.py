@@ -5,6 +5,7 @@ fixed part changes at a compaction (as Claude Code's does when it attaches files
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -48,3 +49,62 @@ def test_a_fixed_part_that_changes_at_a_compaction_is_fitted_per_stretch(tmp_pat
     assert len(before) > 5 and len(after) > 5
     # each side of the compaction, not only the whole, within 5%
     assert p90_error(before) <= 0.05 and p90_error(after) <= 0.05
+
+
+@pytest.mark.parametrize("rate", [1.0, 0.0])
+def test_thinking_counted_at_a_rate_of_its_own_is_fitted(tmp_path, rate):
+    """The server counts a turn's thinking at about a token a character (the transcript keeps
+    a summary of what the model thought), far above the rate of the rest of the prompt; a model
+    that drops earlier thinking counts none of it: the thinking blocks are rebuilt and fitted at
+    their own rate, each call within 5% at p90."""
+    root = write_session(tmp_path, calls=80, thinking_rate=rate)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        calls = replay(root, {"recorded": "recorded"}, model="claude-sonnet-4-5").calls
+    main = calls[calls["agent_id"].isna()]
+    assert p90_error(main) <= 0.05
+
+
+def test_thinking_is_part_of_the_rebuilt_request(tmp_path):
+    """Each thinking block the file kept is in the rebuilt request, with its text; the
+    characters replay measures include it."""
+    from evo_magic.analysis import Message, conversation
+
+    root = write_session(tmp_path, calls=40, thinking_rate=1.0)
+    session = next(root.glob("*.jsonl"))
+    kept = [
+        block["thinking"]
+        for line in session.read_text().splitlines()
+        if (record := json.loads(line)).get("type") == "assistant"
+        for block in record["message"]["content"]
+        if block.get("type") == "thinking"
+    ]
+    t = load_transcripts(session)
+    rebuilt = [
+        block["thinking"]
+        for item in conversation(t, t.sessions["session_id"].iloc[0])
+        if isinstance(item, Message)
+        for block in item.content
+        if block["type"] == "thinking"
+    ]
+    assert kept and rebuilt == kept
+
+
+def test_a_summary_asked_in_context_leaves_out_the_thinking_a_transcript_could_not_sign():
+    """Rebuilt thinking has no signature, which the API refuses: a summary asked in the
+    conversation itself sends the rest and keeps the thinking a live session signed."""
+    from evo_magic.summariser import AgentPrompt, Summariser
+
+    unsigned = {"type": "thinking", "thinking": "Let me look.", "signature": ""}
+    signed = {"type": "thinking", "thinking": "Now the tests.", "signature": "EqQBCkYI"}
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "Fix the bug."}]},
+        {"role": "assistant", "content": [unsigned, {"type": "text", "text": "Looking."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Go on."}]},
+        {"role": "assistant", "content": [signed, {"type": "text", "text": "Testing."}]},
+        {"role": "user", "content": [{"type": "text", "text": "And?"}]},
+    ]
+    request = Summariser(in_context=True).request(messages, None, AgentPrompt("system", []))
+    sent = [block for m in request.messages for block in m["content"]]
+    assert unsigned not in sent and signed in sent
+    assert {"type": "text", "text": "Looking."} in sent  # the rest of that turn stays

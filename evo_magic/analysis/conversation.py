@@ -6,15 +6,18 @@ between them, and the compactions between its epochs (what trace-driven replay c
         if isinstance(item, Call): ...                  # sent with the messages before it
     for item in conversation(t, session_id, agent_id="a5bdbc1"): ...   # one subagent
 
-Messages are a valid request in the Messages API's shape: what replay and probes send. A
+Messages are a valid request in the Messages API's shape once their unsigned thinking is taken
+out (`messages.without_unsigned_thinking`): what replay and probes send. A
 block's content is what the frames hold: text, the tool input (parsed from its recorded JSON),
 the tool result (a string, or its text parts). What the frames do not carry is replaced, and
 each message counts what was changed in `Message.changes` (`changes(items)` sums them):
 
 - an image or document (frames keep its media type and size, not its data) becomes a text
   placeholder saying what was there (`media without data`), in a message or a tool result;
-- thinking is dropped: the frames keep no signature, and the API refuses thinking without one
-  (`unsigned thinking`);
+- thinking is kept with its text and an empty signature (the frames keep none): the request
+  it was sent in held it and the server counted it, so replay measures it; the API refuses
+  thinking without a signature, so what sends these messages to a model takes it out
+  (`unsigned thinking`, `without_unsigned_thinking`);
 - a server tool call the file kept without its result (a Codex web search), or a block of a
   kind the API does not take (a Codex `compaction`), becomes a text placeholder (`not a
   request block`); an empty text block, which the API refuses, too (`empty text`);
@@ -245,8 +248,9 @@ def _block(
             block["is_error"] = True
         return block
     if kind == "thinking":
+        # Sent again with the turn (and counted by the server): kept for the request's size.
         _count(changed, "unsigned thinking")
-        return None
+        return {"type": "thinking", "thinking": text or "", "signature": ""}
     if kind in ("image", "document"):
         _count(changed, "media without data")
         return _placeholder(str(kind), row.media_type, row.chars)

@@ -42,6 +42,9 @@ class _Writer:
     """The prompt's fixed part in tokens (system prompt, tools, attachments)."""
     seconds: float = 0.0
     calls: int = 0
+    thinking_rate: float | None = None
+    """Tokens per character of thinking blocks (None: no thinking): the transcript keeps a
+    summary of what the model thought, the server counts all of it."""
 
     def add(self, kind: str, parent: Any = "last", **fields: Any) -> str:
         self.n += 1
@@ -103,8 +106,15 @@ class _Writer:
 
     def prompt_tokens(self) -> int:
         chars = len(json.dumps(self.active))
+        thinking = sum(
+            len(json.dumps(block))
+            for message in self.active
+            for block in message["content"]
+            if isinstance(block, dict) and block.get("type") == "thinking"
+        )
         noise = self.rng.uniform(0.99, 1.01)
-        return round(self.fixed + chars / CHARS_PER_TOKEN * noise)
+        thought = thinking * (self.thinking_rate or 0.0)
+        return round(self.fixed + (chars - thinking) / CHARS_PER_TOKEN * noise + thought)
 
     def tool_round(self, index: int) -> None:
         tool_id = f"toolu_{self.agent_id or 'main'}_{index:05d}"
@@ -122,7 +132,11 @@ class _Writer:
                 "name": "Read",
                 "input": {"file_path": f"/project/src/m{index % 30}.py"},
             }
-        self.assistant({"type": "text", "text": self.words(20, 200)}, call, stop="tool_use")
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": self.words(20, 200)}, call]
+        if self.thinking_rate is not None and self.rng.random() < 0.3:
+            thought = {"type": "thinking", "thinking": self.words(100, 6000), "signature": "s"}
+            blocks.insert(0, thought)
+        self.assistant(*blocks, stop="tool_use")
         output = self.words(200, 5000)
         self.user([{"type": "tool_result", "tool_use_id": tool_id, "content": output}])
 
@@ -140,14 +154,20 @@ class _Writer:
 
 
 def write_session(
-    root: Path, calls: int = 60, *, seed: int = 0, fixed_after: int | None = None
+    root: Path,
+    calls: int = 60,
+    *,
+    seed: int = 0,
+    fixed_after: int | None = None,
+    thinking_rate: float | None = None,
 ) -> Path:
     """A project folder holding one Claude Code session of about `calls` model calls, with a
     compaction near the middle, a rewind, an API-error placeholder and one subagent; with
     `fixed_after`, the prompt's fixed part after the compaction (as Claude Code's changes when
-    it attaches files read again). Returns the folder."""
+    it attaches files read again); with `thinking_rate`, thinking blocks in some turns, counted
+    at that many tokens per character. Returns the folder."""
     rng = random.Random(seed)
-    main = _Writer(SID, rng)
+    main = _Writer(SID, rng, thinking_rate=thinking_rate)
     index = 0
     compacted = False
     while main.calls < calls:

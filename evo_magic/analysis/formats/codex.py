@@ -13,7 +13,9 @@ Each line is `{"timestamp", "type", "payload"}`. How the records map onto the fr
   message. A `web_search_call` (run by the server, no output follows) is a `server_tool_use`
   block named `web_search`, with the item's id or one made from its line. `developer`
   messages keep their role. Where the rollout has `user_message` events, they mark the user
-  messages a person typed (prompts, counted by `turn`); the other user messages are `meta`.
+  messages a person typed (prompts, counted by `turn`); the other user messages are `meta`. An
+  event with no user message item before it (since the previous event or `task_started`) is
+  the prompt itself: a user message of its text and images.
 - `event_msg` `token_count` with usage is a call: `last_token_usage` (Codex counts cached
   tokens inside `input_tokens`: here `input_tokens` is the uncached part and
   `cache_read_input_tokens` the cached, so `context_sent_tokens` is Codex's `input_tokens`).
@@ -144,6 +146,7 @@ class _Rollout:
         self.waiting: dict[str, Any] | None = None
         """A call whose response's items have not been written yet."""
         self.prompts: set[int] | None = None
+        self.event_prompts: set[int] = set()  # prompts written only as their event (`_prompts`)
         self.blocks: list[dict[str, Any]] = []
         self.parts: list[dict[str, Any]] = []
         self.calls: list[dict[str, Any]] = []
@@ -155,7 +158,7 @@ class _Rollout:
         """Every record, in order, read by its type (`_RECORDS`); each gets its identity as
         it was before the record."""
         payloads = [_payload(record) for record in self.records]
-        self.prompts = _prompts(self.records, payloads)
+        self.prompts, self.event_prompts = _prompts(self.records, payloads)
         for record, payload in zip(self.records, payloads, strict=True):
             kind = record.get("type")
             identity = {**self._identity(record), "kind": kind}
@@ -201,6 +204,8 @@ class _Rollout:
     def _event(self, record: dict[str, Any], payload: dict[str, Any]) -> None:
         if payload.get("type") == "token_count":
             self._token_count(record, payload)
+        elif payload.get("type") == "user_message" and record["line"] in self.event_prompts:
+            self._add(record, _typed(payload), new_turns=True)
 
     def _compacted(self, record: dict[str, Any], payload: dict[str, Any]) -> None:
         """A compaction: the next epoch opens with its replacement history, else its summary."""
@@ -414,23 +419,43 @@ def _output(output: Any) -> dict[str, Any]:
     return block
 
 
-def _prompts(records: list[dict[str, Any]], payloads: list[dict[str, Any]]) -> set[int] | None:
+def _prompts(
+    records: list[dict[str, Any]], payloads: list[dict[str, Any]]
+) -> tuple[set[int] | None, set[int]]:
     """The lines of the user messages a person typed: each `user_message` event follows the
-    `message` item of what was typed. None when the rollout has no such events (then message
-    text decides)."""
+    `message` item of what was typed (None when the rollout has no such events: then message
+    text decides); and the lines of the events with no such item before them (since the
+    previous event or the turn's start), whose prompt exists only as the event."""
     found: set[int] = set()
+    alone: set[int] = set()
     typed: int | None = None  # the last user message item since the last event
     events = False
     for record, payload in zip(records, payloads, strict=True):
         kind, inner = record.get("type"), payload.get("type")
         if kind == "response_item" and inner == "message" and payload.get("role") == "user":
             typed = record["line"]
+        elif kind == "event_msg" and inner == "task_started":
+            typed = None  # a turn starts: what it was typed with comes after
         elif kind == "event_msg" and inner == "user_message":
             events = True
             if typed is not None:
                 found.add(typed)
+            else:
+                alone.add(record["line"])
             typed = None
-    return found if events else None
+    return (found if events else None), alone
+
+
+def _typed(event: dict[str, Any]) -> _Read:
+    """A prompt read from its `user_message` event: its text, then its images (data URLs)."""
+    text, images = event.get("message"), event.get("images")
+    blocks = [{"block_type": "text", "text": text if isinstance(text, str) else ""}]
+    urls = images if isinstance(images, list) else []
+    return (
+        "user",
+        "prompt",
+        blocks + [_part_block({"type": "input_image", "image_url": u}) for u in urls],
+    )
 
 
 def _user_kind(text: str, default: str) -> str:

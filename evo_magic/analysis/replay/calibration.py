@@ -25,38 +25,101 @@ class Stretches:
     """Stretch (compactions before it) -> its fitted fixed part, in tokens."""
     of_call: dict[int, int]
     """Recorded call -> the stretch it was sent in."""
+    thinking_rate: float | None = None
+    """Tokens per character of thinking blocks, where the calls tell it (None: `rate`)."""
+
+    MAX_THINKING_RATE = 2.0
+    """Above this many tokens per character a fitted thinking rate is not believed."""
 
     @classmethod
     def fit(
-        cls, points: list[tuple[int, int, int]], of_call: dict[int, int], pooled: TokenRate
+        cls, points: list[tuple[int, int, int, int]], of_call: dict[int, int], pooled: TokenRate
     ) -> Stretches:
-        """The fit of `(chars, tokens, stretch)` counts: the slope of tokens on characters
-        within the stretches (each stretch's means removed), the pooled fit's rate when that
-        is not plausible or the stretches span too few characters (as `TokenRate` decides);
-        then each stretch's fixed part at that rate."""
-        by_stretch: dict[int, list[tuple[int, int]]] = {}
-        for chars, tokens, stretch in points:
-            by_stretch.setdefault(stretch, []).append((chars, tokens))
-        sxx = sxy = 0.0
-        spread = 0
-        means: dict[int, tuple[float, float]] = {}
-        for stretch, counts in by_stretch.items():
-            mean_c = sum(c for c, _ in counts) / len(counts)
-            mean_t = sum(t for _, t in counts) / len(counts)
-            means[stretch] = (mean_c, mean_t)
-            sxx += sum((c - mean_c) ** 2 for c, _ in counts)
-            sxy += sum((c - mean_c) * (t - mean_t) for c, t in counts)
-            spread = max(spread, max(c for c, _ in counts) - min(c for c, _ in counts))
-        rate = sxy / sxx if sxx > 0 and spread >= TokenRate.MIN_SPREAD else pooled.rate
-        if not 0.05 <= rate <= 1.0:
-            rate = pooled.rate
-        overheads = {s: max(mean_t - rate * mean_c, 0.0) for s, (mean_c, mean_t) in means.items()}
-        return cls(rate, overheads, dict(of_call))
+        """The fit of `(chars, thinking chars, tokens, stretch)` counts: the slope of tokens on
+        characters within the stretches (each stretch's means removed); the thinking blocks'
+        characters at a rate of their own where they span `TokenRate.MIN_SPREAD` characters
+        and the fit is plausible (a transcript keeps a summary of long thinking, while the
+        server counts what the model thought); the pooled fit's rate when the slope is not
+        plausible or the stretches span too few characters (as `TokenRate` decides); then
+        each stretch's fixed part at those rates."""
+        by_stretch: dict[int, list[tuple[float, float, float]]] = {}
+        for chars, thinking, tokens, stretch in points:
+            by_stretch.setdefault(stretch, []).append((chars - thinking, thinking, tokens))
+        sums = _centred_sums(by_stretch)
+        rate, thinking_rate = _slopes(sums, pooled.rate)
+        per_thinking = rate if thinking_rate is None else thinking_rate
+        overheads = {
+            stretch: max(t - rate * c - per_thinking * h, 0.0)
+            for stretch, (c, h, t) in sums.means.items()
+        }
+        return cls(rate, overheads, dict(of_call), thinking_rate)
 
     def overhead(self, call: int | None) -> float | None:
         """The fixed part of the stretch `call` was sent in (None: not known)."""
         stretch = self.of_call.get(call) if call is not None else None
         return None if stretch is None else self.overheads.get(stretch)
+
+    def tokens(self, fixed: float, chars: int, thinking: int) -> int:
+        """Tokens of a prompt of `chars` characters, `thinking` of them thinking blocks."""
+        other = self.thinking_rate if self.thinking_rate is not None else self.rate
+        return max(round(fixed + self.rate * (chars - thinking) + other * thinking), 1)
+
+
+@dataclass
+class _Sums:
+    """Sums of squares and products of the counts, each stretch's means removed."""
+
+    means: dict[int, tuple[float, float, float]]
+    """Stretch -> mean (other characters, thinking characters, tokens)."""
+    cc: float = 0.0
+    hh: float = 0.0
+    ch: float = 0.0
+    ct: float = 0.0
+    ht: float = 0.0
+    spread: float = 0.0
+    """The widest span of characters within a stretch."""
+    thinking_spread: float = 0.0
+    """The widest span of thinking characters within a stretch."""
+
+
+def _centred_sums(by_stretch: dict[int, list[tuple[float, float, float]]]) -> _Sums:
+    """The sums of `(other chars, thinking chars, tokens)` counts per stretch."""
+    sums = _Sums({s: _mean(counts) for s, counts in by_stretch.items()})
+    means = sums.means
+    for stretch, counts in by_stretch.items():
+        mc, mh, mt = means[stretch]
+        for c, h, t in counts:
+            dc, dh, dt = c - mc, h - mh, t - mt
+            sums.cc += dc * dc
+            sums.hh += dh * dh
+            sums.ch += dc * dh
+            sums.ct += dc * dt
+            sums.ht += dh * dt
+        whole = [c + h for c, h, _ in counts]
+        sums.spread = max(sums.spread, max(whole) - min(whole))
+        thinking = [h for _, h, _ in counts]
+        sums.thinking_spread = max(sums.thinking_spread, max(thinking) - min(thinking))
+    return sums
+
+
+def _mean(counts: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    n = len(counts)
+    return (sum(c for c, _, _ in counts) / n, sum(h for _, h, _ in counts) / n,
+            sum(t for _, _, t in counts) / n)  # fmt: skip
+
+
+def _slopes(sums: _Sums, pooled: float) -> tuple[float, float | None]:
+    """(tokens per character, tokens per thinking character or None for the same rate)."""
+    det = sums.cc * sums.hh - sums.ch * sums.ch
+    if sums.thinking_spread >= TokenRate.MIN_SPREAD and det > 0:
+        rate = (sums.ct * sums.hh - sums.ht * sums.ch) / det
+        thinking = (sums.ht * sums.cc - sums.ct * sums.ch) / det
+        if 0.05 <= rate <= 1.0 and 0.0 <= thinking <= Stretches.MAX_THINKING_RATE:
+            return rate, thinking
+    xx = sums.cc + 2 * sums.ch + sums.hh  # one rate for all characters
+    xy = sums.ct + sums.ht
+    rate = xy / xx if xx > 0 and sums.spread >= TokenRate.MIN_SPREAD else pooled
+    return (rate if 0.05 <= rate <= 1.0 else pooled), None
 
 
 @dataclass
@@ -73,13 +136,14 @@ class Calibration:
     def tokens_per_char(self) -> float:
         return self.rate.rate
 
-    def estimate(self, chars: int, call: int | None = None) -> int:
-        """Tokens of a request of `chars` characters by the fit alone: at recorded call `call`,
-        with the fixed part of the stretch it was sent in."""
+    def estimate(self, chars: int, call: int | None = None, thinking: int = 0) -> int:
+        """Tokens of a request of `chars` characters (`thinking` of them thinking blocks) by
+        the fit alone: at recorded call `call`, with the fixed part of the stretch it was sent
+        in."""
         fixed = None if self.stretches is None else self.stretches.overhead(call)
         if fixed is None or self.stretches is None:
             return max(round(self.rate.overhead + self.rate.rate * chars), 1)
-        return max(round(fixed + self.stretches.rate * chars), 1)
+        return self.stretches.tokens(fixed, chars, thinking)
 
     def same_request(self, call: int, digest: str) -> bool:
         """True when a request of this digest at `call` is the recorded one."""

@@ -20,7 +20,7 @@ from evo_magic.catalog import context_window
 from evo_magic.compact.compactor import Compactor
 from evo_magic.compact.server import server_strategies
 from evo_magic.history import History
-from evo_magic.messages import Message
+from evo_magic.messages import Message, thinking_chars
 from evo_magic.prompt_cache import Spot
 from evo_magic.usage import Usage
 
@@ -78,8 +78,9 @@ class Calls:
         them."""
         self.reference: dict[int, tuple[str, int]] = {}
         """Per call: the recorded request's digest and characters, as rebuilt."""
-        self.stretch_points: list[tuple[int, int, int]] = []
-        """(characters, recorded tokens, compactions before it) of each call."""
+        self.stretch_points: list[tuple[int, int, int, int]] = []
+        """(characters, thinking characters, recorded tokens, compactions before it) of each
+        call."""
         self.stretch_of: dict[int, int] = {}
         """Per call: how many compactions came before it (its stretch)."""
         self.identical = True
@@ -129,7 +130,8 @@ class Calls:
             stretch = self._tally.compactions
             if prompt_recorded:
                 self.points.append((chars, prompt_recorded))
-                self.stretch_points.append((chars, prompt_recorded, stretch))
+                thinking = thinking_chars(view)
+                self.stretch_points.append((chars, thinking, prompt_recorded, stretch))
             self.reference[number] = (digest, chars)
             self.stretch_of[number] = stretch
             return prompt_recorded or tokens_of(chars, None), bool(prompt_recorded)
@@ -221,9 +223,15 @@ class Calls:
             "server_modelled": server_modelled,
             "recorded_tokens": prompt.recorded_tokens,
             "estimated_tokens": (
-                None if calibration is None else calibration.estimate(prompt.chars, item.call)
+                None if calibration is None else self._estimate(calibration, item, prompt)
             ),
         }
+
+    @staticmethod
+    def _estimate(calibration: Calibration, item: Call, prompt: Prompt) -> int:
+        """The fit's tokens of `prompt` alone (thinking at its own rate, see `Stretches`)."""
+        thinking = thinking_chars(prompt.messages)
+        return calibration.estimate(prompt.chars, item.call, thinking)
 
     def _window(self, model: str) -> int | None:
         """The context window of `model` (looked up once)."""

@@ -151,9 +151,9 @@ class Run:
         return self.calls.points
 
     @property
-    def stretches(self) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
-        """(characters, recorded tokens, stretch) of each call, and each call's stretch (the
-        calibration pass's)."""
+    def stretches(self) -> tuple[list[tuple[int, int, int, int]], dict[int, int]]:
+        """(characters, thinking characters, recorded tokens, stretch) of each call, and each
+        call's stretch (the calibration pass's)."""
         return self.calls.stretch_points, self.calls.stretch_of
 
     @property
