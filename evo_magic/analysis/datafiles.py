@@ -76,7 +76,13 @@ def open_inside(root: Path, relative: str) -> BinaryIO:
 
 def open_regular(path: Path) -> BinaryIO:
     """`path` open for reading when it is a regular file, without following a link at its
-    end and without blocking; `NotInside` otherwise (a link, a FIFO, a device, a folder)."""
+    end and without blocking; `NotInside` otherwise (a link, a FIFO, a device, a folder).
+    A name that is not a regular file is not even opened (opening a FIFO, even without
+    blocking, lets a writer waiting on it go on); the check on the opened file stays, for a
+    name replaced in between."""
+    if not stat.S_ISREG(os.lstat(path).st_mode):  # FileNotFoundError when it is missing
+        shown = "a link" if os.path.islink(path) else "not a regular file"
+        raise NotInside(f"{path} is {shown}: refused")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
