@@ -18,7 +18,7 @@ from support.experiment_checks import broken, dotted, half, wrote_hello
 
 from evo_magic import Task, experiment, tasks
 from evo_magic.analysis.engine import SweepError
-from evo_magic.experiments.stats import bootstrap_mean, wilson
+from evo_magic.analysis.intervals import bootstrap_mean, wilson
 from evo_magic.experiments.task import TaskError
 from evo_magic.models import FunctionModel
 from evo_magic.tools import sandbox_status
@@ -272,7 +272,7 @@ def test_the_live_table_and_the_frontier(template: Path, tmp_path: Path):
     assert "<table>" in x._repr_html_() and "rate so far" in x._repr_html_()
     figure = x.frontier()
     axes = figure.axes[0]
-    assert axes.get_ylabel() == "success rate" and len(axes.containers) == 2
+    assert axes.get_ylabel() == "Success rate" and len(axes.containers) == 2
     with pytest.raises(ValueError, match="x must be one of"):
         x.frontier(x="nonsense")
 

@@ -139,3 +139,25 @@ def test_the_transcript_analysis_notebooks_figures_speak_words(tmp_path, monkeyp
         "limit: full compaction above 12,000 characters",
     ]
     plt.close("all")
+
+
+def test_the_new_measures_figures_are_in_the_house_style_and_in_words(tmp_path):
+    """after_compaction's figure and an experiment's frontier: words on every axis, the house
+    style's spines and tick sizes."""
+    import warnings
+
+    from evo_magic import after_compaction, experiment, tasks
+
+    real = Path(__file__).parent / "fixtures" / "real" / "claude-code-compaction"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fixture's partial usage is said at load
+        figures = [after_compaction(real).plot()]
+    suite = [t for t in tasks.builtin() if t.name == "fix-test"]
+    x = experiment(suite, {"seed": "default"}, replicates=1, workers=1, out=tmp_path / "x")
+    figures.append(x.frontier())
+    for figure in figures:
+        in_words(figure)
+        for ax in figure.axes:
+            assert not ax.spines["top"].get_visible() and ax.get_xlabel() and ax.get_ylabel()
+            tick = ax.get_yticklabels()[0].get_fontsize()
+            assert tick == pytest.approx(sizes(SCREEN_WIDTH).small)

@@ -4,12 +4,14 @@ the cost-success frontier, and the transcripts of every run."""
 from __future__ import annotations
 
 import html
+import itertools
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evo_magic.analysis.intervals import bootstrap_mean, wilson
 from evo_magic.experiments.run import COLUMNS
-from evo_magic.experiments.stats import bootstrap_mean, wilson
+from evo_magic.plot_style import COLOURS, SCREEN_WIDTH, SERIES, finish_axes, house_style, words
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -153,31 +155,36 @@ class Experiment:
         if x not in choices:
             raise ValueError(f"x must be one of {', '.join(choices)}, got {x!r}")
         table = self.summary(confidence)
-        figure = Figure(figsize=(5.5, 3.6))
-        axes = figure.subplots()
-        for row in table.itertuples():
-            where, rate = float(getattr(row, x)), float(row.success_rate)
-            if math.isnan(where) or math.isnan(rate):
-                continue
-            across = None
-            if x == "cost_usd" and not math.isnan(row.cost_low):
-                across = [[where - row.cost_low], [row.cost_high - where]]
-            axes.errorbar(
-                where,
-                rate,
-                xerr=across,
-                yerr=[[rate - row.success_low], [row.success_high - rate]],
-                fmt="o",
-                capsize=3,
-                label=str(row.strategy),
+        with house_style(SCREEN_WIDTH):
+            figure = Figure(figsize=(5.5, 3.6))
+            axes = figure.subplots()
+            for colour, row in zip(itertools.cycle(SERIES), table.itertuples(), strict=False):
+                where, rate = float(getattr(row, x)), float(row.success_rate)
+                if math.isnan(where) or math.isnan(rate):
+                    continue
+                across = None
+                if x == "cost_usd" and not math.isnan(row.cost_low):
+                    across = [[where - row.cost_low], [row.cost_high - where]]
+                axes.errorbar(
+                    where,
+                    rate,
+                    xerr=across,
+                    yerr=[[rate - row.success_low], [row.success_high - rate]],
+                    fmt="o",
+                    capsize=3,
+                    color=colour,
+                    ecolor=COLOURS["interval"],
+                    label=str(row.strategy),
+                )
+                axes.annotate(str(row.strategy), (where, rate), textcoords="offset points",
+                              xytext=(5, 5))  # fmt: skip
+            x_words = {"cost_usd": "Mean cost per run (USD)"}.get(
+                x, f"Mean {words(x).lower()} per run"
             )
-            axes.annotate(str(row.strategy), (where, rate), textcoords="offset points",
-                          xytext=(5, 5), fontsize="small")  # fmt: skip
-        axes.set_xlabel({"cost_usd": "mean cost per run (USD)"}.get(x, f"mean {x} per run"))
-        axes.set_ylabel("success rate")
-        axes.set_ylim(-0.05, 1.05)
-        axes.set_title(f"{len(self.runs)} runs, {int(confidence * 100)}% intervals")
-        figure.tight_layout()
+            title = f"{len(self.runs)} runs, {int(confidence * 100)}% intervals"
+            finish_axes(axes, x_words, "Success rate", title=title, width=SCREEN_WIDTH)
+            axes.set_ylim(-0.05, 1.05)
+            figure.tight_layout()
         return figure
 
     @property

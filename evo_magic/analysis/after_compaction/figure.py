@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from evo_magic.plot_style import COLOURS, SCREEN_WIDTH, SERIES, finish_axes, house_style
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -14,6 +16,11 @@ def draw(summary: pd.DataFrame, compactions: pd.DataFrame, ax: Any = None) -> An
     the share of reads that were repeats before and after the compactions with their
     intervals; and how many `compactions` took each number of calls to resume. Returns the
     figure."""
+    with house_style(SCREEN_WIDTH):
+        return _draw(summary, compactions, ax)
+
+
+def _draw(summary: pd.DataFrame, compactions: pd.DataFrame, ax: Any) -> Any:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
@@ -39,19 +46,30 @@ def draw(summary: pd.DataFrame, compactions: pd.DataFrame, ax: Any = None) -> An
             width=0.4,
             yerr=[low[shown], high[shown]],
             capsize=3,
+            color=SERIES[offset],
+            ecolor=COLOURS["interval"],
             label=f"{name} the compaction",
         )
     left.set_xticks(list(positions), labels, rotation=20, ha="right")
-    left.set_ylabel("Share of reads that were repeats")
+    finish_axes(
+        left,
+        "Source / trigger / strategy",
+        "Share of reads that were repeats",
+        title="Repeated reads, before and after",
+        width=SCREEN_WIDTH,
+    )
     left.set_ylim(0, 1)
     left.legend()
-    left.set_title("Repeated reads, before and after")
     resume = compactions["calls_to_resume"].dropna().astype(int)
     if len(resume):
         counts = resume.value_counts().sort_index()
-        right.bar(counts.index.astype(int), counts.values)
-    right.set_xlabel("Calls after the compaction until new work")
-    right.set_ylabel("Compactions")
+        right.bar(counts.index.astype(int), counts.values, color=SERIES[0])
+    finish_axes(
+        right,
+        "Calls after the compaction until new work",
+        "Compactions",
+        title="Calls to resume",
+        width=SCREEN_WIDTH,
+    )
     right.yaxis.set_major_locator(MaxNLocator(integer=True))
-    right.set_title("Calls to resume")
     return figure
