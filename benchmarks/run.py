@@ -33,6 +33,7 @@ MODULES = (
     "bench_replay",
     "bench_retention",
     "bench_lake",
+    "bench_scale",
 )
 
 
