@@ -101,6 +101,8 @@ class History:
         # Assistant messages holding a server compaction block, kept as messages come and go:
         # asking before every request whether one is in the history costs nothing.
         self._compaction_holders = 0
+        self._edited: list[int] = []
+        """Indexes of messages changed in place, in order (see `edited_since`)."""
         self._ids_ever: set[str] = set()
         self._fresh_ids = 0
         self._anchor: TokenAnchor | None = None
@@ -188,6 +190,16 @@ class History:
         """True when an assistant message of the history holds a server compaction block
         (kept as the history changes, not found by a scan)."""
         return self._compaction_holders > 0
+
+    @property
+    def edit_count(self) -> int:
+        """How many in-place changes the history has had since it was last replaced."""
+        return len(self._edited)
+
+    def edited_since(self, count: int) -> Sequence[int]:
+        """Indexes of the messages changed in place after the first `count` changes (a
+        follower that kept `edit_count` reads what changed since, not the whole history)."""
+        return ReadOnlyList(self._edited[count:])
 
     def tool_results(self) -> Sequence[ResultRef]:
         """Every tool_result block of the history, oldest first (a read-only view)."""
@@ -372,6 +384,7 @@ class History:
         self._results = []
         self._tool_uses = {}
         self._compaction_holders = 0
+        self._edited = []
         self.generation += 1
 
     def _push(
@@ -404,6 +417,7 @@ class History:
         for taken in self._snapshots:
             taken.keep(index, old)
         self._messages[index] = message
+        self._edited.append(index)
         for block in blocks_of_type(message, "tool_use"):
             self._tool_uses[block.get("id", "")] = block
 

@@ -19,6 +19,7 @@ from evo_magic.compact.base import Context
 from evo_magic.compact.compactor import CompactionServices, Compactor
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.history import History
+from evo_magic.meter.composition import HistoryComposition, composition
 from evo_magic.strategies.registry import BUILTIN, make_strategy
 
 REAL = Path(__file__).parent / "fixtures" / "real" / "claude-code-2.1"
@@ -239,3 +240,25 @@ def test_context_for_messages_measures_nothing_it_is_not_asked_for() -> None:
     assert ctx.tool_name({"tool_use_id": "toolu_000007"}) == "read_file"
     assert ctx.size.messages == len(messages)  # measured once, when read
     assert ctx.size.chars == len(__import__("json").dumps(messages, separators=(",", ":")))
+
+
+def composition_touched(size: int) -> int:
+    """Messages one refresh of the meter's composition touches after a call, at `size`."""
+    history = History(lambda event: None)
+    compactor = compactor_for("micro", history)
+    n = grown(history, compactor, size)
+    composer = HistoryComposition(history)
+    composer.shares(100, 1_000)
+    TOUCHED.clear()
+    step(history, compactor, n + 1)  # appends, and micro-compaction rewrites an old result
+    shares = composer.shares(100, 1_000)
+    touched = len(TOUCHED)
+    assert shares == composition(list(history.view()), 100, 1_000)  # the whole, measured anew
+    history.replace([ask(1), *batch(2)[:1]])
+    assert composer.shares(0, 50) == composition(list(history.view()), 0, 50)
+    return touched
+
+
+def test_the_meter_composition_measures_only_what_changed() -> None:
+    small, large = composition_touched(200), composition_touched(2_000)
+    assert large <= small + SLACK, (small, large)
