@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -105,6 +106,7 @@ def rise_mb(step: str) -> dict[str, Any]:
 
 
 def _lake_steps(folder: Path, lake: Path) -> dict[str, float]:
+    shutil.rmtree(lake, ignore_errors=True)  # a build from nothing, whatever a kept folder held
     load = f"t = load_transcripts({str(folder)!r}, lake={str(lake)!r})"
     built = rise_mb(f"{load}\nlen(t.calls)")
     calls = [rise_mb(f"{load}\nlen(t.calls)")["seconds"] for _ in range(RUNS)]

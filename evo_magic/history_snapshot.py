@@ -38,6 +38,8 @@ class Snapshot(Sequence[dict[str, Any]]):
     def __getitem__(self, index: slice) -> list[Message]: ...
     def __getitem__(self, index: int | slice) -> Message | list[Message]:
         if isinstance(index, slice):
+            if not self._kept:  # nothing overwritten since: a slice of the list itself
+                return self._items[slice(*index.indices(self._length))]
             return [self[i] for i in range(*index.indices(self._length))]
         if index < 0:
             index += self._length
@@ -49,9 +51,9 @@ class Snapshot(Sequence[dict[str, Any]]):
         return self._length
 
     def __iter__(self) -> Iterator[Message]:
-        kept, items = self._kept, self._items
-        for index in range(self._length):
-            yield kept.get(index, items[index]) if kept else items[index]
+        if not self._kept:  # nothing overwritten since: the list itself, at C speed
+            return iter(self._items[: self._length])
+        return (self[index] for index in range(self._length))
 
     def __reversed__(self) -> Iterator[Message]:
         for index in range(self._length - 1, -1, -1):
