@@ -39,7 +39,7 @@ from evo_magic.strategies import MicroCompact, default_pipeline
 SIZES = (200, 1_000, 5_000, 20_000)
 SMALL, LARGE = 200, 20_000
 WARMUP = 5
-RATIO_TARGET = 2.0
+RATIO_TARGET = 1.2
 REDUCTION_TARGET = 90.0
 ASKS = (
     "Survey the project and list what needs fixing.",
@@ -162,11 +162,14 @@ def build(size: int, policy: CompactPolicy, seed: int = 0) -> tuple[Compactor, l
 
 
 def new_path(compactor: Compactor, batch: list[dict[str, Any]]) -> None:
-    """Today: the batch joins (measured once), the every-call strategies run, the size."""
+    """Today: the batch joins (measured once), the every-call strategies run, the size, and
+    what the request is built from (the history as sent, the server strategies' part)."""
     add_batch(compactor.history, batch)
     compactor.history.size()
     compactor.before_call()
     compactor.history.size()
+    compactor.history.snapshot()
+    compactor.server.params("claude-opus-4-6")
 
 
 SEED_MICRO = MicroCompact()

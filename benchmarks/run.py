@@ -37,6 +37,7 @@ MODULES = (
     "bench_formats",
     "bench_behaviour",
     "bench_estimate",
+    "bench_scale",
 )
 
 

@@ -15,11 +15,13 @@ saying what happened, so a request is only ever built from a history the API acc
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from evo_magic.events import Event, MessageAppended, ToolResultAppended
+from evo_magic.history_snapshot import Snapshot
 from evo_magic.interrupts import interrupts_deferred
 from evo_magic.measure import (
     ContextSize,
@@ -89,6 +91,7 @@ class History:
         """Characters of the system prompt and tool schemas, for token estimates."""
         self._messages: list[Message] = []
         self._view = ReadOnlyList(self._messages)
+        self._snapshots: weakref.WeakSet[Snapshot] = weakref.WeakSet()
         self._chars: list[int] = []
         self._chars_sum = 0
         # Per message, the JSON length of each block when known (tool-results messages, built
@@ -96,6 +99,11 @@ class History:
         self._block_chars: list[list[int] | None] = []
         self._results: list[ResultRef] = []
         self._tool_uses: dict[str, dict[str, Any]] = {}
+        # Assistant messages holding a server compaction block, kept as messages come and go:
+        # asking before every request whether one is in the history costs nothing.
+        self._compaction_holders = 0
+        self._edited: list[int] = []
+        """Indexes of messages changed in place, in order (see `edited_since`)."""
         self._ids_ever: set[str] = set()
         self._fresh_ids = 0
         self._anchor: TokenAnchor | None = None
@@ -123,6 +131,13 @@ class History:
         replaced or reset, so a strategy's context knows it is looking at the history itself
         (and uses its index of tool results instead of scanning every message)."""
         return self._view
+
+    def snapshot(self) -> Snapshot:
+        """The messages as they are now, kept as they are whatever the history does next,
+        without a copy (what a request sends: see `evo_magic.history_snapshot`)."""
+        taken = Snapshot(self._messages)
+        self._snapshots.add(taken)
+        return taken
 
     def is_whole(self, messages: Sequence[Message]) -> bool:
         """True when `messages` are this history's messages, the same dicts in the same order
@@ -171,6 +186,21 @@ class History:
     def message_chars(self, index: int) -> int:
         """Characters of the JSON of message `index` (kept, not measured again)."""
         return self._chars[index]
+
+    def holds_compaction(self) -> bool:
+        """True when an assistant message of the history holds a server compaction block
+        (kept as the history changes, not found by a scan)."""
+        return self._compaction_holders > 0
+
+    @property
+    def edit_count(self) -> int:
+        """How many in-place changes the history has had since it was last replaced."""
+        return len(self._edited)
+
+    def edited_since(self, count: int) -> Sequence[int]:
+        """Indexes of the messages changed in place after the first `count` changes (a
+        follower that kept `edit_count` reads what changed since, not the whole history)."""
+        return ReadOnlyList(self._edited[count:])
 
     def tool_results(self) -> Sequence[ResultRef]:
         """Every tool_result block of the history, oldest first (a read-only view)."""
@@ -292,6 +322,8 @@ class History:
         other._emit = emit
         other._messages = list(self._messages)
         other._view = ReadOnlyList(other._messages)
+        other._snapshots = weakref.WeakSet()  # this history's snapshots read its own list
+        other._edited = list(self._edited)
         other._chars = list(self._chars)
         other._block_chars = [None if s is None else list(s) for s in self._block_chars]
         other._results = list(self._results)
@@ -362,13 +394,16 @@ class History:
         return self._anchor.overhead_tokens
 
     def _clear(self) -> None:
-        self._messages = []
+        self._messages = []  # a new list: snapshots of the old one still read it
         self._view = ReadOnlyList(self._messages)
+        self._snapshots = weakref.WeakSet()
         self._chars = []
         self._block_chars = []
         self._chars_sum = 0
         self._results = []
         self._tool_uses = {}
+        self._compaction_holders = 0
+        self._edited = []
         self.generation += 1
 
     def _push(
@@ -396,11 +431,17 @@ class History:
         self._chars_sum += chars - self._chars[index]
         self._chars[index] = chars
         self._block_chars[index] = sizes
+        old = self._messages[index]
+        self._compaction_holders += _holds_compaction(message) - _holds_compaction(old)
+        for taken in self._snapshots:
+            taken.keep(index, old)
         self._messages[index] = message
+        self._edited.append(index)
         for block in blocks_of_type(message, "tool_use"):
             self._tool_uses[block.get("id", "")] = block
 
     def _index_blocks(self, index: int, message: Message) -> None:
+        self._compaction_holders += _holds_compaction(message)
         content = message.get("content")
         if not isinstance(content, list):
             return
@@ -419,6 +460,16 @@ def _joined(role: str, sizes: list[int]) -> int:
     """The JSON length of `{"role": role, "content": [blocks]}` from the blocks' lengths."""
     shell = len(_RESULTS_SHELL) if role == "user" else len(to_json({"role": role, "content": []}))
     return shell + sum(sizes) + max(len(sizes) - 1, 0)
+
+
+def _holds_compaction(message: Message) -> bool:
+    """True when `message` is an assistant message holding a server compaction block."""
+    content = message.get("content")
+    return (
+        message.get("role") == "assistant"
+        and isinstance(content, list)
+        and any(isinstance(b, dict) and b.get("type") == "compaction" for b in content)
+    )
 
 
 def _only_results(message: Message) -> bool:

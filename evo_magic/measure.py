@@ -41,7 +41,15 @@ class ContextSize:
 
 # json.dumps builds a new encoder for every call with non-default options; this runs per record
 # and per message appended, so keep one.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+def _as_list(value: Any) -> list[Any]:
+    """A read-only sequence (the history's view a request holds) encodes as the list it reads
+    like; anything else is not JSON."""
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return list(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_as_list)
 
 
 def to_json(value: Any) -> str:

@@ -1,15 +1,26 @@
 """Linear-time properties guarded by counting work, not seconds (speed lives in benchmarks/):
-what an operation over n sessions touches must grow with n, not with n squared."""
+what an operation over n sessions touches must grow with n, not with n squared; and what one
+model call touches of the history (the every-call strategies, the server strategies' part of
+the request, the request itself) is the same at 200 messages and at 2,000."""
 
 from __future__ import annotations
 
 import json
+import tracemalloc
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
+import pytest
 
 from evo_magic.analysis import load_transcripts
+from evo_magic.compact.base import Context
+from evo_magic.compact.compactor import CompactionServices, Compactor
+from evo_magic.compact.policy import CompactPolicy
+from evo_magic.history import History
+from evo_magic.meter.composition import HistoryComposition, composition
+from evo_magic.strategies.registry import BUILTIN, make_strategy
 
 REAL = Path(__file__).parent / "fixtures" / "real" / "claude-code-2.1"
 
@@ -58,3 +69,196 @@ def test_a_frame_replaced_after_a_cut_is_indexed_again(tmp_path: Path) -> None:
     assert len(t.session(first).calls)
     t.calls = t.calls[t.calls["session_id"].astype(object) != first].reset_index(drop=True)
     assert len(t.session(first).calls) == 0  # the old index is not reused for the new frame
+
+
+# -- the per-call path ---------------------------------------------------------------------
+
+TOUCHED: set[int] = set()
+
+
+class Counted(dict):
+    """A message that notes when it is read: any lookup, iteration or encoding of it."""
+
+    def _seen(self) -> None:
+        TOUCHED.add(id(self))
+
+    def get(self, *args: Any) -> Any:
+        self._seen()
+        return super().get(*args)
+
+    def __getitem__(self, key: Any) -> Any:
+        self._seen()
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self._seen()
+        return super().__contains__(key)
+
+    def __iter__(self) -> Any:
+        self._seen()
+        return super().__iter__()
+
+    def items(self) -> Any:
+        self._seen()
+        return super().items()
+
+    def keys(self) -> Any:
+        self._seen()
+        return super().keys()
+
+    def values(self) -> Any:
+        self._seen()
+        return super().values()
+
+
+def ask(n: int) -> Counted:
+    return Counted(role="user", content=[{"type": "text", "text": f"request {n}: go on"}])
+
+
+def batch(n: int) -> tuple[Counted, list[dict[str, Any]]]:
+    """One model step: a turn that calls a tool (with some thinking), and its result."""
+    use = {"type": "tool_use", "id": f"toolu_{n:06d}", "name": "read_file",
+           "input": {"path": f"src/m{n % 7}.py"}}  # fmt: skip
+    turn = Counted(role="assistant", content=[
+        {"type": "thinking", "thinking": f"step {n}", "signature": "sig"},
+        {"type": "text", "text": f"Reading file {n % 7}."}, use,
+    ])  # fmt: skip
+    result = {"type": "tool_result", "tool_use_id": use["id"], "content": f"line {n}\n" * 60}
+    return turn, [result]
+
+
+def grown(history: History, compactor: Compactor, size: int) -> int:
+    """Grow `history` to about `size` messages as a loop does: a step, then the strategies;
+    every tenth step the model answers and the user asks again (a new turn)."""
+    n = 0
+    history.append(ask(n))
+    while len(history) < size:
+        n += 1
+        step(history, compactor, n)
+        if n % 10 == 0:
+            history.append(Counted(role="assistant", content=[{"type": "text", "text": "Done."}]))
+            history.append(ask(n))
+    return n
+
+
+def step(history: History, compactor: Compactor, n: int) -> None:
+    turn, results = batch(n)
+    history.append(turn)
+    for block in results:
+        history.add_tool_result(block)
+    # The results message the history built is a plain dict: count it too.
+    history.rewrite({len(history) - 1: Counted(history.view()[-1])})
+    compactor.before_call()
+
+
+def compactor_for(name: str, history: History) -> Compactor:
+    services = CompactionServices(
+        emit=lambda event: None,
+        summarise=lambda messages, focus: None,  # type: ignore[arg-type,return-value]
+        save_output=lambda tool_use_id, text: "saved.txt",
+    )
+    policy = CompactPolicy(context_limit=10**12)  # never over the limit: per-call work only
+    return Compactor(history, services, policy=policy, strategies=[make_strategy(name)])
+
+
+def touched_per_call(name: str, size: int, replaced: bool = False) -> int:
+    """Messages of the history one call touches once the history has `size` messages (after
+    a server compaction block was seen and a client compaction replaced it, when asked)."""
+    history = History(lambda event: None)
+    compactor = compactor_for(name, history)
+    n = grown(history, compactor, size)
+    if replaced:
+        compactor.server.summarised()  # a server block came and went: its beta is remembered
+    TOUCHED.clear()
+    step(history, compactor, n + 1)
+    compactor.server.params("claude-opus-4-6")
+    history.snapshot()
+    return len(TOUCHED)
+
+
+SLACK = 30
+"""Touched messages that may differ with where the call falls in a turn (a turn is 22
+messages here); a scan of the history would touch 1,800 more at 2,000 messages."""
+EVERY_CALL = [name for name in BUILTIN if make_strategy(name).when == "every_call"]
+
+
+@pytest.mark.parametrize("name", EVERY_CALL)
+def test_every_call_strategy_touches_the_same_at_any_length(name: str) -> None:
+    small, large = touched_per_call(name, 200), touched_per_call(name, 2_000)
+    assert large <= small + SLACK, (name, small, large)
+
+
+@pytest.mark.parametrize("name", ["server-compact", "server-clear-tool-uses"])
+def test_server_strategies_after_a_replacement_do_not_scan_the_history(name: str) -> None:
+    small = touched_per_call(name, 200, replaced=True)
+    large = touched_per_call(name, 2_000, replaced=True)
+    assert large <= small + SLACK, (name, small, large)
+
+
+def test_a_request_is_built_without_copying_the_history() -> None:
+    """Building a request allocates the same at 200 and at 20,000 messages."""
+
+    def allocated(size: int) -> int:
+        history = History(lambda event: None)
+        for n in range(size):
+            history.append({"role": "user" if n % 2 else "assistant", "content": "x"})
+        tracemalloc.start()
+        try:
+            history.snapshot()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert allocated(20_000) <= allocated(200) + 1_024
+
+
+def test_a_request_reads_as_it_was_sent_after_the_history_changed() -> None:
+    history = History(lambda event: None)
+    history.append(ask(0))
+    turn, results = batch(1)
+    history.append(turn)
+    sent = history.snapshot()
+    before = [dict(m) for m in sent]
+    history.add_tool_result(results[0])  # the new results message: not part of what was sent
+    history.rewrite({0: {"role": "user", "content": [{"type": "text", "text": "edited"}]}})
+    history.rewrite({0: {"role": "user", "content": [{"type": "text", "text": "again"}]}})
+    assert len(sent) == 2 and [dict(m) for m in sent] == before
+    assert list(sent[-1:]) == [before[-1]] and dict(list(reversed(sent))[1]) == before[0]
+    history.replace([{"role": "user", "content": "summary"}])
+    assert [dict(m) for m in sent] == before
+    assert list(history.snapshot()) == [{"role": "user", "content": "summary"}]
+
+
+def test_context_for_messages_measures_nothing_it_is_not_asked_for() -> None:
+    messages = [ask(0)]
+    for n in range(1, 1_000):
+        turn, results = batch(n)
+        messages += [turn, Counted(role="user", content=results)]
+    TOUCHED.clear()
+    ctx = Context.for_messages(messages)
+    assert len(TOUCHED) == 0  # neither measured nor scanned for tool names up front
+    assert ctx.tool_name({"tool_use_id": "toolu_000007"}) == "read_file"
+    assert ctx.size.messages == len(messages)  # measured once, when read
+    assert ctx.size.chars == len(__import__("json").dumps(messages, separators=(",", ":")))
+
+
+def composition_touched(size: int) -> int:
+    """Messages one refresh of the meter's composition touches after a call, at `size`."""
+    history = History(lambda event: None)
+    compactor = compactor_for("micro", history)
+    n = grown(history, compactor, size)
+    composer = HistoryComposition(history)
+    composer.shares(100, 1_000)
+    TOUCHED.clear()
+    step(history, compactor, n + 1)  # appends, and micro-compaction rewrites an old result
+    shares = composer.shares(100, 1_000)
+    touched = len(TOUCHED)
+    assert shares == composition(list(history.view()), 100, 1_000)  # the whole, measured anew
+    history.replace([ask(1), *batch(2)[:1]])
+    assert composer.shares(0, 50) == composition(list(history.view()), 0, 50)
+    return touched
+
+
+def test_the_meter_composition_measures_only_what_changed() -> None:
+    small, large = composition_touched(200), composition_touched(2_000)
+    assert large <= small + SLACK, (small, large)

@@ -581,3 +581,45 @@ def test_a_long_sessions_meters_stay_small_and_complete(new_session):
     assert "class='evo-earlier'" in whole  # old asks' micro-compactions summed up
     window = by_class(chart(cell._view.value), "evo-point")
     assert len(window) == CONTEXT_CALLS + len(cell.get_state()["calls"])
+
+
+class CountedMeter(ContextMeter):
+    """The live meter, counting its refreshes (each redraws the whole meter)."""
+
+    refreshes = 0
+
+    def refresh(self) -> None:
+        self.refreshes += 1
+        super().refresh()
+
+
+def test_micro_compactions_do_not_each_redraw_the_live_meter(new_session, monkeypatch):
+    """A micro-compaction can come with every call: the meter refreshes at its throttled pace
+    for them (and at once for a full compaction or the end of an ask), not once each."""
+    from evo_magic.events import MicroCompacted
+    from evo_magic.notebook import widget
+    from evo_magic.strategies import MicroCompact
+
+    monkeypatch.setattr(widget, "REFRESH_SECONDS", 3_600.0)  # no throttled refresh falls due
+
+    def model(request):
+        n = len(request.messages)
+        if n > 120:
+            return [{"type": "text", "text": "done"}]
+        return [{"type": "tool_use", "id": f"toolu_{n:05d}", "name": "bash",
+                 "input": {"command": "printf 'line of output %.0s' $(seq 1 40)"}}]  # fmt: skip
+
+    session = new_session(
+        model=FunctionModel(model),
+        strategies=[MicroCompact(keep_recent=1, min_chars=10, cache_aware=False)],
+        max_turns=10**6,
+    )
+    log = follow(session)
+    micro: list[Event] = []
+    log.listen(lambda event: micro.append(event) if isinstance(event, MicroCompacted) else None)
+    meter = CountedMeter(session, log=log)
+    meter.refreshes = 0
+    session.ask("Run the command until the history is long.")
+    assert len(micro) >= 40  # the strategy cleared an old result on almost every call
+    assert meter.refreshes == 0  # none fell due: no micro-compaction redrew it on its own
+    meter.close()

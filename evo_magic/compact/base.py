@@ -94,6 +94,19 @@ class Edited(Sequence[Message]):
             yield changes.get(index, message)
 
 
+def _names_when_asked(messages: Sequence[Message]) -> Callable[[str], str | None]:
+    """The tool name of a tool_use id in `messages`, the names found on the first question."""
+    names: dict[str, str] | None = None
+
+    def name_of(tool_use_id: str) -> str | None:
+        nonlocal names
+        if names is None:
+            names = tool_names(messages)
+        return names.get(tool_use_id)
+
+    return name_of
+
+
 @dataclass
 class Context:
     """What a strategy may know and use. One is made for each run of a strategy."""
@@ -149,6 +162,16 @@ class Context:
     _server_summarise: Callable[[Sequence[Message], str | None], dict[str, Any]] | None = None
     summaries: list[str] = field(default_factory=list)
     """Every summary this run asked for, in order."""
+    _measure: Callable[[], ContextSize] | None = None
+    """Measures `size` when it is first read (a context over a plain list: `for_messages`)."""
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for an attribute not set: `size`, left unmeasured by `for_messages`.
+        measure_now = self.__dict__.get("_measure")
+        if name != "size" or measure_now is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.size = measure_now()
+        return self.size
 
     @classmethod
     def for_messages(
@@ -171,25 +194,29 @@ class Context:
         test, a notebook, a replay). `summarise(messages, focus)` stands in for the summariser;
         `cached_prefix` says what the prompt cache holds (None: nothing); `read_file(path,
         max_chars)` reads workspace files (see `Context.read_file`; None: none can be read);
-        `pins` are the pinned blocks' texts a full compaction carries."""
-        names = tool_names(messages)
-        return cls(
+        `pins` are the pinned blocks' texts a full compaction carries. Nothing is measured or
+        scanned up front: the size when `size` is first read, the tool names when one is
+        asked for (a strategy that reads neither costs the same at any length)."""
+        ctx = cls(
             focus=focus,
             trigger=trigger,
-            size=measure(messages, None),
+            size=ContextSize(0, 0, 0),  # unset below: measured when first read
             context_limit=context_limit,
             token_limit=token_limit,
             recent_files=tuple(recent_files),
             pending_request=pending_request,
             _summarise=summarise,
-            _tool_name=names.get,
+            _tool_name=_names_when_asked(messages),
             _tool_results=lambda: scan_tool_results(messages),
             _history=messages,
             cached_prefix=cached_prefix,
             model=model,
             _read_file=read_file,
             pins=tuple(pins),
+            _measure=lambda: measure(messages, None),
         )
+        del ctx.size
+        return ctx
 
     def summarise(self, messages: Sequence[Message], focus: str | None = None) -> str:
         """A summary of `messages` by the session's summariser, keeping `focus`; raises when

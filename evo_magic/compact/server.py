@@ -120,16 +120,6 @@ def replaced_by_fallbacks(
     return chosen
 
 
-def holds_compaction(messages: Sequence[Message]) -> bool:
-    """True when an assistant message of `messages` holds a compaction block."""
-    return any(
-        isinstance(block, dict) and block.get("type") == "compaction"
-        for message in messages
-        if message.get("role") == "assistant" and isinstance(message.get("content"), list)
-        for block in message["content"]
-    )
-
-
 def compaction_index(content: Sequence[dict[str, Any]]) -> int | None:
     """Where the last `compaction` block of a reply is (None: there is none)."""
     found = None

@@ -66,7 +66,7 @@ class ServerSide:
             if not self.fall_back(lacking, why):
                 raise ValueError(f"{why}, and no fallback is configured")
         params = server.request_params(self._compactor.strategies)
-        if self._block_betas and server.holds_compaction(self._compactor.history.view()):
+        if self._block_betas and self._compactor.history.holds_compaction():
             # A compaction block goes back with the beta that made it, whatever runs now.
             betas = tuple(dict.fromkeys([*params.betas, *sorted(self._block_betas)]))
             params = replace(params, betas=betas)

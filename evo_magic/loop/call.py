@@ -46,10 +46,11 @@ def call_model(parts: LoopParts) -> tuple[ModelReply, ContextSize]:
 
 def _request(parts: LoopParts, sent: ContextSize) -> ModelRequest:
     """The request for the history as it is now (`sent` is its size), before the server
-    strategies' part."""
+    strategies' part. It holds a snapshot of the history, not a copy: building it costs the
+    same at any length (an adapter that must change a message copies what it sends)."""
     history = parts.history
     return ModelRequest(
-        messages=history.messages,
+        messages=history.snapshot(),
         max_tokens=parts.max_tokens,
         system=parts.system,
         tools=[tool.definition() for tool in parts.tools],

@@ -8,13 +8,16 @@ size); tokens split the whole prompt's count in proportion to characters.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from evo_magic.compacted import COMPACTED_HEADER
 from evo_magic.measure import to_json
 from evo_magic.messages import content_blocks, tool_names
+
+if TYPE_CHECKING:
+    from evo_magic.history import History
 
 SYSTEM = "system & tools"
 SUMMARY = "summaries"
@@ -79,6 +82,66 @@ class Composer:
                 chars[kind] = chars.get(kind, 0) + count
         self._seen = seen
         return _with_tokens(chars, tokens)
+
+
+class _HistoryNames(Mapping[str, str]):
+    """The tool names a history keeps, read as the mapping `block_kind` takes (no scan)."""
+
+    def __init__(self, history: History):
+        self._history = history
+
+    def __getitem__(self, tool_use_id: str) -> str:
+        name = self._history.tool_name(tool_use_id)
+        if name is None:
+            raise KeyError(tool_use_id)
+        return str(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+@dataclass
+class HistoryComposition:
+    """What a live history holds by kind, kept as it changes: a refresh measures the messages
+    appended or changed in place since the last one (the history says which), not the whole
+    history; a replaced history is measured once, whole."""
+
+    history: History
+    _view: Any = None
+    _count: int = 0
+    _edits: int = 0
+    _kinds: list[dict[str, int]] = field(default_factory=list)
+    _totals: dict[str, int] = field(default_factory=dict)
+
+    def shares(self, overhead_chars: int, tokens: int) -> list[Share]:
+        """As `Composer.shares` of the whole history, at the cost of what changed."""
+        history = self.history
+        view = history.view()
+        names = _HistoryNames(history)
+        if view is not self._view:  # replaced or reset: start again
+            self._view, self._count, self._edits = view, 0, history.edit_count
+            self._kinds, self._totals = [], {}
+        for index in dict.fromkeys(history.edited_since(self._edits)):
+            if index < self._count:
+                self._add(self._kinds[index], -1)
+                self._kinds[index] = _message_kinds(view[index], names)
+                self._add(self._kinds[index], 1)
+        self._edits = history.edit_count
+        for index in range(self._count, len(view)):
+            self._kinds.append(_message_kinds(view[index], names))
+            self._add(self._kinds[index], 1)
+        self._count = len(view)
+        chars = {SYSTEM: overhead_chars} if overhead_chars else {}
+        for kind, count in self._totals.items():
+            chars[kind] = chars.get(kind, 0) + count
+        return _with_tokens(chars, tokens)
+
+    def _add(self, kinds: Mapping[str, int], sign: int) -> None:
+        for kind, count in kinds.items():
+            self._totals[kind] = self._totals.get(kind, 0) + sign * count
 
 
 def composition(

@@ -26,7 +26,7 @@ from evo_magic.events import (
     SessionReset,
     ToolResultAppended,
 )
-from evo_magic.meter.composition import Composer, Share, tool_names
+from evo_magic.meter.composition import HistoryComposition, Share, tool_names
 from evo_magic.meter.words import TRIGGERS, counted
 from evo_magic.render import clip, plural
 from evo_magic.secrets import redact
@@ -296,11 +296,11 @@ class MeterLog:
 def follow(session: Followed) -> MeterLog:
     """A log that follows `session` from now on, knowing what its history holds by kind
     (`log.compose()`); `log.stop()` ends it."""
-    composer = Composer()
     history = session.history
+    composer = HistoryComposition(history)
 
     def compose() -> list[Share]:
-        return composer.shares(history.view(), history.overhead_chars, history.size().tokens)
+        return composer.shares(history.overhead_chars, history.size().tokens)
 
     log = MeterLog(compose)
     log._unsubscribe = session.subscribe(log)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -15,9 +15,11 @@ TextCallback = Callable[[str], None]
 
 @dataclass
 class ModelRequest:
-    """One Messages API call in parameter shape. `tools` empty means no tools are offered."""
+    """One Messages API call in parameter shape. `tools` empty means no tools are offered.
+    `messages` may be a snapshot of the session's history (`evo_magic.history_snapshot`, not
+    a copy): read it, never change it (`list(request.messages)` for a list of one's own)."""
 
-    messages: list[dict[str, Any]]
+    messages: Sequence[dict[str, Any]]
     max_tokens: int
     system: str = ""
     tools: list[dict[str, Any]] = field(default_factory=list)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 import traitlets
 
-from evo_magic.events import AskFinished, CompactionFinished, Event, MicroCompacted
+from evo_magic.events import AskFinished, CompactionFinished, Event
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.html import meter_html
 from evo_magic.meter.log import MeterLog, follow
@@ -92,9 +92,10 @@ class ContextMeter(widgets.VBox):
         self.refresh()
 
     def on_event(self, event: Event) -> None:
-        """Log listener: refresh (throttled, except compactions and the end of an ask, so the
-        last state is always shown)."""
-        urgent = isinstance(event, CompactionFinished | MicroCompacted | AskFinished)
+        """Log listener: refresh (throttled, except full compactions and the end of an ask, so
+        the last state is always shown). A micro-compaction waits its turn like a model call:
+        one can come with every call, and a refresh redraws the whole meter."""
+        urgent = isinstance(event, CompactionFinished | AskFinished)
         if urgent or time.monotonic() - self._last_refresh >= REFRESH_SECONDS:
             self.refresh()
 

@@ -51,15 +51,44 @@ class ClearThinking:
             "type": CLEAR_THINKING,
             "keep": {"type": "thinking_turns", "value": self.keep_turns},
         }
+        # Only from the oldest message that still held thinking at the last run on: what is
+        # older was cleared (or never had any), so a run costs the turns since, not the history.
+        start = _first_thinking(messages, _known_clear(ctx, len(messages)))
+        ctx.memo[_FROM] = start
         # The freed size is counted below from the changed messages alone, not the history.
-        done = clear_thinking(list(messages), edit, lambda _: 0)
+        done = clear_thinking(messages[start:], edit, lambda _: 0)
         if done is None:
             return None
         edited, _ = done
-        changes = {i: m for i, m in enumerate(edited) if m is not messages[i]}
+        changes = {start + i: m for i, m in enumerate(edited) if m is not messages[start + i]}
         freed = sum(json_chars(messages[i]) - json_chars(m) for i, m in changes.items())
         if freed <= 0:
             return None
         if self.cache_aware and not ctx.clearing_pays(min(changes), freed, self.calls_ahead):
             return None  # the cache write it causes costs more than it saves: wait
         return Edited(messages, changes)
+
+
+_FROM = "thinking_from"
+"""The memo's note: no message before this index held thinking at the last run."""
+
+
+def _known_clear(ctx: Context, length: int) -> int:
+    """Where the last run's scan may resume (0 when there was none, or the history shrank)."""
+    start = ctx.memo.get(_FROM, 0)
+    return start if isinstance(start, int) and 0 <= start <= length else 0
+
+
+def _first_thinking(messages: Sequence[Message], start: int) -> int:
+    """The index of the first assistant message from `start` on that holds thinking (the
+    length when none does). Starting a turn there counts the same turns as the whole list."""
+    for index in range(start, len(messages)):
+        message = messages[index]
+        content = message.get("content")
+        if (
+            message.get("role") == "assistant"
+            and isinstance(content, list)
+            and any(b.get("type") in ("thinking", "redacted_thinking") for b in content)
+        ):
+            return index
+    return len(messages)
