@@ -149,6 +149,9 @@ class Context:
     _server_summarise: Callable[[Sequence[Message], str | None], dict[str, Any]] | None = None
     summaries: list[str] = field(default_factory=list)
     """Every summary this run asked for, in order."""
+    turn_notes: list[str] = field(default_factory=list)
+    """Notes for the model this run asks to send with the next call only, as a mid-conversation
+    system message after the newest message (never in the history; see `Compactor.turn_note`)."""
 
     @classmethod
     def for_messages(

@@ -96,6 +96,9 @@ class Compactor:
         self.requests = Requests(self)
         self.undoable: Undoable | None = None
         """What undoing the last full compaction restores (`compact.undo`); None: nothing."""
+        self.turn_note: str | None = None
+        """The every-call strategies' note for the next call only (`Context.turn_notes`),
+        sent after the newest message as a mid-conversation system message; None: none."""
         self._strategies: tuple[Strategy, ...] = ()
         self._memos: dict[int, dict[str, Any]] = {}
         self._memo_generation = -1
@@ -189,6 +192,7 @@ class Compactor:
         """Every pin in the history, the every-call strategies, then the over-limit ones when
         they are due."""
         self._keep_pins()
+        self.turn_note = None
         for strategy in self.of("every_call"):
             if not self.state.strategy_paused(strategy.name, self.policy):
                 self.run(strategy, "every_call", None)
@@ -297,6 +301,8 @@ class Compactor:
         except Exception as exc:  # any failure of a strategy is a failed compaction
             self._memos.pop(id(strategy), None)  # its notes may assume the result was applied
             return self.failed(attempt, reason_of(strategy.name, exc))
+        if ctx.turn_notes:
+            self.turn_note = " ".join([*filter(None, [self.turn_note]), *ctx.turn_notes])
         if result is None:
             return None
         if result.restored:
