@@ -173,6 +173,9 @@ class ModelResponded(Event):
     cache_miss_reason: dict[str, Any] | None = None
     """Why this call's prompt missed the cache, as the API diagnosed it (`cache_diagnosis`):
     its `type` and `cache_missed_input_tokens`; None when not asked or nothing diverged."""
+    turn_note: str | None = None
+    """The note this call carried for its turn only, as a mid-conversation system message
+    after the newest message (`TokenBudget(as_system=True)`); not in the history."""
 
 
 @dataclass(frozen=True)

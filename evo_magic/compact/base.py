@@ -160,8 +160,12 @@ class Context:
     _message_chars: Callable[[int], int] | None = None
     _read_file: Callable[[str, int], str | None] | None = None
     _server_summarise: Callable[[Sequence[Message], str | None], dict[str, Any]] | None = None
+    _prepared: Callable[[Sequence[Message]], tuple[str, int] | None] = lambda messages: None
     summaries: list[str] = field(default_factory=list)
     """Every summary this run asked for, in order."""
+    turn_notes: list[str] = field(default_factory=list)
+    """Notes for the model this run asks to send with the next call only, as a mid-conversation
+    system message after the newest message (never in the history; see `Compactor.turn_note`)."""
     _measure: Callable[[], ContextSize] | None = None
     """Measures `size` when it is first read (a context over a plain list: `for_messages`)."""
 
@@ -226,6 +230,14 @@ class Context:
         summary = self._summarise(list(messages), focus)
         self.summaries.append(summary)
         return summary
+
+    def prepared_summary(self, messages: Sequence[Message]) -> tuple[str, int] | None:
+        """The summary prepared in the background (`compact.background`) and how many of the
+        first `messages` it covers, when it still covers them; None: summarise now."""
+        prepared = self._prepared(messages)
+        if prepared is not None:
+            self.summaries.append(prepared[0])
+        return prepared
 
     def server_summarise(self, messages: Sequence[Message], focus: str | None = None) -> dict:
         """The API's own summary of `messages` (the whole history): its `compaction` block, to

@@ -26,6 +26,7 @@ from typing import Any
 
 from evo_magic.catalog import context_window
 from evo_magic.compact.attempt import Attempt
+from evo_magic.compact.background import Prepared, share_of_limit
 from evo_magic.compact.base import Context, Strategy, check_strategy, settings_of
 from evo_magic.compact.pins import carry_pins, missing_pins, restore_edited_pins, with_pins
 from evo_magic.compact.policy import CompactPolicy
@@ -96,6 +97,8 @@ class Compactor:
         self.requests = Requests(self)
         self.undoable: Undoable | None = None
         """What undoing the last full compaction restores (`compact.undo`); None: nothing."""
+        self.prepared = Prepared(services)  # a summary made off the critical path
+        self.turn_note: str | None = None  # for the next call only (`Context.turn_notes`)
         self._strategies: tuple[Strategy, ...] = ()
         self._memos: dict[int, dict[str, Any]] = {}
         self._memo_generation = -1
@@ -179,6 +182,7 @@ class Compactor:
         self.state = CompactState()
         self.undoable = None
         self.requests.forget()
+        self.prepared.forget()
         self._memos.clear()
         if self.cache is not None:
             self.cache.replaced()
@@ -189,10 +193,14 @@ class Compactor:
         """Every pin in the history, the every-call strategies, then the over-limit ones when
         they are due."""
         self._keep_pins()
+        self.turn_note = None
         for strategy in self.of("every_call"):
             if not self.state.strategy_paused(strategy.name, self.policy):
                 self.run(strategy, "every_call", None)
         size = self.history.size()
+        share = share_of_limit(size.chars, size.tokens, self.policy.context_limit, self.token_limit)
+        if not self.over_limit(size) and not self.paused:
+            self.prepared.due(self.of("over_limit"), self.history.view(), share)
         notice = self.state.before_call(self.over_limit(size), self.policy, self._limit_text())
         if notice is not None:
             self.emit(notice)
@@ -297,6 +305,8 @@ class Compactor:
         except Exception as exc:  # any failure of a strategy is a failed compaction
             self._memos.pop(id(strategy), None)  # its notes may assume the result was applied
             return self.failed(attempt, reason_of(strategy.name, exc))
+        if ctx.turn_notes:
+            self.turn_note = " ".join([*filter(None, [self.turn_note]), *ctx.turn_notes])
         if result is None:
             return None
         if result.restored:
@@ -412,6 +422,7 @@ class Compactor:
             _message_chars=history.message_chars,
             _read_file=self.services.read_file,
             _server_summarise=server_summarise,
+            _prepared=lambda messages: self.prepared.take(messages, run),
         )
 
     # -- applying ------------------------------------------------------------------------

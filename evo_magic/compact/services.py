@@ -46,3 +46,5 @@ class CompactionServices:
     """The pinned block texts (`reread`: a full compaction follows, pinned files read again)."""
     tools: Callable[[], tuple[str, ...]] = lambda: ()
     """The names of the tools the model is offered now (a placeholder can point to `recall`)."""
+    background: bool = True
+    """False: a summary prepared "in the background" is made at once, in order (a replay)."""

@@ -14,7 +14,13 @@ from evo_magic.compact.server import compaction_index, entering, named_in
 from evo_magic.events import ModelCalled, ModelResponded, Notice, TextDelta
 from evo_magic.loop.parts import LoopParts
 from evo_magic.measure import ContextSize
-from evo_magic.models.base import ModelError, ModelReply, ModelRequest
+from evo_magic.models.base import (
+    MID_SYSTEM_BETA,
+    ModelError,
+    ModelReply,
+    ModelRequest,
+    note_chars,
+)
 from evo_magic.secrets import StreamRedactor
 from evo_magic.usage import Usage
 
@@ -49,17 +55,19 @@ def _request(parts: LoopParts, sent: ContextSize) -> ModelRequest:
     strategies' part. It holds a snapshot of the history, not a copy: building it costs the
     same at any length (an adapter that must change a message copies what it sends)."""
     history = parts.history
+    note = parts.compactor.turn_note
     return ModelRequest(
         messages=history.snapshot(),
         max_tokens=parts.max_tokens,
         system=parts.system,
         tools=[tool.definition() for tool in parts.tools],
-        prompt_chars=sent.chars + history.overhead_chars,
+        prompt_chars=sent.chars + history.overhead_chars + note_chars(note),
         cache=parts.cache,
         edited_from=parts.prefix.edited_from if parts.prefix is not None else None,
         diagnostics=(
             {"previous_message_id": parts.totals.last_reply_id} if parts.cache_diagnosis else None
         ),
+        turn_note=note,
     )
 
 
@@ -104,7 +112,9 @@ def _anchor(parts: LoopParts, reply: ModelReply, sent: ContextSize) -> None:
     if reply.usage.context_tokens > 0 and compaction_index(reply.content) is None:
         # The server's clearing edits counted the prompt without what they cleared.
         cleared = sum(int(edit.get("cleared_input_tokens") or 0) for edit in reply.applied_edits)
-        parts.history.anchor(sent.chars, reply.usage.context_tokens + cleared)
+        # A turn note was in the prompt, not in the history the anchor measures.
+        note = parts.history.tokens_of_chars(note_chars(parts.compactor.turn_note))
+        parts.history.anchor(sent.chars, reply.usage.context_tokens + cleared - note)
 
 
 def _report(
@@ -132,6 +142,7 @@ def _report(
             session_cost_usd=parts.ledger.spent.total_usd,
             applied_edits=reply.applied_edits,
             cache_miss_reason=reply.cache_miss_reason,
+            turn_note=parts.compactor.turn_note,
         )
     )
     if cost is None and (note := parts.ledger.unpriced_notice(reply.model)):
@@ -147,6 +158,7 @@ def _with_server_params(parts: LoopParts, request: ModelRequest) -> ModelRequest
     except ValueError as exc:
         raise ModelError(str(exc)) from exc
     betas = params.betas + ((CACHE_DIAGNOSIS_BETA,) if request.diagnostics is not None else ())
+    betas += (MID_SYSTEM_BETA,) if request.turn_note else ()
     return replace(request, context_management=params.context_management, betas=betas)
 
 

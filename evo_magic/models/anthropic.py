@@ -11,7 +11,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from evo_magic.models.base import ModelError, ModelReply, ModelRequest, TextCallback
+from evo_magic.models.base import (
+    ModelError,
+    ModelReply,
+    ModelRequest,
+    TextCallback,
+    system_note,
+)
 from evo_magic.prompt_cache import CacheSettings, place_breakpoints
 from evo_magic.secrets import url_credentials, url_without_credentials
 from evo_magic.usage import Usage
@@ -182,9 +188,12 @@ def request_params(request: ModelRequest, model: str) -> dict[str, Any]:
         edited_from=request.edited_from,
         mark_newest=request.cache_newest,
     )
+    params = placed.params
+    if request.turn_note:  # after the breakpoints: the cached prefix never holds it
+        params = {**params, "messages": [*params["messages"], system_note(request.turn_note)]}
     if request.tool_choice is not None:
-        return {**placed.params, "tool_choice": request.tool_choice}
-    return placed.params
+        return {**params, "tool_choice": request.tool_choice}
+    return params
 
 
 def _cause(exc: BaseException) -> str:

@@ -47,12 +47,28 @@ class ModelRequest:
     diagnostics: dict[str, Any] | None = None
     """The API's `diagnostics` (`{"previous_message_id": ...}`: why the prompt missed the
     cache, beta `cache-diagnosis-2026-04-07`); None: not sent."""
+    turn_note: str | None = None
+    """A note for this turn only, sent after the newest message as a mid-conversation system
+    message (`clear_at: "next_user_message"`, beta `mid-conversation-system-clear-at-2026-08-21`)
+    past the cache breakpoints; the history does not hold it. None: none. Models that do not
+    talk to the API ignore it."""
 
     def measured_chars(self) -> int:
         """Characters of the prompt: `prompt_chars` when given, else measured now."""
         if self.prompt_chars is not None:
             return self.prompt_chars
-        return len(to_json(list(self.messages))) + len(self.system) + len(to_json(self.tools))
+        chars = len(to_json(list(self.messages))) + len(self.system) + len(to_json(self.tools))
+        return chars + note_chars(self.turn_note)
+
+
+MID_SYSTEM_BETA = "mid-conversation-system-clear-at-2026-08-21"
+"""The beta of a mid-conversation system message shown for one turn (`ModelRequest.turn_note`)."""
+
+
+def system_note(text: str) -> dict[str, Any]:
+    """The mid-conversation system message that carries `text` for the turn it follows: once a
+    later user message exists the API no longer shows it to the model."""
+    return {"role": "system", "content": text, "clear_at": "next_user_message"}
 
 
 @dataclass
@@ -105,3 +121,8 @@ class Model(Protocol):
     def respond(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelReply:
         """Answer the request, calling `on_text` with each piece of streamed assistant text."""
         ...
+
+
+def note_chars(note: str | None) -> int:
+    """Characters a turn note adds to the prompt's messages (0: none)."""
+    return len(to_json([system_note(note)])) - len("[]") + len(",") if note else 0

@@ -13,12 +13,19 @@ note also says that the conversation will soon be replaced by a summary, so that
 writes down what must survive. Nothing is told before a call that a full compaction precedes
 (the note would be summarised at once).
 
-The note joins the history like any message (replay runs the same strategy, so it counts its
-tokens) and is recorded as an every-call edit (`MicroCompacted`, strategy "token-budget"). It
-never breaks the prompt cache: the newest message is past the cached prefix. The marks start
-again after a full compaction (the context is small again). The window is `window_tokens`, or
-the model's (`evo_magic.catalog.context_window`); unknown, only the compaction warning
-is given.
+With `as_system=True` the note is no edit: it goes with the next call only, as a
+mid-conversation system message after the newest message (`{"role": "system", "content": ...,
+"clear_at": "next_user_message"}`, beta `mid-conversation-system-clear-at-2026-08-21`), past the
+cache breakpoints, and is recorded on the call's record (`turn_note`); the history never holds
+it, so nothing is rewritten and a later compaction never summarises it. Replay adds its tokens
+to the call that carried it.
+
+Otherwise the note joins the history like any message (replay runs the same strategy, so it
+counts its tokens) and is recorded as an every-call edit (`MicroCompacted`, strategy
+"token-budget"). It never breaks the prompt cache: the newest message is past the cached
+prefix. The marks start again after a full compaction (the context is small again). The window
+is `window_tokens`, or the model's (`evo_magic.catalog.context_window`); unknown, only the
+compaction warning is given.
 """
 
 from __future__ import annotations
@@ -56,6 +63,12 @@ class TokenBudget:
         "That warning comes at this share of the compaction limit.",
         check=share,
         rule="between 0 and 1",
+    )
+
+    as_system: bool = setting(
+        False,
+        "Send the note as a mid-conversation system message for the turn only (no history "
+        "rewrite; the API's beta mid-conversation-system-clear-at-2026-08-21).",
     )
 
     name = "token-budget"
@@ -99,6 +112,9 @@ class TokenBudget:
                 "down now (in a file) what must survive it."
             )
         if not notes:
+            return None
+        if self.as_system:  # for this call only, after the newest message: no rewrite
+            ctx.turn_notes.append(REMINDER_PREFIX + " ".join(notes))
             return None
         return ctx.edit(messages, {len(messages) - 1: _with_note(messages[-1], " ".join(notes))})
 

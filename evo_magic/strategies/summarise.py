@@ -47,7 +47,7 @@ from evo_magic.compacted import (
 from evo_magic.declared import check_fields, setting
 from evo_magic.measure import to_json
 from evo_magic.messages import content_blocks
-from evo_magic.strategies.params import when_parameter
+from evo_magic.strategies.params import share, when_parameter
 
 
 @dataclass(frozen=True)
@@ -70,13 +70,31 @@ class Summarise:
         minimum=0,
     )
 
+    background_at: float | None = setting(
+        None,
+        "Prepare the summary in the background once the context passes this share of the "
+        "limit; swapped in at the limit while it still covers the history (None: off).",
+        check=lambda value: value if value is None else share(value),
+        rule="None or a share between 0 and 1",
+    )
+
     name = "summarise"
     source = "evo-agent's layer 2 (and 3, on request)"
 
     def __post_init__(self) -> None:
         check_fields(self, self.name)
+        if self.background_at is not None and (self.keep_user_tokens or self.reread_files):
+            raise ValueError(
+                "summarise: background_at cannot be combined with keep_user_tokens or "
+                "reread_files (the messages since the prepared summary are kept instead)"
+            )
 
     def compact(self, messages: Sequence[Message], ctx: Context) -> list[Message]:
+        if self.background_at is not None:
+            swapped = self._swapped(messages, ctx)
+            ctx.details["background"] = "swapped" if swapped else "recomputed"
+            if swapped is not None:
+                return swapped
         summary = ctx.summarise(messages, ctx.focus)
         if not self.keep_user_tokens and not self.reread_files:
             return [ctx.compacted_message(summary)]
@@ -90,6 +108,24 @@ class Summarise:
         if pending:
             new.append({"role": "user", "content": [_text(f"{REQUEST_HEADER}\n{pending}")]})
         return new
+
+    def _swapped(self, messages: Sequence[Message], ctx: Context) -> list[Message] | None:
+        """The summary prepared in the background for the messages it covers, then the
+        messages since, verbatim; None when there is none that still covers the history (or
+        the messages since would not open on the model's turn)."""
+        prepared = ctx.prepared_summary(messages)
+        if prepared is None:
+            return None
+        summary, covered = prepared
+        since = list(messages[covered:])
+        if since and since[0].get("role") != "assistant":
+            ctx.summaries.pop()  # not used: its cost still counts (`compact.background`)
+            return None
+        ctx.details["background_covered"] = covered
+        if any(prompt_text(m) is not None for m in since):  # the pending request is there
+            head = ctx.with_pins([compacted_message(summary, ctx.focus, ctx.recent_files, None)])
+            return [*head, *since]
+        return [ctx.compacted_message(summary), *since]
 
     def _kept_prompts(
         self, messages: Sequence[Message], ctx: Context, pending: str | None

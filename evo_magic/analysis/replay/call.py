@@ -21,6 +21,7 @@ from evo_magic.compact.compactor import Compactor
 from evo_magic.compact.server import server_strategies
 from evo_magic.history import History
 from evo_magic.messages import Message, thinking_chars
+from evo_magic.models.base import note_chars
 from evo_magic.prompt_cache import Spot
 from evo_magic.usage import Usage
 
@@ -103,6 +104,10 @@ class Calls:
             sent, exact = sent + round(added * self._pricing.rate), False
             self.identical = False
         history.anchor(chars, sent)
+        if not self._recorded_mode and (note := note_chars(self._compactor.turn_note)):
+            # The strategies' note for this call only: in the prompt, never in the history.
+            sent, exact = sent + round(note * self._pricing.rate), False
+            self.identical = False
         served = self._server.serve(view, chars, sent)
         tokens, exact = self._served_tokens(served, sent, exact, recorded)
         if served is not None:

@@ -119,6 +119,7 @@ class Run:
         return CompactionServices(
             emit=self.tally.observe,
             summarise=self.summaries,
+            background=False,  # a summary prepared early is made at once: in order
             save_output=lambda tool_use_id, text: output_shown(self.applied.outputs, tool_use_id),
             model=lambda: model or None,
             server_summarise=lambda messages, focus: self.server.summarise(messages, focus),

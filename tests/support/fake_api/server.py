@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from support import fake_context
-from support.fake_api import diagnosis
+from support.fake_api import diagnosis, system_messages
 from support.fake_api.body import validate_body, validate_request
 from support.fake_api.cache import FakeClock, PromptCache, estimate_input_tokens
 from support.fake_api.responses import (
@@ -394,8 +394,12 @@ class FakeAnthropic:
         if parsed is None:
             return
         body, request_id = parsed
-        error = validate_request(body) or fake_context.check(body, headers)
-        error = error or diagnosis.check(body, fake_context.betas(headers))
+        betas = fake_context.betas(headers)
+        # A mid-conversation system message is checked on its own; the rest without it.
+        error = system_messages.check(body, betas)
+        checked = system_messages.without(body)
+        error = error or validate_request(checked) or fake_context.check(checked, headers)
+        error = error or diagnosis.check(body, betas)
         if error is not None:
             self._reject(handler, body, error, request_id)
             return
