@@ -29,12 +29,16 @@ SOURCES = {
 }
 PLACEHOLDER = "Old environment output: ({lines} lines omitted)"
 MASKING = f"observation-masking(keep_turns=10, placeholder={PLACEHOLDER!r})"
-SUMMARY = "interval-summary(every=21, keep=10)"
+# The LLM-Summary agent summarises alone: no masking between summaries. The hybrid is one
+# strategy (interval-summary masks between its summaries with the same placeholder); stacking
+# observation-masking before it would mask twice, the second time with another placeholder.
+SUMMARY = "interval-summary(every=21, keep=10, masking=False)"
+HYBRID = f"interval-summary(every=21, keep=10, placeholder={PLACEHOLDER!r})"
 SETTINGS = {
     "raw agent": [],
     "observation masking (last 10)": [MASKING],
     "LLM summary (every 21, keep 10)": [SUMMARY],
-    "hybrid": [MASKING, SUMMARY],
+    "hybrid (masking + summary every 21)": [HYBRID],
 }
 
 

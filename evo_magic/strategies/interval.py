@@ -8,7 +8,8 @@ alone on SWE-bench Verified. Google ADK's `EventsCompactionConfig(compaction_int
 overlap_size)` is the same schedule.
 
 Before every call the results older than the last `keep` turns are masked (`ObservationMasking`,
-whose placeholder and cache-aware rule it shares); when the history holds `every` turns (a turn:
+whose placeholder it shares; `masking=False` leaves them whole, which is the paper's LLM-Summary
+agent alone); when the history holds `every` turns (a turn:
 one assistant step and its results), everything before the last `keep` is summarised into one
 message, which then opens the history, followed by those turns verbatim. The summariser is
 called once per interval, whatever the context's size: the cost is predictable, the prompt
@@ -43,6 +44,11 @@ class IntervalSummary:
         check=formats_lines,
         rule="{lines} its only field",
     )
+    masking: bool = setting(
+        True,
+        "Mask results older than the last `keep` turns between summaries (the paper's hybrid); "
+        "False: summaries alone (the paper's LLM-Summary).",
+    )
 
     name = "interval-summary"
     when = "every_call"
@@ -56,8 +62,10 @@ class IntervalSummary:
             )
 
     def compact(self, messages: Sequence[Message], ctx: Context) -> Sequence[Message] | None:
-        masking = ObservationMasking(keep_turns=self.keep, placeholder=self.placeholder)
-        masked = masking.compact(messages, ctx)
+        masked = None
+        if self.masking:
+            masker = ObservationMasking(keep_turns=self.keep, placeholder=self.placeholder)
+            masked = masker.compact(messages, ctx)
         view = masked if masked is not None else messages
         steps = [i for i, message in enumerate(view) if message.get("role") == "assistant"]
         if len(steps) < self.every:
