@@ -83,6 +83,7 @@ def table(model: str) -> tuple[list[dict], list[str]]:
                     "tokens_sent": int(sent),
                     "cost_usd": bare["cost_usd"],
                     "cached_cost_usd": row["cost_usd"],
+                    "summary_cost_usd": row["summary_cost_usd"],
                 }
             )
         raw = next(r for r in rows if r["trajectories"] == name and r["setting"] == "raw agent")
@@ -96,19 +97,22 @@ def table(model: str) -> tuple[list[dict], list[str]]:
 def markdown(rows: list[dict], left: list[str], model: str) -> str:
     lines = [
         "| trajectories | setting | calls | tokens sent | vs raw | cost, no cache | vs raw "
-        "| cost, cache modelled | vs raw |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| cost, cache modelled | vs raw | of which summaries |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
             f"| {row['trajectories']} | {row['setting']} | {row['calls']} | "
             f"{row['tokens_sent']:,} | {row['tokens_sent_vs_raw']:+.1%} | "
             f"${row['cost_usd']:.3f} | {row['cost_usd_vs_raw']:+.1%} | "
-            f"${row['cached_cost_usd']:.3f} | {row['cached_cost_usd_vs_raw']:+.1%} |"
+            f"${row['cached_cost_usd']:.3f} | {row['cached_cost_usd_vs_raw']:+.1%} | "
+            f"${row['summary_cost_usd']:.3f} |"
         )
     lines.append("")
     lines.append(f"Prices: {model}'s, for every call (output tokens as recorded: NA, so 0, for")
-    lines.append("SWE-agent, whose files have no per-call usage).")
+    lines.append("SWE-agent, whose files have no per-call usage). Summaries: the offline stand-in's")
+    lines.append("call, priced (the history it reads as input, a stand-in summary's size as output);")
+    lines.append("tokens sent count the agent's calls only.")
     if left:
         lines.append("")
         lines.append(f"Not registered in this install, left out: {', '.join(left)}.")
