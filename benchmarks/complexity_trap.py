@@ -110,9 +110,9 @@ def markdown(rows: list[dict], left: list[str], model: str) -> str:
         )
     lines.append("")
     lines.append(f"Prices: {model}'s, for every call (output tokens as recorded: NA, so 0, for")
-    lines.append("SWE-agent, whose files have no per-call usage). Summaries: the offline stand-in's")
-    lines.append("call, priced (the history it reads as input, a stand-in summary's size as output);")
-    lines.append("tokens sent count the agent's calls only.")
+    lines.append("SWE-agent, whose files have no per-call usage). Summaries: the offline")
+    lines.append("stand-in's call, priced (the history it reads as input, a stand-in summary's")
+    lines.append("size as output); tokens sent count the agent's calls only.")
     if left:
         lines.append("")
         lines.append(f"Not registered in this install, left out: {', '.join(left)}.")
