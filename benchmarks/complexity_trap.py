@@ -33,12 +33,16 @@ MASKING = f"observation-masking(keep_turns=10, placeholder={PLACEHOLDER!r})"
 # strategy (interval-summary masks between its summaries with the same placeholder); stacking
 # observation-masking before it would mask twice, the second time with another placeholder.
 SUMMARY = "interval-summary(every=21, keep=10, masking=False)"
+# The authors' SWE-agent configurations hold the hybrid with summaries every 21 turns and with
+# summaries every 43 (both keeping 10 turns, masking all but the last 10 observations).
 HYBRID = f"interval-summary(every=21, keep=10, placeholder={PLACEHOLDER!r})"
+HYBRID_43 = f"interval-summary(every=43, keep=10, placeholder={PLACEHOLDER!r})"
 SETTINGS = {
     "raw agent": [],
     "observation masking (last 10)": [MASKING],
     "LLM summary (every 21, keep 10)": [SUMMARY],
     "hybrid (masking + summary every 21)": [HYBRID],
+    "hybrid (masking + summary every 43)": [HYBRID_43],
 }
 
 

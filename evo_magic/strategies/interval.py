@@ -2,18 +2,19 @@
 
 Source: "The Complexity Trap" (Lindenbauer et al., arXiv 2508.21433): its LLM-summary agent
 summarises when the history holds N = 21 turns, keeping the last M = 10 verbatim (OpenHands'
-`LLMSummarizingCondenser` shape); its hybrid masks observations to the last M turns between
-summaries (the summary then reads masked observations), and saved a further 7-11% over either
-alone on SWE-bench Verified. Google ADK's `EventsCompactionConfig(compaction_interval,
+`LLMSummarizingCondenser` shape); its hybrid also masks observations to the last M turns (the
+authors' configurations summarise every 21 or every 43 turns), and saved a further 7-11% over
+either alone on SWE-bench Verified. Google ADK's `EventsCompactionConfig(compaction_interval,
 overlap_size)` is the same schedule.
 
 Before every call the results older than the last `keep` turns are masked (`ObservationMasking`,
-whose placeholder it shares; `masking=False` leaves them whole, which is the paper's LLM-Summary
-agent alone); when the history holds `every` turns (a turn:
-one assistant step and its results), everything before the last `keep` is summarised into one
-message, which then opens the history, followed by those turns verbatim. The summariser is
-called once per interval, whatever the context's size: the cost is predictable, the prompt
-cache is broken once per interval.
+whose placeholder it shares; `masking=False` leaves them whole: the paper's LLM-Summary agent);
+when the history holds `every` turns (a turn: one assistant step and its results), everything
+before the last `keep` is summarised into one message, which then opens the history, followed
+by those turns verbatim. The summary reads the history as it stands, masked results included
+(SWE-agent runs its processors on the whole history, summary first, so its summariser reads
+them whole). The summariser is called once per interval, whatever the context's size: the cost
+is predictable, the prompt cache is broken once per interval.
 """
 
 from __future__ import annotations
