@@ -29,12 +29,20 @@ SOURCES = {
 }
 PLACEHOLDER = "Old environment output: ({lines} lines omitted)"
 MASKING = f"observation-masking(keep_turns=10, placeholder={PLACEHOLDER!r})"
-SUMMARY = "interval-summary(every=21, keep=10)"
+# The LLM-Summary agent summarises alone: no masking between summaries. The hybrid is one
+# strategy (interval-summary masks between its summaries with the same placeholder); stacking
+# observation-masking before it would mask twice, the second time with another placeholder.
+SUMMARY = "interval-summary(every=21, keep=10, masking=False)"
+# The authors' SWE-agent configurations hold the hybrid with summaries every 21 turns and with
+# summaries every 43 (both keeping 10 turns, masking all but the last 10 observations).
+HYBRID = f"interval-summary(every=21, keep=10, placeholder={PLACEHOLDER!r})"
+HYBRID_43 = f"interval-summary(every=43, keep=10, placeholder={PLACEHOLDER!r})"
 SETTINGS = {
     "raw agent": [],
     "observation masking (last 10)": [MASKING],
     "LLM summary (every 21, keep 10)": [SUMMARY],
-    "hybrid": [MASKING, SUMMARY],
+    "hybrid (masking + summary every 21)": [HYBRID],
+    "hybrid (masking + summary every 43)": [HYBRID_43],
 }
 
 
@@ -79,6 +87,7 @@ def table(model: str) -> tuple[list[dict], list[str]]:
                     "tokens_sent": int(sent),
                     "cost_usd": bare["cost_usd"],
                     "cached_cost_usd": row["cost_usd"],
+                    "summary_cost_usd": row["summary_cost_usd"],
                 }
             )
         raw = next(r for r in rows if r["trajectories"] == name and r["setting"] == "raw agent")
@@ -92,19 +101,22 @@ def table(model: str) -> tuple[list[dict], list[str]]:
 def markdown(rows: list[dict], left: list[str], model: str) -> str:
     lines = [
         "| trajectories | setting | calls | tokens sent | vs raw | cost, no cache | vs raw "
-        "| cost, cache modelled | vs raw |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| cost, cache modelled | vs raw | of which summaries |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
             f"| {row['trajectories']} | {row['setting']} | {row['calls']} | "
             f"{row['tokens_sent']:,} | {row['tokens_sent_vs_raw']:+.1%} | "
             f"${row['cost_usd']:.3f} | {row['cost_usd_vs_raw']:+.1%} | "
-            f"${row['cached_cost_usd']:.3f} | {row['cached_cost_usd_vs_raw']:+.1%} |"
+            f"${row['cached_cost_usd']:.3f} | {row['cached_cost_usd_vs_raw']:+.1%} | "
+            f"${row['summary_cost_usd']:.3f} |"
         )
     lines.append("")
     lines.append(f"Prices: {model}'s, for every call (output tokens as recorded: NA, so 0, for")
-    lines.append("SWE-agent, whose files have no per-call usage).")
+    lines.append("SWE-agent, whose files have no per-call usage). Summaries: the offline")
+    lines.append("stand-in's call, priced (the history it reads as input, a stand-in summary's")
+    lines.append("size as output); tokens sent count the agent's calls only.")
     if left:
         lines.append("")
         lines.append(f"Not registered in this install, left out: {', '.join(left)}.")

@@ -13,6 +13,7 @@ from support.claude_code_session import SID, write_session
 from support.compacting_session import compacting_session
 
 from evo_magic import load_transcripts, rewind
+from evo_magic.analysis.retention import Fact
 from evo_magic.models import FunctionModel, ModelRequest
 
 REAL = Path(__file__).parent / "fixtures" / "real" / "claude-code-compaction"
@@ -118,6 +119,41 @@ def test_the_artifact_trail_finds_every_file_modified_before_the_point(evo_sessi
     assert (kept.loc[2].fillna(0) == 0).all()
 
 
+def test_given_facts_are_followed_instead_of_the_extracted_ones(evo_session: Path):
+    on_b = Fact("the first line of b", question="What is b.txt's first line?", answer="first")
+    later = "Changed a."  # the agent says it only after the first compaction
+    given = [on_b, later, "a text this session never held"]
+    asked: list[str] = []
+
+    def reader(request: ModelRequest) -> list[dict[str, Any]]:
+        asked.append(request.messages[-1]["content"][-1]["text"])
+        return [{"type": "text", "text": "first"}]
+
+    model = FunctionModel(reader, name="claude-sonnet-4-5")
+    r = rewind(evo_session, {"recorded": "recorded", "none": []}, facts=given, reader=model)
+    rows = r.points.set_index(["point", "strategy"])
+    # Counted where the history held them before: b's line at the first point, both at the
+    # second; the text never held, nowhere.
+    assert rows.loc[(1, "none"), "facts"] == 1 and rows.loc[(2, "none"), "facts"] == 2
+    # Kept whole by "none"; the recorded summary ("We read a, b and c, and changed c.") does
+    # not hold b's first line.
+    assert rows.loc[(1, "none"), "kept_share"] == 1 and rows.loc[(1, "recorded"), "kept_share"] == 0
+    assert rows.loc[(2, "none"), "kept_share"] == 1
+    # Instead of the extracted facts: the user's instruction is neither counted nor asked.
+    assert rows["facts_instruction"].eq(0).all()
+    recall = r.probes[(r.probes["probe"] == "recall") & (r.probes["strategy"] == "none")]
+    assert list(zip(recall["point"], recall["answer"], strict=True)) == [
+        (1, "first"),
+        (2, "first"),
+        (2, "Changed"),  # the cloze of "Changed a."
+    ]
+    assert recall["question"].iloc[0] == "What is b.txt's first line?"
+    assert set(r.probes["probe"]) == {"recall", "continuation", "decision"}  # no artifact
+    assert not any("never touch" in question for question in asked)
+    # The artifact trail stays the session's own.
+    assert set(rows.loc[(1, "none"), "modified_files"].split("\n")) == {"c.txt"}
+
+
 def test_points_at_given_calls_are_the_history_each_call_was_prepared_from(evo_session: Path):
     sent = {x["call"]: x for x in records(evo_session) if x["kind"] == "model_response"}
     r = rewind(evo_session, {"none": []}, at=[2, 7])
@@ -184,7 +220,9 @@ def test_a_lake_is_rewound_session_by_session_with_the_same_rows(tmp_path: Path)
 def test_bad_arguments_are_refused_in_one_line(evo_session: Path):
     with pytest.raises(ValueError, match="replicates"):
         rewind(evo_session, {"none": []}, replicates=0)
-    with pytest.raises(ValueError, match="given facts"):
-        rewind(evo_session, {"none": []}, facts=["x"])
+    with pytest.raises(TypeError, match="facts is a list of str or Fact, not str"):
+        rewind(evo_session, {"none": []}, facts="never touch d.txt")
+    with pytest.raises(TypeError, match="facts are str or Fact, not int"):
+        rewind(evo_session, {"none": []}, facts=[3])
     with pytest.raises(TypeError, match="'speed'"):
         rewind(evo_session, {"none": []}, speed=2)

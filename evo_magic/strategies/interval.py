@@ -2,17 +2,19 @@
 
 Source: "The Complexity Trap" (Lindenbauer et al., arXiv 2508.21433): its LLM-summary agent
 summarises when the history holds N = 21 turns, keeping the last M = 10 verbatim (OpenHands'
-`LLMSummarizingCondenser` shape); its hybrid masks observations to the last M turns between
-summaries (the summary then reads masked observations), and saved a further 7-11% over either
-alone on SWE-bench Verified. Google ADK's `EventsCompactionConfig(compaction_interval,
+`LLMSummarizingCondenser` shape); its hybrid also masks observations to the last M turns (the
+authors' configurations summarise every 21 or every 43 turns), and saved a further 7-11% over
+either alone on SWE-bench Verified. Google ADK's `EventsCompactionConfig(compaction_interval,
 overlap_size)` is the same schedule.
 
 Before every call the results older than the last `keep` turns are masked (`ObservationMasking`,
-whose placeholder and cache-aware rule it shares); when the history holds `every` turns (a turn:
-one assistant step and its results), everything before the last `keep` is summarised into one
-message, which then opens the history, followed by those turns verbatim. The summariser is
-called once per interval, whatever the context's size: the cost is predictable, the prompt
-cache is broken once per interval.
+whose placeholder it shares; `masking=False` leaves them whole: the paper's LLM-Summary agent);
+when the history holds `every` turns (a turn: one assistant step and its results), everything
+before the last `keep` is summarised into one message, which then opens the history, followed
+by those turns verbatim. The summary reads the history as it stands, masked results included
+(SWE-agent runs its processors on the whole history, summary first, so its summariser reads
+them whole). The summariser is called once per interval, whatever the context's size: the cost
+is predictable, the prompt cache is broken once per interval.
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ class IntervalSummary:
         check=formats_lines,
         rule="{lines} its only field",
     )
+    masking: bool = setting(
+        True,
+        "Mask results older than the last `keep` turns between summaries (the paper's hybrid); "
+        "False: summaries alone (the paper's LLM-Summary).",
+    )
 
     name = "interval-summary"
     when = "every_call"
@@ -56,8 +63,10 @@ class IntervalSummary:
             )
 
     def compact(self, messages: Sequence[Message], ctx: Context) -> Sequence[Message] | None:
-        masking = ObservationMasking(keep_turns=self.keep, placeholder=self.placeholder)
-        masked = masking.compact(messages, ctx)
+        masked = None
+        if self.masking:
+            masker = ObservationMasking(keep_turns=self.keep, placeholder=self.placeholder)
+            masked = masker.compact(messages, ctx)
         view = masked if masked is not None else messages
         steps = [i for i, message in enumerate(view) if message.get("role") == "assistant"]
         if len(steps) < self.every:

@@ -21,6 +21,7 @@ from typing import Any
 from evo_magic.analysis.cached import read_entry, write_entry
 from evo_magic.cost import PriceTable, call_cost
 from evo_magic.measure import to_json
+from evo_magic.messages import without_unsigned_thinking
 from evo_magic.models.base import Model, ModelRequest
 from evo_magic.probe import probe_turn
 from evo_magic.usage import Usage
@@ -154,10 +155,15 @@ def _sendable(message: Mapping[str, Any]) -> dict[str, Any]:
     content = message.get("content")
     if isinstance(content, str):
         return {"role": message["role"], "content": [{"type": "text", "text": content}]}
+    # Unsigned thinking: the one rule every request builder shares (the API refuses it).
+    (message,) = without_unsigned_thinking([message])
     blocks = []
-    for block in content or []:
+    for block in message.get("content") or []:
         kind = block.get("type")
-        if kind in ("thinking", "redacted_thinking") and not block.get("signature"):
+        if kind == "redacted_thinking":
+            # Probes' own rule, on top: redacted thinking is encrypted for the model that wrote
+            # it and never carries a signature, while a probe's reader is usually another
+            # model (or the offline stand-in); the reader learns nothing from it, so it stays out.
             continue
         if kind == "image" and "data" not in (block.get("source") or {}):
             blocks.append({"type": "text", "text": "[image]"})

@@ -15,6 +15,7 @@ from evo_magic.analysis.engine import Engine, engine_of, split_options
 from evo_magic.analysis.replay import StrategySpec, recordings, stand_in_summary_tokens
 from evo_magic.analysis.replay import _strategies as resolve_strategies
 from evo_magic.analysis.replay.options import ReplaySettings
+from evo_magic.analysis.retention.facts import Fact, as_fact
 from evo_magic.analysis.retention.probes import Prober, default_cache_dir
 from evo_magic.analysis.rewind.measure import Plan, rewound
 from evo_magic.analysis.rewind.points import check_at
@@ -57,15 +58,18 @@ def rewind(
     (history, strategy's input, model) under `cache_dir`, and probes (recall, artifact,
     continuation, decision) are asked one question a request, `replicates` times each
     (`probes`; `probe_accuracy` with a Wilson interval). Without one, summaries are replay's
-    stand-ins and no probe is asked. `facts` is reserved for given facts (not yet followed:
-    it must be None). `engine` and its options (`workers`, `client`, `out`, `progress`) run
-    the sessions one by one; every engine gives the same rows.
+    stand-ins and no probe is asked. `facts`: None extracts them at each point (the kinds
+    above); else a list of texts or `Fact`s (`evo_magic.analysis.retention`) used instead of
+    the extracted ones, for the kept share and the recall probes (no artifact probe then;
+    continuation and decision probes are asked as before), each counted at the points whose
+    history held it before (a fact the conversation had not yet seen there is left out); the
+    artifact trail stays the session's own. `engine` and its options (`workers`,
+    `client`, `out`, `progress`) run the sessions one by one; every engine gives the same rows.
     """
     engine_options, unknown = split_options(options)
     if unknown:
         raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
-    if facts is not None:
-        raise ValueError("rewind follows the facts it extracts; given facts are not supported yet")
+    given = _given(facts)
     if not isinstance(replicates, int) or replicates < 1:
         raise ValueError("replicates must be a whole number, at least 1")
     checked = check_at(at)
@@ -77,6 +81,7 @@ def rewind(
         "model": model,
         "reader": None if reader is None else resolve_model(reader),
         "replicates": replicates,
+        "facts": given,
         "cache_dir": str(Path(cache_dir).expanduser()) if cache_dir else str(default_cache_dir()),
         "summary_tokens": stand_in_summary_tokens(t),
     }
@@ -115,7 +120,7 @@ def _measure(
         cache_dir=None if reader is None or getattr(reader, "offline", False) else model_dir,
     )
     prober = None if reader is None else Prober(reader, None, price_table(None), cache)
-    plan = Plan(resolved, spec["at"], settings, prober, spec["replicates"])
+    plan = Plan(resolved, spec["at"], settings, prober, spec["replicates"], spec["facts"])
     points: list[dict[str, Any]] = []
     probes: list[dict[str, Any]] = []
     for recording in recordings(t):
@@ -126,6 +131,15 @@ def _measure(
         name: frame(rows, columns)
         for (name, columns), rows in zip(FRAMES.items(), (points, probes), strict=True)
     }
+
+
+def _given(facts: Any) -> tuple[Fact, ...] | None:
+    """The given facts as `Fact`s (None: extract them), or a one-line error."""
+    if facts is None:
+        return None
+    if isinstance(facts, (str, Fact)) or not isinstance(facts, (list, tuple)):
+        raise TypeError(f"facts is a list of str or Fact, not {type(facts).__name__}")
+    return tuple(as_fact(fact) for fact in facts)
 
 
 def _measure_unit(payload: Any, *, spec: Mapping[str, Any]) -> dict[str, Any]:

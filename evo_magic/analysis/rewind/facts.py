@@ -90,7 +90,7 @@ def probes_of(
     found = [
         Probe("artifact" if f.kind == "modified" else "recall", f.question, f.answer)
         for f in facts
-        if f.kind in ("modified", "instruction", "error", "identifier") and f.question and f.answer
+        if f.kind != "read" and f.question and f.answer  # a read file is not asked about
     ]
     found = [
         *spread([p for p in found if p.kind == "recall"]),

@@ -16,6 +16,7 @@ from evo_magic.analysis.replay import RECORDED, Recording
 from evo_magic.analysis.replay.options import ReplaySettings
 from evo_magic.analysis.replay.run import Run
 from evo_magic.analysis.replay.tally import Tally
+from evo_magic.analysis.retention.facts import Fact, tracked
 from evo_magic.analysis.retention.kept import Matcher
 from evo_magic.analysis.retention.probes import Prober, context_digest
 from evo_magic.analysis.rewind.facts import FILE_KINDS, KINDS, PROBES, facts_before, probes_of
@@ -41,6 +42,8 @@ class Plan:
     settings: ReplaySettings
     prober: Prober | None
     replicates: int
+    given: Sequence[Fact] | None = None
+    """Facts to follow instead of the extracted ones (None: extract them)."""
 
 
 def rewound(recording: Recording, plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -57,7 +60,9 @@ def rewound(recording: Recording, plan: Plan) -> tuple[list[dict[str, Any]], lis
     for point in points:
         run.feed(point.item)
         before = [m for m in recording.items[: point.item] if isinstance(m, RecordedMessage)]
-        facts = facts_before(recording.session_id, before)
+        extracted = facts_before(recording.session_id, before)
+        facts = extracted if plan.given is None else seen(recording.session_id, plan.given, before)
+        trail = [f for f in extracted if f.kind == "modified"]
         probes = probes_of(facts, before, messages[len(before) :]) if plan.prober else []
         size = run.history.size()
         tried = {
@@ -74,6 +79,7 @@ def rewound(recording: Recording, plan: Plan) -> tuple[list[dict[str, Any]], lis
         for label in plan.strategies:
             history, tally = tried[label]
             row = _row(recording, point, label, run, size, history, tally, facts)
+            row.update(artifact_trail(trail, history.view()))
             if plan.prober is not None:
                 answers = _ask(plan, history, probes)
                 asked += [{**_where(recording, point, label), **a} for a in answers]
@@ -179,10 +185,32 @@ def _row(
         mine = [i for i, f in enumerate(facts) if f.kind == kind]
         row[f"facts_{kind}"] = len(mine)
         row[f"kept_{kind}"] = sum(i in kept for i in mine) / len(mine) if mine else None
-    modified = [(i, f.text) for i, f in enumerate(facts) if f.kind == "modified"]
-    row["modified_files"] = "\n".join(text for _, text in modified)
-    row["modified_named"] = "\n".join(text for i, text in modified if i in kept)
     return row
+
+
+def artifact_trail(modified: Sequence[Any], view: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The files modified before the point (`modified_files`) and those the compacted history
+    still names (`modified_named`), one a line: the session's own, whatever facts are followed."""
+    matcher = Matcher(modified)
+    named: set[int] = set()
+    for message in view:
+        named |= matcher.in_message(message)
+    text = context_text(view)
+    named |= {i for i, f in enumerate(modified) if names_file(text, f.text)}
+    return {
+        "modified_files": "\n".join(f.text for f in modified),
+        "modified_named": "\n".join(f.text for i, f in enumerate(modified) if i in named),
+    }
+
+
+def seen(session_id: str, given: Sequence[Fact], before: Sequence[RecordedMessage]) -> list[Any]:
+    """The given facts that the conversation's messages before the point hold (tracked)."""
+    facts = tracked(session_id, given)
+    matcher = Matcher(facts)
+    held: set[int] = set()
+    for message in before:
+        held |= matcher.in_message({"role": message.role, "content": message.content})
+    return [fact for i, fact in enumerate(facts) if i in held]
 
 
 def context_text(messages: Sequence[Mapping[str, Any]]) -> str:
