@@ -27,6 +27,7 @@ from typing import Any
 from evo_magic.catalog import context_window
 from evo_magic.compact.attempt import Attempt
 from evo_magic.compact.base import Context, Strategy, check_strategy, settings_of
+from evo_magic.compact.contexts import Memos, summarisers
 from evo_magic.compact.pins import carry_pins, missing_pins, restore_edited_pins, with_pins
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.preview import GivenSummary, Preview
@@ -97,8 +98,7 @@ class Compactor:
         self.undoable: Undoable | None = None
         """What undoing the last full compaction restores (`compact.undo`); None: nothing."""
         self._strategies: tuple[Strategy, ...] = ()
-        self._memos: dict[int, dict[str, Any]] = {}
-        self._memo_generation = -1
+        self._memos = Memos()
         self.strategies = strategies
 
     def emit(self, event: Event) -> None:
@@ -118,7 +118,7 @@ class Compactor:
     def strategies(self, strategies: Sequence[Strategy]) -> None:
         checked = tuple(check_strategy(s) for s in strategies)
         self._strategies = checked
-        self._memos.clear()
+        self._memos.forget()
         self.state.strategies_changed()
 
     def configure(self, strategies: Sequence[Strategy]) -> bool:
@@ -179,7 +179,7 @@ class Compactor:
         self.state = CompactState()
         self.undoable = None
         self.requests.forget()
-        self._memos.clear()
+        self._memos.forget()
         if self.cache is not None:
             self.cache.replaced()
 
@@ -295,7 +295,7 @@ class Compactor:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # any failure of a strategy is a failed compaction
-            self._memos.pop(id(strategy), None)  # its notes may assume the result was applied
+            self._memos.forget(strategy)  # its notes may assume the result was applied
             return self.failed(attempt, reason_of(strategy.name, exc))
         if result is None:
             return None
@@ -369,24 +369,7 @@ class Compactor:
         summariser (counted in `attempt`; `given` stands in for it)."""
         history = self.history
         run = attempt or Attempt(strategy.name, strategy.when, trigger, focus, size)
-        if self._memo_generation != history.generation:
-            self._memos.clear()
-            self._memo_generation = history.generation
-
-        def summarise(messages: Sequence[Message], focus: str | None) -> str:
-            if given is not None:
-                text = given.take(run.summaries)
-                run.summaries += 1
-                return text
-            summary = self.services.summarise(messages, focus)
-            run.add(summary)
-            return summary.text
-
-        def server_summarise(messages: Sequence[Message], focus: str | None) -> dict[str, Any]:
-            block, summary = self.services.server_summarise(messages, focus)
-            self.server.summarised()
-            run.add(summary)
-            return block
+        summarise, server_summarise = summarisers(self.services, run, given, self.server.summarised)
 
         return Context(
             focus=focus,
@@ -396,7 +379,7 @@ class Compactor:
             token_limit=self.token_limit,
             recent_files=tuple(self.state.recent_files),
             pending_request=history.pending_request,
-            memo=self._memos.setdefault(id(strategy), {}),
+            memo=self._memos.of(strategy, history.generation),
             tokens_per_char=history.tokens_per_char,
             compaction_due=self._compaction_due(size) and not self.state.consecutive_failures,
             cached_prefix=self.cache.prefix() if self.cache is not None else None,
