@@ -10,14 +10,14 @@ from IPython.utils.capture import capture_output
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.text import meter_text
 
-BROKEN = '''
+BROKEN = """
 class Broken:
     name = "broken"
     when = "on_request"
 
     def compact(self, messages, ctx):
         raise RuntimeError("no luck")
-'''
+"""
 
 
 def test_a_failed_compact_on_the_offline_model_leaves_the_cost_known(ip):
