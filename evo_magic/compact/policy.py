@@ -5,8 +5,8 @@ context is over the limit; `max_failures` and `max_refills` when automatic compa
 `summary_input_limit`, `summary_max_tokens` and `summary_in_context` configure the summariser
 every summarising strategy uses; `max_recent_files` the list a compacted history carries. The
 strategies' own numbers are theirs (`evo_magic.strategies`, declared on each). Each field's help
-is the one text the notebook's `%config` traits, the `%agent config` table and the README's table
-are made from.
+is the one text the notebook's `%config` traits, the `%agent config` table and the settings
+table of `docs/notebook.md` are made from.
 """
 
 from __future__ import annotations
