@@ -36,6 +36,7 @@ from evo_magic.analysis.formats.documents import (
     arguments,
     document,
     part,
+    text_block,
     text_of,
     timestamp,
 )
@@ -139,7 +140,7 @@ def _sample(source: Any, sample: dict[str, Any]) -> tuple[Conversation, int]:
         role = message.get("role")
         content = _resolve(message.get("content"), attachments)
         if role == "assistant":
-            blocks = [_text(content)] if content or not message.get("tool_calls") else []
+            blocks = [text_block(content)] if content or not message.get("tool_calls") else []
             for i, call in enumerate(message.get("tool_calls") or []):
                 if isinstance(call, dict):
                     blocks.append(_use(call, f"call-{n}-{i}", attachments))
@@ -147,9 +148,9 @@ def _sample(source: Any, sample: dict[str, Any]) -> tuple[Conversation, int]:
         elif role == "tool":
             c.message("user", "tool_result", [_result(message, content, n)], seq=n)
         elif role == "system":
-            c.message("system", "system", [_text(content)], seq=n)
+            c.message("system", "system", [text_block(content)], seq=n)
         else:
-            c.message("user", "meta" if prompted else "prompt", [_text(content)], seq=n)
+            c.message("user", "meta" if prompted else "prompt", [text_block(content)], seq=n)
             prompted = True
     events = _events_of(sample)
     for n, event in enumerate(events):
@@ -286,10 +287,6 @@ def _use(call: dict[str, Any], fallback: str, attachments: dict[str, Any]) -> di
         "tool_use_id": call_id if isinstance(call_id, str) and call_id else fallback,
         "text": _attached(arguments(call.get("arguments")), attachments),
     }
-
-
-def _text(text: str) -> dict[str, Any]:
-    return {"block_type": "text", "text": text}
 
 
 FORMAT = Format(
