@@ -33,15 +33,16 @@ Where the figures come from:
   on, in the list of October 2026). Haiku 5.5 and the 5.2 models are not in the list we could
   read: their line's 512 is assumed.
 
-`catalog_markdown` writes the catalog as the docs' price table.
+`evo_magic.catalog_table` writes the catalog as the docs' price table; `evo_magic.model_ids`
+holds `model_family`, the rule from a model's id to its family.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
-from evo_magic.price import RATE_FIELDS, LongPromptTier, Price
+from evo_magic.model_ids import model_family
+from evo_magic.price import LongPromptTier, Price
 
 __all__ = [
     "AS_OF",
@@ -63,7 +64,6 @@ __all__ = [
     "Family",
     "ModelInfo",
     "Source",
-    "catalog_markdown",
     "context_window",
     "lookup",
     "min_cacheable_tokens",
@@ -367,57 +367,7 @@ _ENTRIES = (
 FAMILIES: dict[str, Family] = {entry.name: entry for entry in _ENTRIES}
 """Every family the catalog knows, by family id (see `model_family`)."""
 
-# --------------------------------------------------------------------------- model ids
-
-_CONTEXT_TAG = re.compile(r"\[[^\]]*\]$")  # "claude-sonnet-5-5[1m]"
-_REGION_PREFIX = re.compile(r"^(?:us|eu|apac|au|jp|global)\.(?=anthropic\.)")
-_VENDOR_PREFIX = re.compile(r"^(?:anthropic[./])")
-_VERTEX_DATE = re.compile(r"@\d{8}$")  # "claude-sonnet-4-5@20250929"
-_BEDROCK_VERSION = re.compile(r"-v\d+(?::\d+)?$")  # "...-20250929-v1:0"
-_SNAPSHOT_DATE = re.compile(r"-\d{8}$")  # "claude-sonnet-4-5-20250929"
-_OPENAI_DATE = re.compile(r"^(gpt-.*)-\d{4}-\d{2}-\d{2}$")  # "gpt-5-2025-08-07"
-_OPENAI_VENDOR = re.compile(r"^openai/")  # "openai/gpt-5" (routers)
-_MAJOR_ALIAS = re.compile(r"^(claude-[a-z]+-\d+)-0$")  # "claude-opus-4-0" is Opus 4
-_CLAUDE_DOT = re.compile(r"(?<=\d)\.(?=\d)")  # "claude-sonnet-4.5" (OpenRouter)
-_GPT_HYPHEN_MINOR = re.compile(r"^(gpt-\d+)-(\d)(?=-|$)")  # "gpt-5-1-codex" is gpt-5.1-codex
-_GEMINI_PREVIEW = re.compile(r"^(gemini-.*?)-(?:preview|exp)(?:-[\d-]+)?$")
-_KIMI_K2_SNAPSHOT = re.compile(r"^kimi-k2-(?:\d{4}-preview|instruct(?:-\d{4})?)$")
-_ALIASES = {"deepseek-v3": "deepseek-chat", "deepseek-r1": "deepseek-reasoner"}
 _LONG_TAG = "[1m]"
-
-
-def model_family(model: str) -> str:
-    """The family id of ``model``: lower case, without snapshot date or platform decorations.
-
-    ``claude-sonnet-4-5-20250929``, ``anthropic.claude-sonnet-4-5-20250929-v1:0``,
-    ``claude-sonnet-4-5@20250929`` and ``us.anthropic.claude-sonnet-4-5-20250929-v1:0`` all give
-    ``claude-sonnet-4-5``; the alias ``claude-opus-4-0`` gives ``claude-opus-4``; ``openai/gpt-5``
-    and ``gpt-5-2025-08-07`` give ``gpt-5``. Only whole, known decorations are removed, so a
-    dated id never lands on a neighbouring model (``claude-fable-5-20260609`` is Fable 5, not
-    Fable 5.2). A router's or gateway's prefix is dropped (``converse/jp.anthropic.claude-
-    haiku-4-5-20251001-v1:0`` is ``claude-haiku-4-5``, ``openrouter/anthropic/claude-sonnet-4.5``
-    ``claude-sonnet-4-5``), as are OpenAI's hyphenated minor version (``gpt-5-1-codex-2025-11-13``
-    is ``gpt-5.1-codex``), Gemini's ``-preview`` tags and Kimi K2's snapshot names. Every lookup
-    of the catalog, and the price table, maps ids through this.
-    """
-    # A router's or gateway's prefix ("openrouter/anthropic/", "converse/", "google/") names
-    # no model: ids themselves hold no "/".
-    family = model.strip().lower().rsplit("/", 1)[-1]
-    family = _CONTEXT_TAG.sub("", family)
-    family = _REGION_PREFIX.sub("", family)
-    family = _VENDOR_PREFIX.sub("", family)
-    family = _VERTEX_DATE.sub("", family)
-    family = _BEDROCK_VERSION.sub("", family)
-    family = _SNAPSHOT_DATE.sub("", family)
-    family = _MAJOR_ALIAS.sub(r"\1", family)
-    family = _OPENAI_DATE.sub(r"\1", _OPENAI_VENDOR.sub("", family))
-    family = family.removesuffix("-latest")
-    if family.startswith("claude-"):
-        family = _CLAUDE_DOT.sub("-", family)
-    family = _GPT_HYPHEN_MINOR.sub(r"\1.\2", family)
-    family = _GEMINI_PREVIEW.sub(r"\1", family)
-    family = "kimi-k2" if _KIMI_K2_SNAPSHOT.match(family) else family
-    return _ALIASES.get(family, family)
 
 
 def lookup(model: str) -> Family | None:
@@ -493,73 +443,3 @@ def model_info(model: str) -> ModelInfo | None:
     """What the catalog knows of `model`'s context (any id of its family), or None when it
     does not know its features."""
     return MODELS.get(model_family(model))
-
-
-# --------------------------------------------------------------------------- the table
-
-
-def catalog_markdown() -> str:
-    """The catalog as the docs' Markdown price table, one row per family: window, minimum
-    cacheable tokens, prices in USD per million tokens, and the source and date of each figure
-    (prices, then window and features, then cache minimum), followed by the sources in full.
-    The docs' table is this text (`evo_magic.doc_tables`; a test checks it)."""
-    lines = [
-        "| model family | window | cache minimum | input | output | cache write 5m "
-        "| cache write 1h | cache read | source | date |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    lines += [_markdown_row(entry) for entry in FAMILIES.values()]
-    lines += ["", _SOURCES_HEADING, ""]
-    lines += [f"- {name}: {detail}" for name, detail in _source_notes().items()]
-    return "\n".join(lines)
-
-
-_SOURCES_HEADING = (
-    "Sources (a figure marked *assumed* is not on its source's list: it is taken from its "
-    "line's documented predecessors):"
-)
-
-
-def _markdown_row(entry: Family) -> str:
-    name = f"`{entry.name}`"
-    tier = entry.price.long_prompt if entry.price else None
-    while tier is not None:
-        band = " / ".join(_number(getattr(tier.price, rate)) for rate in RATE_FIELDS)
-        name += f" (prompts over {tier.threshold_tokens:,} tokens: {band})"
-        tier = tier.price.long_prompt
-    window = _sourced(entry.window, entry.context_source)
-    minimum = _sourced(entry.cache_minimum, entry.cache_source)
-    rates = [_number(getattr(entry.price, r)) if entry.price else "—" for r in RATE_FIELDS]
-    sources = _sources_of(entry)
-    names = "; ".join(source.name for source in sources)
-    dates = "; ".join(source.as_of or "—" for source in sources)
-    return f"| {name} | {window} | {minimum} | {' | '.join(rates)} | {names} | {dates} |"
-
-
-def _sourced(value: int | None, source: Source | None) -> str:
-    if value is None:
-        return "—"
-    assumed = source is not None and source.assumed
-    return f"{value:,} *assumed*" if assumed else f"{value:,}"
-
-
-def _number(rate: float) -> str:
-    return f"{rate:g}"
-
-
-def _sources_of(entry: Family) -> list[Source]:
-    """The row's sources in column order (prices, window, cache minimum), each once."""
-    found: list[Source] = []
-    for source in (entry.price_source, entry.context_source, entry.cache_source):
-        if source is not None and all(source.name != seen.name for seen in found):
-            found.append(source)
-    return found
-
-
-def _source_notes() -> dict[str, str]:
-    """Each source's name and citation, in the order the table first uses them."""
-    notes: dict[str, str] = {}
-    for entry in FAMILIES.values():
-        for source in _sources_of(entry):
-            notes.setdefault(source.name, source.detail)
-    return notes

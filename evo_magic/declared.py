@@ -5,7 +5,8 @@ dataclass's `__post_init__`, so a value is checked when it is made, by one path)
 every credential the session knows from a text value there: where a configured text enters.
 The session's settings (`SessionSettings`, `CompactPolicy`) and every built-in strategy's
 parameters are such fields: the notebook's traits, `Session(...)`'s keywords, `%agent
-strategies`, the README's and the docs' tables are all read from them.
+strategies` and the docs' tables (`docs/notebook.md`, `docs/strategies.md`) are all read
+from them.
 """
 
 from __future__ import annotations

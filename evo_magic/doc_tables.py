@@ -42,7 +42,7 @@ def _strategies() -> str:
 
 
 def _catalog() -> str:
-    from evo_magic.catalog import catalog_markdown
+    from evo_magic.catalog_table import catalog_markdown
 
     return catalog_markdown()
 

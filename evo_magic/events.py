@@ -279,9 +279,9 @@ class CompactionFinished(Event):
     strategy: str = "summarise"
     layer: str = "over_limit"
     """The strategy's `when`: "every_call", "over_limit" or "on_request"."""
-    summary_cost_usd: float | None = None
-    """The summarisation calls of this compaction, priced (None: none made, or one had no
-    price); their tokens are `summary_usage`."""
+    summary_cost_usd: float | None = 0.0
+    """The summarisation calls of this compaction, priced (0.0 when none was made; None when
+    one had no price); their tokens are `summary_usage`."""
     details: dict[str, Any] = field(default_factory=dict)
     """What the strategy reported keeping besides its summary (`Context.details`): e.g. the
     prompts kept verbatim and the files re-read, with their tokens."""

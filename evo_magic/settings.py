@@ -3,8 +3,9 @@
 Each setting is written once, as a field here or in `CompactPolicy` (the compactor's part):
 its name, type, default, help text and rule. `Session(...)` takes them as keywords, a
 session's setters replace this value (so the same rule refuses a bad one), the notebook's
-`%config AgentMagics.<name>` traits are made from `setting_fields()`, and the README's table is
-`settings_markdown()`. Adding a setting is adding one field to `SessionSettings`.
+`%config AgentMagics.<name>` traits are made from `setting_fields()`, and the settings table of
+`docs/notebook.md` is `settings_markdown()`. Adding a setting is adding one field to
+`SessionSettings`.
 """
 
 from __future__ import annotations
@@ -207,7 +208,7 @@ def _bash_fields(bash: BashSettings) -> dict[str, Any]:
 
 
 def setting_fields() -> list[tuple[str, Field[Any]]]:
-    """Every setting as (owner, field), in the order the README lists them: the session's,
+    """Every setting as (owner, field), in the order `docs/notebook.md` lists them: the session's,
     then the compaction policy's."""
     own = [("SessionSettings", f) for f in fields(SessionSettings) if is_declared(f)]
     return own + [("CompactPolicy", f) for f in fields(CompactPolicy) if is_declared(f)]

@@ -12,11 +12,11 @@ from evo_magic.catalog import (
     FAMILIES,
     FEATURES,
     LONG,
-    catalog_markdown,
     context_window,
     model_family,
     supports,
 )
+from evo_magic.catalog_table import catalog_markdown
 from evo_magic.cost import DEFAULT_PRICES, call_cost
 from evo_magic.models import catalog as models_catalog
 from evo_magic.prompt_cache import min_cacheable_tokens, start_key

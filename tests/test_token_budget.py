@@ -121,6 +121,19 @@ def test_the_window_comes_from_the_model_table_or_the_setting():
     assert run_growth(TokenBudget(before_compaction=False), steps=30, model="unknown") == []
 
 
+def test_a_model_of_unknown_window_still_gets_the_warning_before_compaction(workspace: Path):
+    # The offline stand-in's window is unknown: no share of it is told, but the warning before
+    # an automatic compaction is (it used to fail with KeyError 'warned' on the first call).
+    told = run_growth(TokenBudget(), steps=40, model="offline", context_limit=12_000)
+    assert len(told) == 1 and "of the size at which it is compacted" in told[0][1][0]
+    session = Session(workspace, model="offline", strategies=[TokenBudget()])
+    events: list[Any] = []
+    session.subscribe(events.append)
+    session.compact(strategy=TokenBudget())  # asked for by name, as `%compact --strategy`
+    session.ask("Look around.")
+    assert [e for e in events if isinstance(e, CompactionFinished) and not e.success] == []
+
+
 def test_registered_by_name_and_checked():
     made = make_strategy("token-budget(window_tokens=8000, marks=[0.75, 0.5])")
     assert isinstance(made, TokenBudget) and made.marks == (0.5, 0.75) and made.when == "every_call"

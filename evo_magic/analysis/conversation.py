@@ -212,6 +212,24 @@ def _part(row: Any, changed: dict[str, int]) -> dict[str, Any]:
     return _placeholder(str(row.part_type), row.media_type, row.chars)
 
 
+def _tool_use(row: Any, text: str | None, changed: dict[str, int]) -> dict[str, Any]:
+    """A `tool_use` block from its row: the recorded input parsed, wrapped when it is not an
+    object (the API takes only an object)."""
+    try:
+        tool_input: Any = json.loads(text) if text is not None else {}
+    except (ValueError, RecursionError):
+        tool_input = text
+    if not isinstance(tool_input, dict):
+        _count(changed, "tool input not an object")
+        tool_input = {"input": tool_input}
+    return {
+        "type": "tool_use",
+        "id": None if pd.isna(row.tool_use_id) else str(row.tool_use_id),
+        "name": None if pd.isna(row.tool_name) else str(row.tool_name),
+        "input": tool_input,
+    }
+
+
 def _block(
     row: Any, parts: dict[tuple[Any, ...], list[Any]], changed: dict[str, int]
 ) -> dict[str, Any] | None:
@@ -227,19 +245,7 @@ def _block(
             return {"type": "text", "text": "[empty]"}
         return {"type": "text", "text": text}
     if kind == "tool_use":
-        try:
-            tool_input: Any = json.loads(text) if text is not None else {}
-        except (ValueError, RecursionError):
-            tool_input = text
-        if not isinstance(tool_input, dict):
-            _count(changed, "tool input not an object")
-            tool_input = {"input": tool_input}
-        return {
-            "type": "tool_use",
-            "id": None if pd.isna(row.tool_use_id) else str(row.tool_use_id),
-            "name": None if pd.isna(row.tool_name) else str(row.tool_name),
-            "input": tool_input,
-        }
+        return _tool_use(row, text, changed)
     if kind == "tool_result":
         listed = parts.get((row.file, row.line, row.block_index))
         content: Any = [_part(p, changed) for p in listed] if listed else (text or "")

@@ -28,15 +28,15 @@ class Attempt:
     before: ContextSize
     started: float = field(default_factory=time.perf_counter)
     usage: Usage = Usage()
-    cost_usd: float | None = None
+    cost_usd: float | None = 0.0
+    """What its summaries cost: 0.0 until it asks for one, None once one had no price."""
     summaries: int = 0
 
     def add(self, summary: Summary) -> None:
         """A summary it asked for (its tokens and cost count with the attempt)."""
         self.usage = self.usage + summary.usage
         self.summaries += 1
-        first = self.summaries == 1
-        self.cost_usd = summary.cost_usd if first else add_costs(self.cost_usd, summary.cost_usd)
+        self.cost_usd = add_costs(self.cost_usd, summary.cost_usd)
 
     def succeeded(self, after: ContextSize, **facts: Any) -> CompactionFinished:
         """The event of an attempt that replaced the history (`facts`: summary, snapshot,

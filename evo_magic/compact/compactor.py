@@ -28,6 +28,7 @@ from evo_magic.catalog import context_window
 from evo_magic.compact.attempt import Attempt
 from evo_magic.compact.background import Prepared, share_of_limit
 from evo_magic.compact.base import Context, Strategy, check_strategy, settings_of
+from evo_magic.compact.contexts import Memos, summarisers
 from evo_magic.compact.pins import carry_pins, missing_pins, restore_edited_pins, with_pins
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.preview import GivenSummary, Preview
@@ -100,8 +101,7 @@ class Compactor:
         self.prepared = Prepared(services)  # a summary made off the critical path
         self.turn_note: str | None = None  # for the next call only (`Context.turn_notes`)
         self._strategies: tuple[Strategy, ...] = ()
-        self._memos: dict[int, dict[str, Any]] = {}
-        self._memo_generation = -1
+        self._memos = Memos()
         self.strategies = strategies
 
     def emit(self, event: Event) -> None:
@@ -121,7 +121,7 @@ class Compactor:
     def strategies(self, strategies: Sequence[Strategy]) -> None:
         checked = tuple(check_strategy(s) for s in strategies)
         self._strategies = checked
-        self._memos.clear()
+        self._memos.forget()
         self.state.strategies_changed()
 
     def configure(self, strategies: Sequence[Strategy]) -> bool:
@@ -183,7 +183,7 @@ class Compactor:
         self.undoable = None
         self.requests.forget()
         self.prepared.forget()
-        self._memos.clear()
+        self._memos.forget()
         if self.cache is not None:
             self.cache.replaced()
 
@@ -201,7 +201,9 @@ class Compactor:
         share = share_of_limit(size.chars, size.tokens, self.policy.context_limit, self.token_limit)
         if not self.over_limit(size) and not self.paused:
             self.prepared.due(self.of("over_limit"), self.history.view(), share)
-        notice = self.state.before_call(self.over_limit(size), self.policy, self._limit_text())
+        notice = self.state.before_call(
+            self.over_limit(size), self.policy, self.policy.limit_text(self.token_limit)
+        )
         if notice is not None:
             self.emit(notice)
         if not self._compaction_due(size):
@@ -217,20 +219,14 @@ class Compactor:
                 self.state.retry_after_chars, retry_at(size.chars, self.policy)
             )
 
-    def _limit_text(self) -> str:
-        limit = f"{self.policy.context_limit:,} characters"
-        return limit + (f" / {self.token_limit:,} tokens" if self.token_limit else "")
-
     def _keep_pins(self) -> None:
         """After the API's own compaction, the pins it left out join the newest message (looked
         at once, when the newest message is the user's)."""
         view = self.history.view()
-        if not self._pins_due or not view or view[-1].get("role") != "user":
-            return
-        self._pins_due = False
-        notice = carry_pins(self.history, self.pins())
-        if notice is not None:
-            self.emit(notice)
+        if self._pins_due and view and view[-1].get("role") == "user":
+            self._pins_due = False
+            if (notice := carry_pins(self.history, self.pins())) is not None:
+                self.emit(notice)
 
     def reactive(self) -> CompactionFinished | None:
         """Compact because the API refused the prompt as too long: the over-limit strategies
@@ -303,7 +299,7 @@ class Compactor:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # any failure of a strategy is a failed compaction
-            self._memos.pop(id(strategy), None)  # its notes may assume the result was applied
+            self._memos.forget(strategy)  # its notes may assume the result was applied
             return self.failed(attempt, reason_of(strategy.name, exc))
         if ctx.turn_notes:
             self.turn_note = " ".join([*filter(None, [self.turn_note]), *ctx.turn_notes])
@@ -379,24 +375,7 @@ class Compactor:
         summariser (counted in `attempt`; `given` stands in for it)."""
         history = self.history
         run = attempt or Attempt(strategy.name, strategy.when, trigger, focus, size)
-        if self._memo_generation != history.generation:
-            self._memos.clear()
-            self._memo_generation = history.generation
-
-        def summarise(messages: Sequence[Message], focus: str | None) -> str:
-            if given is not None:
-                text = given.take(run.summaries)
-                run.summaries += 1
-                return text
-            summary = self.services.summarise(messages, focus)
-            run.add(summary)
-            return summary.text
-
-        def server_summarise(messages: Sequence[Message], focus: str | None) -> dict[str, Any]:
-            block, summary = self.services.server_summarise(messages, focus)
-            self.server.summarised()
-            run.add(summary)
-            return block
+        summarise, server_summarise = summarisers(self.services, run, given, self.server.summarised)
 
         return Context(
             focus=focus,
@@ -406,7 +385,7 @@ class Compactor:
             token_limit=self.token_limit,
             recent_files=tuple(self.state.recent_files),
             pending_request=history.pending_request,
-            memo=self._memos.setdefault(id(strategy), {}),
+            memo=self._memos.of(strategy, history.generation),
             tokens_per_char=history.tokens_per_char,
             compaction_due=self._compaction_due(size) and not self.state.consecutive_failures,
             cached_prefix=self.cache.prefix() if self.cache is not None else None,

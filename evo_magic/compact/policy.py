@@ -5,8 +5,8 @@ context is over the limit; `max_failures` and `max_refills` when automatic compa
 `summary_input_limit`, `summary_max_tokens` and `summary_in_context` configure the summariser
 every summarising strategy uses; `max_recent_files` the list a compacted history carries. The
 strategies' own numbers are theirs (`evo_magic.strategies`, declared on each). Each field's help
-is the one text the notebook's `%config` traits, the `%agent config` table and the README's table
-are made from.
+is the one text the notebook's `%config` traits, the `%agent config` table and the settings
+table of `docs/notebook.md` are made from.
 """
 
 from __future__ import annotations
@@ -68,6 +68,11 @@ class CompactPolicy:
             return None if limit is None else int(limit)
         window = self.window_tokens or window
         return None if window is None else max(1, int(window * limit))
+
+    def limit_text(self, token_limit: int | None) -> str:
+        """The limits in words: "12,000 characters" and, with one, " / 9,000 tokens"."""
+        limit = f"{self.context_limit:,} characters"
+        return limit + (f" / {token_limit:,} tokens" if token_limit else "")
 
     def summariser(self, chosen: Summariser | None = None) -> Summariser:
         """The summariser a session with this policy uses: `chosen` when it has one of its

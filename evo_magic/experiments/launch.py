@@ -81,9 +81,7 @@ def experiment(
     values = _settings(settings)
     resolved_model = resolve_model(model)
     root = Path(out).expanduser()
-    # Workers get the model's name, not None: a worker without the key must fail, not fall
-    # back to the offline stand-in.
-    given = model if model is not None and not isinstance(model, str) else resolved_model.name
+    given = _for_workers(model, resolved_model)
     specs = _ordered(tasks, resolved, replicates, given, values, root, seed)
     if chosen.kind == "local" and workers > 1:
         _check_picklable(tasks)
@@ -91,6 +89,21 @@ def experiment(
     store = Store(root, json.dumps(record, sort_keys=True, default=repr))
     _write_record(root, record, replicates, chosen, max_cost_usd)
     x = Experiment(root, list(resolved), [s.key for s in specs], seed, resolved_model.name)
+    todo = _reuse(x, specs, store)
+    if not resolved_model.offline and todo:
+        sys.stderr.write(_estimate(todo, resolved_model.name, values) + "\n")
+    _run(x, todo, chosen, store, max_cost_usd)
+    return x
+
+
+def _for_workers(model: Model | str | None, resolved: Model) -> Model | str:
+    """The model as the workers get it: a `Model` as given, else its name, never None (a
+    worker without the key must fail, not fall back to the offline stand-in)."""
+    return model if model is not None and not isinstance(model, str) else resolved.name
+
+
+def _reuse(x: Experiment, specs: list[RunSpec], store: Store) -> list[RunSpec]:
+    """The runs still to do: those `store` holds already are added to `x` as they were."""
     todo = []
     for spec in specs:
         if store.is_done(spec.key):
@@ -98,10 +111,7 @@ def experiment(
             x.reused += 1
         else:
             todo.append(spec)
-    if not resolved_model.offline and todo:
-        sys.stderr.write(_estimate(todo, resolved_model.name, values) + "\n")
-    _run(x, todo, chosen, store, max_cost_usd)
-    return x
+    return todo
 
 
 def _run(

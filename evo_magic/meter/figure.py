@@ -12,9 +12,10 @@ state, no window); `save` writes SVG, PNG or PDF.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evo_magic import plot_style
 from evo_magic.extras import missing
@@ -55,8 +56,6 @@ def context_figure(data: MeterData, width: float = COLUMN_WIDTH) -> Figure:
 
 def _draw(data: MeterData, width: float) -> Figure:
     from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter
 
     chart = Chart(data)
@@ -64,6 +63,38 @@ def _draw(data: MeterData, width: float) -> Figure:
     small = sizes(width).small
     figure = Figure(figsize=(width, HEIGHT * scale), layout="constrained")
     ax = figure.add_subplot()
+    _bars(ax, chart)
+    ax.axhline(chart.limit, color=GREY, linestyle=(0, (4, 3)), linewidth=0.7, zorder=3)
+    ax.annotate(
+        chart.limit_label(), (1.0, chart.limit), xycoords=("axes fraction", "data"),
+        xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom",
+        fontsize=small, color=GREY, zorder=6,
+        bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6, "alpha": 0.85},
+    )  # fmt: skip
+    calls_per_point = (chart.x1 - chart.x0) / (width * 72 * AXES_SHARE)
+    lines = chart.label_lines(
+        lambda text: (label_extent(text, small) + 4) * calls_per_point,
+        partial(_free_until, chart, small, calls_per_point, HEIGHT * scale * 72),
+    )
+    micro_x = _marks(ax, chart, lines, small)
+    if micro_x:
+        ax.plot(
+            micro_x, [0] * len(micro_x), linestyle="none", marker="^", markersize=3.5 * scale,
+            color=PURPLE, clip_on=False, zorder=5,
+        )  # fmt: skip
+    ax.set_xlim(chart.x0, chart.x1)
+    ax.set_ylim(0, chart.top)
+    plot_style.finish_axes(ax, X_LABEL, Y_LABEL, width=width)
+    ax.set_xticks(chart.x_ticks())  # the meter's ticks
+    ax.set_yticks(chart.y_ticks())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: tokens_label(value)))
+    _legend(figure, small)
+    return figure
+
+
+def _bars(ax: Any, chart: Chart) -> None:
+    """A bar a call: the tokens it sent (the scope's darker), and a dashed outline of the size
+    before a removal where one came before it."""
     for column in chart.columns:
         middle = column.start + column.width / 2
         bar = column.width * 0.7
@@ -74,19 +105,12 @@ def _draw(data: MeterData, width: float) -> Figure:
             )  # fmt: skip
         colour = BLUE if column.own else LIGHT_BLUE
         ax.bar(middle, column.tokens, bar, color=colour, linewidth=0, zorder=2)
-    ax.axhline(chart.limit, color=GREY, linestyle=(0, (4, 3)), linewidth=0.7, zorder=3)
-    ax.annotate(
-        chart.limit_label(), (1.0, chart.limit), xycoords=("axes fraction", "data"),
-        xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom",
-        fontsize=small, color=GREY, zorder=6,
-        bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6, "alpha": 0.85},
-    )  # fmt: skip
+
+
+def _marks(ax: Any, chart: Chart, lines: Sequence[int], small: float) -> list[float]:
+    """A line a full compaction (red, dashed and grey when it failed), its label on its own
+    line of text (`lines`); the micro-compactions' places, drawn apart."""
     micro_x: list[float] = []
-    calls_per_point = (chart.x1 - chart.x0) / (width * 72 * AXES_SHARE)
-    lines = chart.label_lines(
-        lambda text: (label_extent(text, small) + 4) * calls_per_point,
-        partial(_free_until, chart, small, calls_per_point, HEIGHT * scale * 72),
-    )
     for mark, line in zip(chart.marks, lines, strict=True):
         if mark.micro:
             micro_x.append(mark.x)
@@ -101,17 +125,14 @@ def _draw(data: MeterData, width: float) -> Figure:
             xytext=(2, -2 - line * small * 1.25), textcoords="offset points", ha="left",
             va="top", fontsize=small, color=colour, fontweight="bold", alpha=alpha,
         )  # fmt: skip
-    if micro_x:
-        ax.plot(
-            micro_x, [0] * len(micro_x), linestyle="none", marker="^", markersize=3.5 * scale,
-            color=PURPLE, clip_on=False, zorder=5,
-        )  # fmt: skip
-    ax.set_xlim(chart.x0, chart.x1)
-    ax.set_ylim(0, chart.top)
-    plot_style.finish_axes(ax, X_LABEL, Y_LABEL, width=width)
-    ax.set_xticks(chart.x_ticks())  # the meter's ticks
-    ax.set_yticks(chart.y_ticks())
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: tokens_label(value)))
+    return micro_x
+
+
+def _legend(figure: Any, small: float) -> None:
+    """The key above the axes: sent tokens, the size before a removal, compactions, micro."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     handles = [
         Patch(color=BLUE, label="sent"),
         Patch(fill=False, edgecolor=PURPLE, linestyle="--", linewidth=0.6, label="before removal"),
@@ -122,7 +143,6 @@ def _draw(data: MeterData, width: float) -> Figure:
         handles=handles, loc="outside upper center", ncols=4, fontsize=small,
         frameon=False, handlelength=1.2, columnspacing=0.8, handletextpad=0.4,
     )  # fmt: skip
-    return figure
 
 
 def label_extent(text: str, size: float) -> float:

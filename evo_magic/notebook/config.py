@@ -262,7 +262,8 @@ class AgentConfig(SessionTraits):  # type: ignore[misc, valid-type]
 
 
 def notebook_fields() -> list[str]:
-    """The notebook's own settings, then the strategies, in the README's order."""
+    """The notebook's own settings, then the strategies, in the order of the settings table
+    (`docs/notebook.md`)."""
     return [*AgentConfig.NOTEBOOK_SETTINGS, "strategies"]
 
 

@@ -1,7 +1,7 @@
 """`%agent SUBCOMMAND`: inspect and steer a session from a line.
 
 `TABLE` is the one list of subcommands: each one's help (the `subcommand` argument's help in
-`%agent?` and the README's rows are made from it), its handler, and what it takes besides
+`%agent?` and the rows of the magics table are made from it), its handler, and what it takes besides
 `-s SESSION`. A handler gets the parsed line as a `Call` and returns what the cell shows.
 """
 

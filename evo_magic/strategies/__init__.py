@@ -5,8 +5,8 @@
 
 Each strategy owns its parameters: declared once as fields with a default, a help line and a
 rule (`evo_magic.declared.setting`), checked when the strategy is made (ValueError naming the
-strategy, the parameter and the rule). `%agent strategies`, the README's table
-(`registry.strategies_markdown()`) and the docs are read from those declarations.
+strategy, the parameter and the rule). `%agent strategies` and the docs' tables
+(`registry.strategies_markdown()`, in `docs/strategies.md`) are read from those declarations.
 
 The `server-*` strategies edit no history: the API does the work (see `strategies.server`).
 `default_pipeline()` is the seed's pipeline; `registry` finds strategies by name, by dotted

@@ -89,7 +89,7 @@ class TokenBudget:
             return None  # (when a compaction is due, a summary replaces the history right after)
         memo = ctx.memo
         window = self.window(ctx)
-        if memo.get("window") != window:  # a new model, a new window: its marks afresh
+        if "window" not in memo or memo["window"] != window:  # a new window: its marks afresh
             memo.clear()
             memo.update(window=window, told=0.0, warned=False)
         notes = []

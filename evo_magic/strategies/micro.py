@@ -15,7 +15,8 @@ must not happen because a clearing waited; when clearing cannot avert it, it is 
 compaction, whose summary then reads the whole history, from the cache when it is asked in
 context). With caching off, or for a model without a price, there is nothing to weigh
 and it clears as the seed does; `cache_aware=False` is the seed's eager clearing whatever the
-cache (with caching on it costs 28% more in the caching benchmark, see the README).
+cache (with caching on it costs more in the caching benchmark: `docs/caching-cost.md`, "Cache-aware
+compaction", and `docs/benchmarks.md`).
 """
 
 from __future__ import annotations

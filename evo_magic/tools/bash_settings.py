@@ -31,7 +31,7 @@ SOCKET_ENV_VARS = (
 
 @dataclass(frozen=True)
 class BashSettings:
-    """What a bash command gets and how far it may go (see the README's sandbox section)."""
+    """What a bash command gets and how far it may go (`docs/security.md`, "The bash sandbox")."""
 
     env_keep: tuple[str, ...] = ()
     """Name patterns of variables passed on even when they match `env_drop`."""

@@ -36,7 +36,7 @@ from evo_magic.tools.bash_settings import BashSettings
 SandboxMode = Literal["require", "warn", "off"]
 SANDBOX_MODES: tuple[SandboxMode, ...] = ("require", "warn", "off")
 DEFAULT_SANDBOX: SandboxMode = "warn"
-"""Sandbox where possible, run unsandboxed with a plain warning elsewhere (see the README)."""
+"""Sandbox where possible, run unsandboxed with a plain warning elsewhere (`docs/security.md`)."""
 
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"

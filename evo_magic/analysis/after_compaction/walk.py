@@ -102,15 +102,7 @@ def _walk(
             stretch = stretches[place] = Stretch(*place)
             frozen = memory.frozen()
         boundary = opened.get(place)
-        before, after, new = Tally(calls=1), Tally(calls=1), False
-        for action in call.actions:
-            tally, _ = memory.assess(action, memory.read, memory.keys)
-            before.add(tally)
-            if boundary is not None:
-                tally, fresh = memory.assess(action, *frozen)
-                after.add(tally)
-                new = new or fresh
-            memory.remember(action)
+        before, after, new = _assessed(call, memory, frozen if boundary is not None else None)
         stretch.before.add(before)
         if boundary is None:
             continue
@@ -131,24 +123,47 @@ def _walk(
                 "source": source,
             }
         )
-    for stretch in stretches.values():
-        rows.stretches.append(
-            {
-                "session_id": session_id,
-                "agent_id": agent_id,
-                "segment": stretch.segment,
-                "epoch": stretch.epoch,
-                "compacted": (stretch.segment, stretch.epoch)
-                in {(b.segment, b.epoch) for b in boundaries},
-                **{k: getattr(stretch.before, k) for k in COUNTS},
-                "source": source,
-            }
-        )
+    compacted = {(b.segment, b.epoch) for b in boundaries}
+    rows.stretches += [_stretch_row(conversation, s, compacted) for s in stretches.values()]
     for i, boundary in enumerate(boundaries):
         following = boundaries[i + 1] if i + 1 < len(boundaries) else None
         if following is not None and following.segment != boundary.segment:
             following = None
         rows.compactions.append(_compaction_row(conversation, boundary, following, stretches))
+
+
+def _assessed(
+    call: Call, memory: Memory, frozen: tuple[dict[str, int], set[str]] | None
+) -> tuple[Tally, Tally, bool]:
+    """The call's actions counted against everything read before (`before`) and, after a
+    compaction (`frozen`: what was read when its stretch opened), against that alone
+    (`after`); whether one of them was new work. Each action is remembered as it is counted."""
+    before, after, new = Tally(calls=1), Tally(calls=1), False
+    for action in call.actions:
+        tally, _ = memory.assess(action, memory.read, memory.keys)
+        before.add(tally)
+        if frozen is not None:
+            tally, fresh = memory.assess(action, *frozen)
+            after.add(tally)
+            new = new or fresh
+        memory.remember(action)
+    return before, after, new
+
+
+def _stretch_row(
+    conversation: tuple[Any, ...], stretch: Stretch, compacted: set[tuple[int, int]]
+) -> dict[str, Any]:
+    """A stretch's row: its counts, and whether a compaction opened it."""
+    source, session_id, agent_id = conversation
+    return {
+        "session_id": session_id,
+        "agent_id": agent_id,
+        "segment": stretch.segment,
+        "epoch": stretch.epoch,
+        "compacted": (stretch.segment, stretch.epoch) in compacted,
+        **{k: getattr(stretch.before, k) for k in COUNTS},
+        "source": source,
+    }
 
 
 def _compaction_row(

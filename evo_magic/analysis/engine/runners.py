@@ -74,17 +74,7 @@ def _drained(
     A unit that cannot be started (a pool broken by a worker that died) is an outcome with
     its error. A KeyboardInterrupt stops drawing units: the running ones finish and are
     yielded (so a store keeps them), then it is raised again; a second one stops waiting."""
-
-    def start(wanted: int) -> Iterator[Outcome]:
-        """Start `wanted` more units (fewer when `source` ends)."""
-        while wanted > 0 and (unit := next(source, None)) is not None:
-            try:
-                running[submit(unit)] = unit
-                wanted -= 1
-            except Exception as exc:
-                yield Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
-
-    yield from start(count)
+    yield from _started(source, running, count, submit)
     interrupted = False
     while running:
         try:
@@ -95,14 +85,33 @@ def _drained(
             interrupted = True
             continue
         for future, unit in batch:
-            try:
-                yield future.result()
-            except Exception as exc:  # the worker died, or the payload did not pickle
-                yield Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
+            yield _outcome(future, unit)
             if not interrupted:
-                yield from start(1)
+                yield from _started(source, running, 1, submit)
     if interrupted:
         raise KeyboardInterrupt
+
+
+def _started(
+    source: Iterator[Unit], running: dict[Any, Unit], wanted: int, submit: Callable[[Unit], Any]
+) -> Iterator[Outcome]:
+    """Start `wanted` more units from `source` (fewer when it ends), each added to `running`;
+    a unit that cannot be started is an outcome with its error."""
+    while wanted > 0 and (unit := next(source, None)) is not None:
+        try:
+            running[submit(unit)] = unit
+            wanted -= 1
+        except Exception as exc:
+            yield Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
+
+
+def _outcome(future: Any, unit: Unit) -> Outcome:
+    """A finished unit's outcome, or its error when the worker died or the result did not
+    come back."""
+    try:
+        return future.result()
+    except Exception as exc:  # the worker died, or the payload did not pickle
+        return Outcome(unit.key, None, f"{type(exc).__name__}: {exc}")
 
 
 def on_dask(

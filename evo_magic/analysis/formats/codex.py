@@ -40,6 +40,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evo_magic.analysis.formats import CODEX_ITEMS, Part, Position, is_codex, usage_count
+from evo_magic.analysis.formats.codex_items import (
+    Read,
+    part_block,
+    prompt_lines,
+    text_of,
+    tool_output,
+    typed_prompt,
+    user_kind,
+    web_search_block,
+)
 from evo_magic.analysis.formats.registry import Format
 from evo_magic.analysis.frames import (
     BLOCK_COLUMNS,
@@ -115,20 +125,6 @@ def _payload(record: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def _text_of(parts: Any) -> str:
-    if isinstance(parts, str):
-        return parts
-    if not isinstance(parts, list):
-        return ""
-    return "\n".join(
-        p.get("text", "") for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
-    )
-
-
-_Read = tuple[str, str, list[dict[str, Any]]]
-"""What a response item is: the role of its message, the message's kind, its blocks."""
-
-
 class _Rollout:
     """One rollout file read into rows."""
 
@@ -146,7 +142,7 @@ class _Rollout:
         self.waiting: dict[str, Any] | None = None
         """A call whose response's items have not been written yet."""
         self.prompts: set[int] | None = None
-        self.event_prompts: set[int] = set()  # prompts written only as their event (`_prompts`)
+        self.event_prompts: set[int] = set()  # prompts only as their event
         self.blocks: list[dict[str, Any]] = []
         self.parts: list[dict[str, Any]] = []
         self.calls: list[dict[str, Any]] = []
@@ -158,7 +154,7 @@ class _Rollout:
         """Every record, in order, read by its type (`_RECORDS`); each gets its identity as
         it was before the record."""
         payloads = [_payload(record) for record in self.records]
-        self.prompts, self.event_prompts = _prompts(self.records, payloads)
+        self.prompts, self.event_prompts = prompt_lines(self.records, payloads)
         for record, payload in zip(self.records, payloads, strict=True):
             kind = record.get("type")
             identity = {**self._identity(record), "kind": kind}
@@ -205,7 +201,7 @@ class _Rollout:
         if payload.get("type") == "token_count":
             self._token_count(record, payload)
         elif payload.get("type") == "user_message" and record["line"] in self.event_prompts:
-            self._add(record, _typed(payload), new_turns=True)
+            self._add(record, typed_prompt(payload), new_turns=True)
 
     def _compacted(self, record: dict[str, Any], payload: dict[str, Any]) -> None:
         """A compaction: the next epoch opens with its replacement history, else its summary."""
@@ -240,31 +236,31 @@ class _Rollout:
         if reader is not None:
             self._add(record, reader(self, record, item, new_turns), new_turns)
 
-    def _message(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> _Read:
+    def _message(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> Read:
         role = item.get("role") or "user"
         content = item.get("content")
         texts = content if isinstance(content, list) else [{"type": "text", "text": content}]
-        kind = self._message_kind(record["line"], role, _text_of(content), new_turns)
-        return role, kind, [_part_block(p) for p in texts]
+        kind = self._message_kind(record["line"], role, text_of(content), new_turns)
+        return role, kind, [part_block(p) for p in texts]
 
     def _message_kind(self, line: int, role: str, text: str, new_turns: bool) -> str:
         if role == "assistant":
             return "response"
         if self.prompts is not None and role == "user" and new_turns:
             # The rollout says what a person typed (its `user_message` events).
-            return "prompt" if line in self.prompts else _user_kind(text, "meta")
+            return "prompt" if line in self.prompts else user_kind(text, "meta")
         if role != "user" or text.lstrip().startswith(_META_PREFIXES):
             return "meta"
-        return _user_kind(text, "prompt")
+        return user_kind(text, "prompt")
 
-    def _reasoning(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> _Read:
-        summary = _text_of(item.get("summary")) or _text_of(item.get("content"))
+    def _reasoning(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> Read:
+        summary = text_of(item.get("summary")) or text_of(item.get("content"))
         return "assistant", "response", [{"block_type": "thinking", "text": summary}]
 
-    def _web_search(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> _Read:
-        return "assistant", "response", [_web_search_block(item, record["line"])]
+    def _web_search(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> Read:
+        return "assistant", "response", [web_search_block(item, record["line"])]
 
-    def _tool_call(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> _Read:
+    def _tool_call(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> Read:
         kind = item["type"]
         call_id = item.get("call_id") or item.get("id")
         name = item.get("name") or {"local_shell_call": "local_shell"}.get(kind, kind)
@@ -284,7 +280,7 @@ class _Rollout:
         }
         return "assistant", "response", [block]
 
-    def _tool_output(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> _Read:
+    def _tool_output(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> Read:
         call_id = item.get("call_id")
         block = {
             "block_type": "tool_result",
@@ -293,9 +289,9 @@ class _Rollout:
             "is_error": False,
             "status": "ok",
         }
-        return "user", "tool_result", [{**block, **_output(item.get("output"))}]
+        return "user", "tool_result", [{**block, **tool_output(item.get("output"))}]
 
-    def _compaction(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> _Read:
+    def _compaction(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> Read:
         """The server's opaque summary: a `compaction` block of its size."""
         sealed = item.get("encrypted_content")
         size = len(sealed) if isinstance(sealed, str) else None
@@ -303,7 +299,7 @@ class _Rollout:
 
     # -- rows ---------------------------------------------------------------------------------
 
-    def _add(self, record: dict[str, Any], read: _Read, new_turns: bool) -> None:
+    def _add(self, record: dict[str, Any], read: Read, new_turns: bool) -> None:
         """An item's blocks as rows of the message of its role: consecutive items of one role
         are one message."""
         role, message_kind, blocks = read
@@ -390,7 +386,7 @@ _RECORDS: dict[str, Callable[[_Rollout, dict[str, Any], dict[str, Any]], None]] 
     "event_msg": _Rollout._event,
 }
 """How each type of record is read (other types are identities only)."""
-_ITEMS: dict[str, Callable[[_Rollout, dict[str, Any], dict[str, Any], bool], _Read]] = {
+_ITEMS: dict[str, Callable[[_Rollout, dict[str, Any], dict[str, Any], bool], Read]] = {
     "message": _Rollout._message,
     "reasoning": _Rollout._reasoning,
     "web_search_call": _Rollout._web_search,
@@ -400,102 +396,6 @@ _ITEMS: dict[str, Callable[[_Rollout, dict[str, Any], dict[str, Any], bool], _Re
     "compaction_summary": _Rollout._compaction,
 }
 """How each type of response item is read (other types are left out)."""
-
-
-def _output(output: Any) -> dict[str, Any]:
-    """A tool output's fields of its `tool_result` block: an output that says it failed is an
-    error; a list of parts is kept as parts (`_parts`), its text their texts."""
-    block: dict[str, Any] = {}
-    if isinstance(output, dict):  # {"content": ..., "success": bool} in some versions
-        if output.get("success") is False:
-            block.update(is_error=True, status="error")
-        output = output.get("content")
-    if isinstance(output, list):
-        block["parts"] = len(output)
-        block["_parts"] = [_part_row(p) for p in output]
-        block["text"] = _text_of(output)
-    else:
-        block["text"] = output if isinstance(output, str) else json.dumps(output)
-    return block
-
-
-def _prompts(
-    records: list[dict[str, Any]], payloads: list[dict[str, Any]]
-) -> tuple[set[int] | None, set[int]]:
-    """The lines of the user messages a person typed: each `user_message` event follows the
-    `message` item of what was typed (None when the rollout has no such events: then message
-    text decides); and the lines of the events with no such item before them (since the
-    previous event or the turn's start), whose prompt exists only as the event."""
-    found: set[int] = set()
-    alone: set[int] = set()
-    typed: int | None = None  # the last user message item since the last event
-    events = False
-    for record, payload in zip(records, payloads, strict=True):
-        kind, inner = record.get("type"), payload.get("type")
-        if kind == "response_item" and inner == "message" and payload.get("role") == "user":
-            typed = record["line"]
-        elif kind == "event_msg" and inner == "task_started":
-            typed = None  # a turn starts: what it was typed with comes after
-        elif kind == "event_msg" and inner == "user_message":
-            events = True
-            if typed is not None:
-                found.add(typed)
-            else:
-                alone.add(record["line"])
-            typed = None
-    return (found if events else None), alone
-
-
-def _typed(event: dict[str, Any]) -> _Read:
-    """A prompt read from its `user_message` event: its text, then its images (data URLs)."""
-    text, images = event.get("message"), event.get("images")
-    blocks = [{"block_type": "text", "text": text if isinstance(text, str) else ""}]
-    urls = images if isinstance(images, list) else []
-    return (
-        "user",
-        "prompt",
-        blocks + [_part_block({"type": "input_image", "image_url": u}) for u in urls],
-    )
-
-
-def _user_kind(text: str, default: str) -> str:
-    return "interrupt" if text.lstrip().startswith("<turn_aborted>") else default
-
-
-def _web_search_block(item: dict[str, Any], line: int) -> dict[str, Any]:
-    """A web search the server ran: a `server_tool_use` block named `web_search`, its input the
-    recorded action (`{}` when the rollout keeps only the status), its id the item's or, when
-    the rollout has none, one made from its line (`ws_line<n>`), so that it can be referred to."""
-    call_id = item.get("id") or item.get("call_id")
-    action = item.get("action")
-    return {
-        "block_type": "server_tool_use",
-        "tool_name": "web_search",
-        "tool_use_id": call_id if isinstance(call_id, str) and call_id else f"ws_line{line}",
-        "text": json.dumps(action if isinstance(action, dict) else {}, ensure_ascii=False),
-    }
-
-
-def _part_block(part: Any) -> dict[str, Any]:
-    if not isinstance(part, dict):
-        return {"block_type": "text", "text": None if part is None else str(part)}
-    kind = part.get("type")
-    if kind in ("input_image", "image"):
-        url = part.get("image_url") if isinstance(part.get("image_url"), str) else ""
-        media = url[5:].split(";", 1)[0] if url.startswith("data:") else None
-        return {"block_type": "image", "media_type": media, "chars": len(url.partition(",")[2])}
-    return {"block_type": "text", "text": part.get("text")}
-
-
-def _part_row(part: Any) -> dict[str, Any]:
-    block = _part_block(part)
-    kind = part.get("type") if isinstance(part, dict) else None
-    return {
-        "part_type": "image" if block["block_type"] == "image" else (kind or "text"),
-        "text": block.get("text"),
-        "chars": block.get("chars", len(block["text"]) if block.get("text") else None),
-        "media_type": block.get("media_type"),
-    }
 
 
 FORMAT = Format(

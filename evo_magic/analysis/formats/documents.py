@@ -81,6 +81,11 @@ def text_of(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False)
 
 
+def text_block(text: str | None) -> dict[str, Any]:
+    """A `text` block's row fields: what a reader writes for a message's text."""
+    return {"block_type": "text", "text": text}
+
+
 def arguments(value: Any) -> str:
     """A tool call's input as the JSON text the frames keep: a string (an OpenAI-style
     `arguments`) as written, anything else encoded."""

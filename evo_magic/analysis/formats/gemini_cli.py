@@ -30,6 +30,7 @@ from evo_magic.analysis.formats.documents import (
     Conversation,
     document,
     part,
+    text_block,
     text_of,
     timestamp,
 )
@@ -75,7 +76,7 @@ def _chat(source: Any, chat: dict[str, Any]) -> Conversation:
         c.event(f"message.{kind}", stamp, seq=n)
         if kind == "user":
             text = text_of(message.get("content")) or ""
-            c.message("user", "meta" if prompted else "prompt", [_text(text)], stamp, seq=n)
+            c.message("user", "meta" if prompted else "prompt", [text_block(text)], stamp, seq=n)
             prompted = True
         elif kind == "gemini":
             _response(c, message, stamp, n)
@@ -95,7 +96,7 @@ def _response(c: Conversation, message: dict[str, Any], stamp: Any, n: int) -> N
     text = text_of(message.get("content")) or ""
     calls = [t for t in message.get("toolCalls") or [] if isinstance(t, dict)]
     if text or not calls:
-        blocks.append(_text(text))
+        blocks.append(text_block(text))
     results = []
     for i, call in enumerate(calls):
         call_id = call.get("id") if isinstance(call.get("id"), str) else f"call-{n}-{i}"
@@ -156,10 +157,6 @@ def _usage(tokens: Any) -> dict[str, Any] | None:
         "output_tokens": spoken,
         "reasoning_output_tokens": thoughts,
     }
-
-
-def _text(text: str) -> dict[str, Any]:
-    return {"block_type": "text", "text": text}
 
 
 FORMAT = Format(

@@ -36,6 +36,7 @@ from evo_magic.analysis.formats.documents import (
     arguments,
     document,
     part,
+    text_block,
     text_of,
     timestamp,
 )
@@ -139,35 +140,44 @@ def _sample(source: Any, sample: dict[str, Any]) -> tuple[Conversation, int]:
         role = message.get("role")
         content = _resolve(message.get("content"), attachments)
         if role == "assistant":
-            blocks = [_text(content)] if content or not message.get("tool_calls") else []
+            blocks = [text_block(content)] if content or not message.get("tool_calls") else []
             for i, call in enumerate(message.get("tool_calls") or []):
                 if isinstance(call, dict):
                     blocks.append(_use(call, f"call-{n}-{i}", attachments))
             placed[n] = c.message("assistant", "response", blocks, seq=n)
         elif role == "tool":
-            call_id = message.get("tool_call_id")
-            block = {
-                "block_type": "tool_result",
-                "tool_use_id": call_id if isinstance(call_id, str) else f"result-{n}",
-                "tool_name": message.get("function"),
-                "text": content,
-                "is_error": message.get("error") is not None,
-            }
-            c.message("user", "tool_result", [block], seq=n)
+            c.message("user", "tool_result", [_result(message, content, n)], seq=n)
         elif role == "system":
-            c.message("system", "system", [_text(content)], seq=n)
+            c.message("system", "system", [text_block(content)], seq=n)
         else:
-            c.message("user", "meta" if prompted else "prompt", [_text(content)], seq=n)
+            c.message("user", "meta" if prompted else "prompt", [text_block(content)], seq=n)
             prompted = True
-    events = sample.get("events")
-    if not isinstance(events, list):
-        transcript = sample.get("transcript")
-        events = transcript.get("events") if isinstance(transcript, dict) else None
-    events = events if isinstance(events, list) else []
+    events = _events_of(sample)
     for n, event in enumerate(events):
         if isinstance(event, dict):
             _event(c, event, n, messages, placed)
     return c, len(messages) + len(events)
+
+
+def _result(message: dict[str, Any], content: Any, n: int) -> dict[str, Any]:
+    """A tool message's `tool_result` block (its id made from its place when it has none)."""
+    call_id = message.get("tool_call_id")
+    return {
+        "block_type": "tool_result",
+        "tool_use_id": call_id if isinstance(call_id, str) else f"result-{n}",
+        "tool_name": message.get("function"),
+        "text": content,
+        "is_error": message.get("error") is not None,
+    }
+
+
+def _events_of(sample: dict[str, Any]) -> list[Any]:
+    """The sample's events: its own list, or its transcript's (older logs); [] when neither."""
+    events = sample.get("events")
+    if not isinstance(events, list):
+        transcript = sample.get("transcript")
+        events = transcript.get("events") if isinstance(transcript, dict) else None
+    return events if isinstance(events, list) else []
 
 
 def _event(
@@ -277,10 +287,6 @@ def _use(call: dict[str, Any], fallback: str, attachments: dict[str, Any]) -> di
         "tool_use_id": call_id if isinstance(call_id, str) and call_id else fallback,
         "text": _attached(arguments(call.get("arguments")), attachments),
     }
-
-
-def _text(text: str) -> dict[str, Any]:
-    return {"block_type": "text", "text": text}
 
 
 FORMAT = Format(

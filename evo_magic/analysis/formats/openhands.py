@@ -37,6 +37,7 @@ from evo_magic.analysis.formats.documents import (
     arguments,
     document,
     part,
+    text_block,
     text_of,
     timestamp,
 )
@@ -94,10 +95,17 @@ class _Events:
         elif action == "message" and source == "user":
             kind = "meta" if self.prompted else "prompt"
             self.prompted = True
-            self.say(_Said(event.get("id"), "user", kind, [_text(_content(event))], stamp, n))
+            self.say(_Said(event.get("id"), "user", kind, [text_block(_content(event))], stamp, n))
         elif action == "message" and source == "agent" and meta is None:
             index = self.say(
-                _Said(event.get("id"), "assistant", "response", [_text(_content(event))], stamp, n)
+                _Said(
+                    event.get("id"),
+                    "assistant",
+                    "response",
+                    [text_block(_content(event))],
+                    stamp,
+                    n,
+                )
             )
             self.c.call(None, None, index, stamp, seq=n)
         elif action is not None and meta is not None:
@@ -128,7 +136,7 @@ class _Events:
             args = event.get("args") if isinstance(event.get("args"), dict) else {}
             said = text_of(reply.get("content")) or args.get("thought")
             if isinstance(said, str) and said:
-                blocks.append(_text(said))
+                blocks.append(text_block(said))
         blocks.append(
             {
                 "block_type": "tool_use",
@@ -164,7 +172,9 @@ class _Events:
         for said in [*kept[:at], None, *kept[at:]]:
             if said is None:
                 if summary:
-                    self.say(_Said(None, "user", "compact_summary", [_text(summary)], stamp, n))
+                    self.say(
+                        _Said(None, "user", "compact_summary", [text_block(summary)], stamp, n)
+                    )
                 continue
             kind = "compact_history" if said.kind == "prompt" else said.kind
             self.say(_Said(said.event_id, said.role, kind, said.blocks, said.timestamp, said.seq))
@@ -267,10 +277,6 @@ def _content(event: dict[str, Any]) -> str:
         return content
     message = event.get("message")
     return message if isinstance(message, str) else json.dumps(content)
-
-
-def _text(text: str) -> dict[str, Any]:
-    return {"block_type": "text", "text": text}
 
 
 FORMAT = Format(

@@ -37,7 +37,14 @@ from typing import Any
 
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.formats import Part
-from evo_magic.analysis.formats.documents import Conversation, arguments, document, part, text_of
+from evo_magic.analysis.formats.documents import (
+    Conversation,
+    arguments,
+    document,
+    part,
+    text_block,
+    text_of,
+)
 from evo_magic.analysis.formats.registry import Format, Sniff
 
 SOURCE = "swe_agent"
@@ -133,23 +140,23 @@ def _swe_agent(source: Any) -> tuple[Conversation, int]:
             raise TranscriptError(f"{source.path}: history[{n}] is not a JSON object")
         role, content = message.get("role"), text_of(message.get("content")) or ""
         if role == "system":
-            c.message("system", "system", [_text(content)], seq=n)
+            c.message("system", "system", [text_block(content)], seq=n)
         elif role == "assistant" and not message.get("is_demo"):
             blocks, pending = _swe_action(message, n)
             index = c.message("assistant", "response", blocks, seq=n)
             c.call(model, None, index, seq=n)
         elif role == "assistant":
-            c.message("assistant", "demonstration", [_text(content)], seq=n)
+            c.message("assistant", "demonstration", [text_block(content)], seq=n)
         elif role == "tool" or (role == "user" and pending and not message.get("is_demo")):
             ids = _ids(message.get("tool_call_ids")) or pending[:1]
             c.message("user", "tool_result", [_result(i, content) for i in ids], seq=n)
             pending = [i for i in pending if i not in ids]
         elif message.get("is_demo"):
-            c.message("user", "demonstration", [_text(content)], seq=n)
+            c.message("user", "demonstration", [text_block(content)], seq=n)
         else:
             kind = "meta" if prompted else "prompt"
             prompted = True
-            c.message("user", kind, [_text(content)], seq=n)
+            c.message("user", kind, [text_block(content)], seq=n)
         c.event(f"history.{role}", seq=n)
     stats = info.get("model_stats")
     if isinstance(stats, dict):
@@ -176,12 +183,12 @@ def _swe_action(message: dict[str, Any], n: int) -> tuple[list[dict[str, Any]], 
     thought = message.get("thought")
     content = text_of(message.get("content")) or ""
     if calls:
-        blocks = [_text(content)] if content else []
+        blocks = [text_block(content)] if content else []
         uses = [_use(call, f"call-{n}-{i}") for i, call in enumerate(calls)]
         return blocks + uses, [u["tool_use_id"] for u in uses]
     action = message.get("action")
     if not isinstance(action, str) or not action.strip():
-        return [_text(content)], []
+        return [text_block(content)], []
     said = thought if isinstance(thought, str) and thought.strip() else content
     name = action.strip().split(None, 1)[0]
     use = {
@@ -190,7 +197,7 @@ def _swe_action(message: dict[str, Any], n: int) -> tuple[list[dict[str, Any]], 
         "tool_use_id": f"step-{n}",
         "text": json.dumps({"command": action}, ensure_ascii=False),
     }
-    return [_text(said), use], [use["tool_use_id"]]
+    return [text_block(said), use], [use["tool_use_id"]]
 
 
 def _tool_calls(value: Any) -> list[dict[str, Any]]:
@@ -229,10 +236,6 @@ def _use(call: dict[str, Any], fallback: str) -> dict[str, Any]:
     }
 
 
-def _text(text: str) -> dict[str, Any]:
-    return {"block_type": "text", "text": text}
-
-
 def _result(tool_use_id: str, text: str) -> dict[str, Any]:
     return {"block_type": "tool_result", "tool_use_id": tool_use_id, "text": text}
 
@@ -269,10 +272,10 @@ def _mini(source: Any) -> tuple[Conversation, int]:
         extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
         stamp = _time(extra.get("timestamp"))
         if role == "system":
-            c.message("system", "system", [_text(content)], stamp, seq=n)
+            c.message("system", "system", [text_block(content)], stamp, seq=n)
         elif role == "assistant":
             calls = _tool_calls(message.get("tool_calls"))
-            blocks = ([_text(content)] if content or not calls else []) + [
+            blocks = ([text_block(content)] if content or not calls else []) + [
                 _use(call, f"call-{n}-{i}") for i, call in enumerate(calls)
             ]
             index = c.message("assistant", "response", blocks, stamp, seq=n)
@@ -286,7 +289,7 @@ def _mini(source: Any) -> tuple[Conversation, int]:
             block = _result(call_id if isinstance(call_id, str) else f"result-{n}", content)
             c.message("user", "tool_result", [block], stamp, seq=n)
         elif role == "user":
-            c.message("user", "meta" if prompted else "prompt", [_text(content)], stamp, seq=n)
+            c.message("user", "meta" if prompted else "prompt", [text_block(content)], stamp, seq=n)
             prompted = True
         c.event(f"message.{role}", stamp, seq=n)
     stats = info.get("model_stats")

@@ -81,13 +81,7 @@ class Run:
             lambda chars: tokens_of(chars, calibration),
             functools.partial(self.pricing.in_context_usage, self.history),
         )
-        self.compactor = Compactor(
-            self.history, self._services(model), policy=policy, cache=self.pricing.tracker
-        )
-        if isinstance(chosen, list):
-            self.compactor.strategies = chosen
-        elif chosen is None:
-            self.compactor.configure(default_pipeline())
+        self.compactor = self._compactor(model, policy, chosen)
         parts = (self.history, self.compactor, self.summaries, self.pricing, self.tally)
         self.server = ServerPart(self.recorded_mode, calibration, parts, recording.server_usage)
         outputs = default_outputs_shown(recording.session_id)
@@ -111,6 +105,18 @@ class Run:
         """The turn of the latest request (a new turn is a new request)."""
         self._stop_reason: str | None = None
         """Why the reply to the latest recorded call ended (whether it answered the request)."""
+
+    def _compactor(self, model: str, policy: CompactPolicy, chosen: Chosen) -> Compactor:
+        """The live compactor over the replayed history, with the chosen strategies (a list:
+        those; None: the default pipeline; otherwise none are configured here)."""
+        compactor = Compactor(
+            self.history, self._services(model), policy=policy, cache=self.pricing.tracker
+        )
+        if isinstance(chosen, list):
+            compactor.strategies = chosen
+        elif chosen is None:
+            compactor.configure(default_pipeline())
+        return compactor
 
     def _services(self, model: str) -> CompactionServices:
         """What the replayed compactor asks of the run. The settings in force (`applied`) and

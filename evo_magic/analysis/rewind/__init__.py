@@ -66,25 +66,12 @@ def rewind(
     artifact trail stays the session's own. `engine` and its options (`workers`,
     `client`, `out`, `progress`) run the sessions one by one; every engine gives the same rows.
     """
-    engine_options, unknown = split_options(options)
-    if unknown:
-        raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
+    engine_options = _checked(options, replicates)
     given = _given(facts)
-    if not isinstance(replicates, int) or replicates < 1:
-        raise ValueError("replicates must be a whole number, at least 1")
     checked = check_at(at)
     resolved = {label: resolve_strategies(spec) for label, spec in strategies.items()}
     t = transcripts_of(source)
-    spec = {
-        "strategies": dict(strategies),
-        "at": checked,
-        "model": model,
-        "reader": None if reader is None else resolve_model(reader),
-        "replicates": replicates,
-        "facts": given,
-        "cache_dir": str(Path(cache_dir).expanduser()) if cache_dir else str(default_cache_dir()),
-        "summary_tokens": stand_in_summary_tokens(t),
-    }
+    spec = _spec(t, strategies, checked, model, reader, replicates, cache_dir, given)
     chosen = engine_of(engine, engine_options, apart=is_lake(source))
     units = session_units(t)
     alone = len(units) <= 1 or chosen.workers == 1
@@ -94,12 +81,50 @@ def rewind(
     if spec["reader"] is not None and (chosen.kind == "dask" or chosen.workers != 1):
         _check_picklable(spec["reader"])
     work = functools.partial(_measure_unit, spec=spec)
-    swept = chosen.map(units, work, settings=_settings(spec))
+    return _gathered(chosen.map(units, work, settings=_settings(spec)))
+
+
+def _gathered(swept: Any) -> Rewind:
+    """The rewind of what the engine's units returned (an empty frame where none had rows)."""
     gathered = {
         name: swept.frames[name].astype(columns) if name in swept.frames else frame([], columns)
         for name, columns in FRAMES.items()
     }
     return Rewind(gathered["points"], gathered["probes"], swept.failures)
+
+
+def _spec(
+    t: Any,
+    strategies: Mapping[str, StrategySpec],
+    at: Any,
+    model: str | None,
+    reader: Model | str | None,
+    replicates: int,
+    cache_dir: str | Path | None,
+    given: tuple[Fact, ...] | None,
+) -> dict[str, Any]:
+    """What every unit of the rewind is told (it travels to the workers as it is)."""
+    return {
+        "strategies": dict(strategies),
+        "at": at,
+        "model": model,
+        "reader": None if reader is None else resolve_model(reader),
+        "replicates": replicates,
+        "facts": given,
+        "cache_dir": str(Path(cache_dir).expanduser()) if cache_dir else str(default_cache_dir()),
+        "summary_tokens": stand_in_summary_tokens(t),
+    }
+
+
+def _checked(options: dict[str, Any], replicates: Any) -> dict[str, Any]:
+    """The engine's options among `options`; TypeError for any other keyword, ValueError for a
+    replicate count that is not a whole number from 1."""
+    engine_options, unknown = split_options(options)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
+    if not isinstance(replicates, int) or replicates < 1:
+        raise ValueError("replicates must be a whole number, at least 1")
+    return engine_options
 
 
 def _measure(
