@@ -11,7 +11,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+from evo_magic.version import __version__ as __version__  # re-exported
 
 # Public name -> module that defines it; imported on first access to keep `import` cheap.
 _LAZY = {

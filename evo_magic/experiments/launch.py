@@ -38,6 +38,7 @@ from evo_magic.experiments.task import Task, TaskError
 from evo_magic.models import Model, resolve_model
 from evo_magic.settings import SessionSettings
 from evo_magic.strategies.registry import describe, make_strategy
+from evo_magic.version import __version__
 
 StrategySpec = str | Strategy | Sequence[str | Strategy] | None
 DEFAULT = "default"
@@ -321,8 +322,6 @@ def _record(
 def _write_record(
     root: Path, record: dict[str, Any], replicates: int, engine: Engine, cap: float | None
 ) -> None:
-    from evo_magic import __version__
-
     whole = {
         **record,
         "replicates": replicates,
