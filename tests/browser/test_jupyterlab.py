@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,16 +177,7 @@ after Apply to show the summaries and the history."""
 def test_a_summary_is_edited_in_a_text_area_and_applied(
     lab_home: LabHome, page: Page, screenshots: Path
 ):
-    notebook = lab_home.root / "edit-summary.ipynb"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in EDIT_CELLS])
-    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, notebook)
-    plan = Plan.of(nb)
-    with jupyterlab(lab_home) as server:
-        open_notebook(page, server, notebook.name, plan)
-        wait_for_kernel(page, server, "python3")
-        menu(page, "Run", "runmenu:run-all")
-        wait_until_all_ran(page, plan)
+    with run_cells(lab_home, page, "edit-summary.ipynb", EDIT_CELLS):
         editor = cell(page, 2).locator(".evo-summary-editor")
         expect(editor).to_contain_text("Proposed summary (summarise; focus “the TODOs”)")
         expect(editor).to_contain_text("Nothing has changed yet. Edit it, then Apply.")
@@ -216,6 +209,22 @@ def test_a_summary_is_edited_in_a_text_area_and_applied(
 
 
 # -- steps ---------------------------------------------------------------------------------
+
+
+@contextmanager
+def run_cells(lab_home: LabHome, page: Page, name: str, cells: list[str]) -> Iterator[Plan]:
+    """A notebook of `cells` (code) written under the lab's root as `name`, opened in a
+    JupyterLab server on the python3 kernel and run whole; the server stays up inside."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, lab_home.root / name)
+    plan = Plan.of(nb)
+    with jupyterlab(lab_home) as server:
+        open_notebook(page, server, name, plan)
+        wait_for_kernel(page, server, "python3")
+        menu(page, "Run", "runmenu:run-all")
+        wait_until_all_ran(page, plan)
+        yield plan
 
 
 def open_notebook(page: Page, server: LabServer, name: str, plan: Plan) -> None:

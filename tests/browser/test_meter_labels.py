@@ -7,19 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import pytest
-from lab_harness import LabHome, jupyterlab
+from lab_harness import LabHome
 from playwright.sync_api import Locator, Page, expect
-from test_jupyterlab import (
-    Plan,
-    cell,
-    menu,
-    meter,
-    open_notebook,
-    wait_for_kernel,
-    wait_until_all_ran,
-)
+from test_jupyterlab import cell, meter, run_cells
 
 pytestmark = pytest.mark.slow  # a JupyterLab server and headless Chromium
 
@@ -75,16 +66,7 @@ def overlapping(boxes: list[tuple[str, float, float, float, float]]) -> list[tup
 def test_labels_of_a_failed_and_a_successful_compaction_at_one_call_do_not_overlap(
     lab_home: LabHome, page: Page, screenshots: Path
 ):
-    notebook = lab_home.root / "labels.ipynb"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, notebook)
-    plan = Plan.of(nb)
-    with jupyterlab(lab_home) as server:
-        open_notebook(page, server, notebook.name, plan)
-        wait_for_kernel(page, server, "python3")
-        menu(page, "Run", "runmenu:run-all")
-        wait_until_all_ran(page, plan)
+    with run_cells(lab_home, page, "labels.ipynb", CELLS) as plan:
         expect(cell(page, plan.compact[0])).to_contain_text("out of ideas")
         for index, shot in ((plan.compact[0], "12"), (plan.context[0], "13")):
             shown = meter(page, index)
