@@ -216,3 +216,12 @@ def test_a_torn_last_line_is_named_and_the_rest_is_read(tmp_path):
     with pytest.warns(TranscriptWarning, match=rf"{LINES.name}: skipped 1 unreadable .*: 16"):
         t = load_transcripts(torn)
     assert len(t.calls) == len(expected_replies(LINES)[0])
+
+
+def test_a_jsonl_chat_without_messages_is_said(tmp_path):
+    empty = tmp_path / "session-2026-06-10T11-00-0badf00d.jsonl"
+    empty.write_text(LINES.read_text().splitlines()[0] + "\n")
+    with pytest.warns(TranscriptWarning, match="1 file without messages"):
+        t = load_transcripts(empty)
+    assert len(t.calls) == 0
+    assert t.skipped == {"gemini_cli: file without messages": 1}

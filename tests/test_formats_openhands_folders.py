@@ -9,6 +9,7 @@ import shutil
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from evo_magic import load_transcripts, replay
@@ -208,3 +209,40 @@ def test_a_conversation_folders_files_are_one_session_of_a_batched_load():
     assert len(found) == len(FOLDERS)
     for members in found.values():
         assert len({m.relative_to(REAL).parts[0] for m in members}) == 1
+
+
+def test_a_torn_state_file_is_named_and_the_calls_keep_no_usage(tmp_path):
+    folder = shutil.copytree(RUN, tmp_path / RUN.name)
+    state = folder / "base_state.json"
+    state.write_bytes(state.read_bytes()[:500])
+    with pytest.warns(TranscriptWarning, match=r"base_state\.json: line 1 not a whole JSON"):
+        t = load_transcripts(folder)
+    assert len(t.calls) == counts(RUN)["calls"]
+    assert t.calls["input_tokens"].isna().all()
+
+
+def test_a_lake_of_conversation_folders_holds_what_a_load_gives(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        direct = load_transcripts(REAL)
+        lake = load_transcripts(REAL, lake=tmp_path / "lake")
+    assert sorted(lake.calls["session_id"].astype(str)) == sorted(
+        direct.calls["session_id"].astype(str)
+    )
+    assert int(lake.calls["input_tokens"].sum()) == int(direct.calls["input_tokens"].sum())
+
+
+def test_fields_of_the_wrong_type_are_read_as_missing(tmp_path):
+    """Anything read from disk is untrusted: ids that are not text are no ids."""
+    folder, condensation = condensed(tmp_path)
+    path = next((folder / "events").glob("event-00004-*.json"))
+    bad = {**condensation, "forgotten_event_ids": [{"a": 1}, [2]], "llm_response_id": [1]}
+    path.write_text(json.dumps(bad))
+    action = next((folder / "events").glob("event-00002-*.json"))
+    action.write_text(json.dumps({**json.loads(action.read_text()), "llm_response_id": {"x": 1}}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = load_transcripts(folder)
+    assert len(t.compactions) == 1 and pd.isna(t.compactions["summary_input_tokens"].iloc[0])
+    assert len(t.calls) == counts(RUN)["calls"]
+    assert pd.isna(t.calls["input_tokens"].iloc[0])

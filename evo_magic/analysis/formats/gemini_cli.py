@@ -62,12 +62,15 @@ def is_gemini_cli(sniff: Sniff) -> bool:
 
 def read(engine: Any, sources: list[Any]) -> Part:
     """The frames' rows of Gemini CLI chats (whole JSON documents and JSON lines)."""
-    conversations, records, skipped = [], 0, {}
+    conversations, records, skipped, without = [], 0, {}, []
     for source in sources:
         if source.head(1):  # its first line is a record: JSON lines
             folded = _lines(source)
             conversations.append(_chat(source, folded.metadata, folded.messages))
             records += folded.records
+            if not folded.messages:  # a session opened and left before its first prompt
+                without.append(source.name)
+                skipped["gemini_cli: file without messages"] = len(without)
             continue
         try:
             chat = document(source)
@@ -83,7 +86,7 @@ def read(engine: Any, sources: list[Any]) -> Part:
             continue
         conversations.append(c)
         records += len(chat["messages"])
-    return part(conversations, records, skipped=skipped)
+    return part(conversations, records, skipped=skipped, without_messages=without)
 
 
 def _lines(source: Any) -> Folded:

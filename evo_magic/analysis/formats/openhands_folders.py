@@ -110,7 +110,7 @@ class _Folder:
         kind, who = event.get("kind"), event.get("source")
         stamp = timestamp(event.get("timestamp"))
         self.c.event(str(kind), stamp, seq=n)
-        said = _Said(event.get("id"), "", "", [], stamp, n, source)
+        said = _Said(_text(event.get("id")), "", "", [], stamp, n, source)
         if kind in ("SystemPromptEvent", "SystemPromptUpdateEvent"):
             prompt = event.get("system_prompt")
             text = prompt.get("text") if isinstance(prompt, dict) else None
@@ -132,8 +132,8 @@ class _Folder:
             self.condensation(event, stamp, n)
 
     def action(self, event: dict[str, Any], said: _Said) -> None:
-        response = event.get("llm_response_id")
-        first = not isinstance(response, str) or response != self.response
+        response = _text(event.get("llm_response_id"))
+        first = response is None or response != self.response
         blocks = []
         if first:
             blocks += _thinking(event)
@@ -153,19 +153,19 @@ class _Folder:
         index = self.say(_with(said, "assistant", "response", blocks))
         if first:
             self.call(event, index, said.timestamp, said.seq)
-        self.response = response if isinstance(response, str) else None
+        self.response = response
 
     def call(self, event: dict[str, Any], index: int, stamp: Any, n: int) -> None:
-        model, usage = self.usage.get(event.get("llm_response_id"), (self.model, None))
+        model, usage = self.usage.get(_text(event.get("llm_response_id")), (self.model, None))
         self.c.call(model, usage, index, stamp, seq=n)
 
     def condensation(self, event: dict[str, Any], stamp: Any, n: int) -> None:
         self.response = None
         ids = event.get("forgotten_event_ids")
-        forgotten = set(ids) if isinstance(ids, list) else set()
+        forgotten = {i for i in ids if isinstance(i, str)} if isinstance(ids, list) else set()
         summary = event.get("summary") if isinstance(event.get("summary"), str) else None
         kept = [s for s in self.history if s.event_id not in forgotten]
-        _, usage = self.usage.get(event.get("llm_response_id"), (None, None))
+        _, usage = self.usage.get(_text(event.get("llm_response_id")), (None, None))
         spent = {
             f"summary_{k}": v for k, v in (usage or {}).items() if k != "reasoning_output_tokens"
         }
@@ -185,9 +185,9 @@ class _Folder:
         for said in [*kept[:at], None, *kept[at:]]:
             if said is None:
                 if summary:
-                    self.say(
+                    self.say(  # its id as the SDK makes it: a later condensation may forget it
                         _Said(
-                            None,
+                            f"{_text(event.get('id'))}-summary",
                             "user",
                             "compact_summary",
                             [text_block(summary)],
@@ -334,6 +334,10 @@ def _result(event: dict[str, Any], kind: str, n: int) -> dict[str, Any]:
 
 def _with(said: _Said, role: str, kind: str, blocks: list[dict[str, Any]]) -> _Said:
     return _Said(said.event_id, role, kind, blocks, said.timestamp, said.seq, said.source)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _dict(value: Any) -> dict[str, Any]:
