@@ -225,3 +225,15 @@ def test_a_jsonl_chat_without_messages_is_said(tmp_path):
         t = load_transcripts(empty)
     assert len(t.calls) == 0
     assert t.skipped == {"gemini_cli: file without messages": 1}
+
+
+def test_a_pretty_printed_chat_holding_a_one_line_object_is_still_a_document(tmp_path):
+    """A line inside an indented chat can be a whole small object (`{}`): the file is JSON
+    lines only when its first line is a record."""
+    chat = json.loads(json.dumps(CHAT))
+    chat["messages"][1]["toolCalls"][0]["args"] = [{}]
+    path = tmp_path / "session-2025-10-18T14-57-f86f5318.json"
+    path.write_text(json.dumps(chat, indent=2))
+    assert "{}" in [line.strip() for line in path.read_text().splitlines()]
+    t = load_transcripts(path)
+    assert len(t.calls) == sum(m["type"] == "gemini" for m in CHAT["messages"])

@@ -64,7 +64,7 @@ def read(engine: Any, sources: list[Any]) -> Part:
     """The frames' rows of Gemini CLI chats (whole JSON documents and JSON lines)."""
     conversations, records, skipped, without = [], 0, {}, []
     for source in sources:
-        if source.head(1):  # its first line is a record: JSON lines
+        if _is_lines(source):
             folded = _lines(source)
             conversations.append(_chat(source, folded.metadata, folded.messages))
             records += folded.records
@@ -87,6 +87,13 @@ def read(engine: Any, sources: list[Any]) -> Part:
         conversations.append(c)
         records += len(chat["messages"])
     return part(conversations, records, skipped=skipped, without_messages=without)
+
+
+def _is_lines(source: Any) -> bool:
+    """Whether the file is JSON lines: its first line is a record (a pretty-printed chat's
+    first line is `{`, though a line inside it may hold a small object)."""
+    head = source.head(1)
+    return bool(head) and len(source.numbers) > 0 and head[0][0] == int(source.numbers[0])
 
 
 def _lines(source: Any) -> Folded:
