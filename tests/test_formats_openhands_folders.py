@@ -246,3 +246,16 @@ def test_fields_of_the_wrong_type_are_read_as_missing(tmp_path):
     assert len(t.compactions) == 1 and pd.isna(t.compactions["summary_input_tokens"].iloc[0])
     assert len(t.calls) == counts(RUN)["calls"]
     assert pd.isna(t.calls["input_tokens"].iloc[0])
+
+
+def test_an_event_file_that_is_a_link_out_of_its_folder_is_not_read(tmp_path):
+    folder = shutil.copytree(RUN, tmp_path / "runs" / RUN.name)
+    last = sorted((folder / "events").glob("event-00007-*.json"))[0]
+    outside = tmp_path / "elsewhere.json"
+    outside.write_bytes(last.read_bytes())
+    last.unlink()
+    last.symlink_to(outside)
+    with pytest.warns(TranscriptWarning, match="a link, or not inside its conversation folder"):
+        t = load_transcripts(tmp_path / "runs")
+    assert len(t.calls) == counts(RUN)["calls"] - 1
+    assert t.skipped.get("file outside its conversation folder") == 1

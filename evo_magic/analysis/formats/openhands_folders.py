@@ -209,8 +209,18 @@ def read_folders(
     is skipped with a warning naming it and the line."""
     by_folder: dict[Path, list[Any]] = {}
     for source in sources:
-        folder = folder_of(source.path, bytes(source.data[:4096]))
-        by_folder.setdefault(folder or source.path.parent, []).append(source)
+        folder = folder_of(source.path, bytes(source.data[:4096])) or source.path.parent
+        if not _inside(source.path, folder):
+            warnings.warn(
+                f"{source.path}: a link, or not inside its conversation folder {folder}; skipped",
+                TranscriptWarning,
+                stacklevel=5,
+            )
+            skipped["file outside its conversation folder"] = (
+                skipped.get("file outside its conversation folder", 0) + 1
+            )
+            continue
+        by_folder.setdefault(folder, []).append(source)
     conversations, records, empty = [], 0, []
     for folder, files in by_folder.items():
         reading = _folder(folder, files, skipped)
@@ -243,6 +253,22 @@ def _folder(folder: Path, files: list[Any], skipped: dict[str, int]) -> _Folder 
     for n, (_, event, source) in enumerate(events):
         reading.event(n, event, source)
     return reading
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether `path` is a regular file of `folder` reached without following a link below it
+    (a conversation's files are read as its data, and only those; where the folder itself is
+    is the user's choice)."""
+    try:
+        below = path.relative_to(folder)
+    except ValueError:
+        return False
+    step = folder
+    for part in below.parts:
+        step = step / part
+        if step.is_symlink():
+            return False
+    return path.is_file()
 
 
 def _decoded(source: Any, skipped: dict[str, int]) -> Any:
