@@ -196,6 +196,9 @@ def test_a_jsonl_chat_gives_a_call_per_gemini_message_with_its_last_tokens():
         c["result"][0]["functionResponse"]["response"]["output"] for c in calls
     ]
     assert t.calls["line"].notna().all()
+    records = [json.loads(line) for line in LINES.read_text().splitlines()]
+    assert len(t.events) == len(records)  # every line, rewinds and metadata updates too
+    assert (t.events["kind"] == "rewind").sum() == sum("$rewindTo" in r for r in records)
 
 
 def test_a_rewound_message_is_kept_abandoned_and_replay_leaves_it_out():

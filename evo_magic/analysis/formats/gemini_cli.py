@@ -66,7 +66,10 @@ def read(engine: Any, sources: list[Any]) -> Part:
     for source in sources:
         if _is_lines(source):
             folded = _lines(source)
-            conversations.append(_chat(source, folded.metadata, folded.messages))
+            c = _chat(source, folded.metadata, folded.messages, records=False)
+            for number, kind, stamp in folded.lines:  # every line, rewinds too
+                c.event(kind, timestamp(stamp), number, seq=number)
+            conversations.append(c)
             records += folded.records
             if not folded.messages:  # a session opened and left before its first prompt
                 without.append(source.name)
@@ -105,7 +108,11 @@ def _lines(source: Any) -> Folded:
     return folded
 
 
-def _chat(source: Any, chat: dict[str, Any], messages: list[Message]) -> Conversation:
+def _chat(
+    source: Any, chat: dict[str, Any], messages: list[Message], records: bool = True
+) -> Conversation:
+    """The rows of a chat's messages; `records`: an `events` row for each message (a JSON-lines
+    chat has one for each of its lines instead)."""
     session = chat.get("sessionId")
     name = session if isinstance(session, str) and session else source.path.stem
     c = Conversation(SOURCE, source, name)
@@ -114,7 +121,8 @@ def _chat(source: Any, chat: dict[str, Any], messages: list[Message]) -> Convers
         message, line = said.record, said.line
         kind, stamp = message.get("type"), timestamp(message.get("timestamp"))
         blocks, calls = len(c.blocks), len(c.calls)
-        c.event(f"message.{kind}", stamp, line, seq=n, abandoned=said.abandoned)
+        if records:
+            c.event(f"message.{kind}", stamp, line, seq=n)
         if kind == "user":
             text = text_of(message.get("content")) or ""
             c.message("user", "meta" if prompted else "prompt", [text_block(text)], stamp, line, n)

@@ -40,6 +40,8 @@ class Folded:
     metadata: dict[str, Any] = field(default_factory=dict)
     messages: list[Message] = field(default_factory=list)
     records: int = 0
+    lines: list[tuple[int, str, Any]] = field(default_factory=list)
+    """Each record's line, kind (`session`, `set`, `rewind`, `message.<type>`) and time."""
     live: dict[str, Message] = field(default_factory=dict)
     """The messages not dropped, by id (what Gemini CLI would resume)."""
 
@@ -87,6 +89,7 @@ def fold(lines: list[tuple[int, bytes]]) -> tuple[Folded, list[int]]:
             bad.append(number)
             continue
         chat.records += 1
+        chat.lines.append((number, _kind(record), record.get("timestamp")))
         _apply(chat, record, number)
     return chat, bad
 
@@ -106,6 +109,17 @@ def _apply(chat: Folded, record: dict[str, Any], number: int) -> None:
         for message in record.get("messages") or []:
             if _is_message(message):
                 chat.put(message, number)
+
+
+def _kind(record: dict[str, Any]) -> str:
+    """What a line is, as its `events` row's `kind`."""
+    if "$rewindTo" in record:
+        return "rewind"
+    if _is_message(record):
+        return f"message.{record.get('type')}"
+    if "$set" in record:
+        return "set"
+    return "session"
 
 
 def _is_message(record: Any) -> bool:
