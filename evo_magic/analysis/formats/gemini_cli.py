@@ -117,8 +117,9 @@ def _chat(
     name = session if isinstance(session, str) and session else source.path.stem
     c = Conversation(SOURCE, source, name)
     prompted = False
-    for n, said in enumerate(messages):
+    for i, said in enumerate(messages):
         message, line = said.record, said.line
+        n = i if line is None else line  # `seq`: the record's place (its line, in JSON lines)
         kind, stamp = message.get("type"), timestamp(message.get("timestamp"))
         blocks, calls = len(c.blocks), len(c.calls)
         if records:
