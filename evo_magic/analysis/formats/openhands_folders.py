@@ -26,7 +26,7 @@ Per-call usage is not in the events: `base_state.json` keeps it, in `stats.usage
 (`service_to_metrics` in 2025) per LLM use, as `token_usages` each naming the `response_id` of
 its call: a call's usage is the one of its `llm_response_id` (litellm's counts, see
 `documents.litellm_usage`), a condensation's the summary's (`summary_*` columns). A call
-without one (no `base_state.json`, or stats reset when a conversation was resumed) is NA.
+without one (no `base_state.json`, or statistics that do not list it) is NA.
 """
 
 from __future__ import annotations
