@@ -35,6 +35,7 @@ MODULES = (
     "bench_lake",
     "bench_experiment",
     "bench_formats",
+    "bench_folders",
     "bench_behaviour",
     "bench_estimate",
     "bench_scale",

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from evo_magic.analysis.formats.registry import Sniff, recognise
+from evo_magic.analysis.formats.registry import Sniff, group_of, recognise
 from evo_magic.analysis.loader import SourceFile
 
 BATCH_BYTES = 4 << 20
@@ -39,13 +39,18 @@ def group_key(file: Path) -> str:
     """The session `file` belongs to, by its first records."""
     data = _head_bytes(file)
     records = [record for _, record in SourceFile(0, file, data).head(20)]
-    if recognise(Sniff(file, data, records)) == "claude_code":
+    sniff = Sniff(file, data, records)
+    kind = recognise(sniff)
+    if kind == "claude_code":
         session = next((r["sessionId"] for r in records if isinstance(r.get("sessionId"), str)), "")
         if session:
             project = file.parent
             while project.name in ("subagents", session) and project.parent != project:
                 project = project.parent
             return f"claude_code\0{project}\0{session}"
+    together = group_of(kind, sniff) if kind is not None else None
+    if together is not None:  # a session of several files (an OpenHands conversation folder)
+        return f"{kind}\0{together}"
     return f"file\0{file}"
 
 

@@ -94,6 +94,37 @@ def arguments(value: Any) -> str:
     return json.dumps({} if value is None else value, ensure_ascii=False)
 
 
+def litellm_usage(usage: Any) -> dict[str, Any] | None:
+    """litellm's usage as the frames count it: its `prompt_tokens` include the cache reads
+    (`cache_read_input_tokens`, else `prompt_tokens_details.cached_tokens`) and the cache
+    writes (`cache_creation_input_tokens`); `input_tokens` is the rest (NA when that would be
+    negative), `output_tokens` the `completion_tokens`, `reasoning_output_tokens` from
+    `completion_tokens_details`. None when `usage` is not an object."""
+    if not isinstance(usage, dict):
+        return None
+    prompt = usage.get("prompt_tokens")
+    details = usage.get("prompt_tokens_details")
+    cached = usage.get("cache_read_input_tokens")
+    if cached is None and isinstance(details, dict):
+        cached = details.get("cached_tokens")
+    written = usage.get("cache_creation_input_tokens")
+    fresh = prompt
+    if isinstance(prompt, int):
+        fresh = prompt - (cached if isinstance(cached, int) else 0)
+        fresh -= written if isinstance(written, int) else 0
+        fresh = fresh if fresh >= 0 else None
+    output_details = usage.get("completion_tokens_details")
+    return {
+        "input_tokens": fresh,
+        "cache_read_input_tokens": cached,
+        "cache_creation_input_tokens": written,
+        "output_tokens": usage.get("completion_tokens"),
+        "reasoning_output_tokens": output_details.get("reasoning_tokens")
+        if isinstance(output_details, dict)
+        else None,
+    }
+
+
 @dataclass
 class Conversation:
     """The rows of one conversation (a session, or a subagent of one) as a reader is told them."""

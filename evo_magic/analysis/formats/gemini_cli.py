@@ -1,6 +1,8 @@
 """Gemini CLI chats: `~/.gemini/tmp/<project hash>/chats/session-<time>-<id>.json`, one JSON
 object per session (`sessionId`, `projectHash`, `startTime`, `lastUpdated`, `messages`), read
-whole (see `documents`).
+whole (see `documents`); or, from Gemini CLI 0.39, `session-<time>-<id>.jsonl`, the same chat
+as a log of JSON lines, folded into its messages by `gemini_cli_lines` (a message rewound or
+replaced is kept, `abandoned`; an unreadable line is skipped and named).
 
 - A `user` message is a user message (the first the `prompt`; its `content` a string or a list
   of parts with `text`).
@@ -34,6 +36,13 @@ from evo_magic.analysis.formats.documents import (
     text_of,
     timestamp,
 )
+from evo_magic.analysis.formats.gemini_cli_lines import (
+    Folded,
+    Message,
+    fold,
+    is_chat_line,
+    is_metadata,
+)
 from evo_magic.analysis.formats.registry import Format, Sniff
 
 SOURCE = "gemini_cli"
@@ -41,49 +50,95 @@ _START = re.compile(rb'\s*\{\s*"(sessionId|projectHash|startTime|lastUpdated)"\s
 
 
 def is_gemini_cli(sniff: Sniff) -> bool:
-    """A Gemini CLI chat: a JSON object opening with its session fields, holding `messages`."""
+    """A Gemini CLI chat: a JSON object opening with its session fields, holding `messages`;
+    or JSON lines whose first record is the session's metadata and whose others are messages,
+    rewinds or metadata updates."""
+    records = sniff.records
+    if records and is_metadata(records[0]):
+        return all(is_chat_line(r) for r in records[1:6])
     head = sniff.head
     return bool(_START.match(head)) and b'"projectHash"' in head and b'"messages"' in head
 
 
 def read(engine: Any, sources: list[Any]) -> Part:
-    """The frames' rows of Gemini CLI chats."""
-    conversations, records, skipped = [], 0, {}
+    """The frames' rows of Gemini CLI chats (whole JSON documents and JSON lines)."""
+    conversations, records, skipped, without = [], 0, {}, []
     for source in sources:
+        if _is_lines(source):
+            folded = _lines(source)
+            c = _chat(source, folded.metadata, folded.messages, records=False)
+            for number, kind, stamp in folded.lines:  # every line, rewinds too
+                c.event(kind, timestamp(stamp), number, seq=number)
+            conversations.append(c)
+            records += folded.records
+            if not folded.messages:  # a session opened and left before its first prompt
+                without.append(source.name)
+                skipped["gemini_cli: file without messages"] = len(without)
+            continue
         try:
             chat = document(source)
             if not isinstance(chat, dict) or not isinstance(chat.get("messages"), list):
                 raise TranscriptError(f"{source.path}: not a chat (no list of `messages`)")
-            c = _chat(source, chat)
+            for n, message in enumerate(chat["messages"]):
+                if not isinstance(message, dict):
+                    raise TranscriptError(f"{source.path}: messages[{n}] is not a JSON object")
+            c = _chat(source, chat, [Message(m, None) for m in chat["messages"]])
         except TranscriptError as error:
             warnings.warn(f"{error}; skipped", TranscriptWarning, stacklevel=5)
             skipped["unreadable file"] = skipped.get("unreadable file", 0) + 1
             continue
         conversations.append(c)
         records += len(chat["messages"])
-    return part(conversations, records, skipped=skipped)
+    return part(conversations, records, skipped=skipped, without_messages=without)
 
 
-def _chat(source: Any, chat: dict[str, Any]) -> Conversation:
+def _is_lines(source: Any) -> bool:
+    """Whether the file is JSON lines: its first line is a record (a pretty-printed chat's
+    first line is `{`, though a line inside it may hold a small object)."""
+    head = source.head(1)
+    return bool(head) and len(source.numbers) > 0 and head[0][0] == int(source.numbers[0])
+
+
+def _lines(source: Any) -> Folded:
+    """The chat a JSON-lines file describes; its unreadable lines noted on `source` (the load
+    warns once, naming the file and the lines)."""
+    lines = [(int(source.numbers[row]), source.line(row)) for row in range(len(source.starts))]
+    folded, bad = fold(lines)
+    source.bad.extend(bad)
+    return folded
+
+
+def _chat(
+    source: Any, chat: dict[str, Any], messages: list[Message], records: bool = True
+) -> Conversation:
+    """The rows of a chat's messages; `records`: an `events` row for each message (a JSON-lines
+    chat has one for each of its lines instead)."""
     session = chat.get("sessionId")
     name = session if isinstance(session, str) and session else source.path.stem
     c = Conversation(SOURCE, source, name)
     prompted = False
-    for n, message in enumerate(chat["messages"]):
-        if not isinstance(message, dict):
-            raise TranscriptError(f"{source.path}: messages[{n}] is not a JSON object")
+    for i, said in enumerate(messages):
+        message, line = said.record, said.line
+        n = i if line is None else line  # `seq`: the record's place (its line, in JSON lines)
         kind, stamp = message.get("type"), timestamp(message.get("timestamp"))
-        c.event(f"message.{kind}", stamp, seq=n)
+        blocks, calls = len(c.blocks), len(c.calls)
+        if records:
+            c.event(f"message.{kind}", stamp, line, seq=n)
         if kind == "user":
             text = text_of(message.get("content")) or ""
-            c.message("user", "meta" if prompted else "prompt", [text_block(text)], stamp, seq=n)
+            c.message("user", "meta" if prompted else "prompt", [text_block(text)], stamp, line, n)
             prompted = True
         elif kind == "gemini":
-            _response(c, message, stamp, n)
+            _response(c, message, stamp, n, line)
+        if said.abandoned:  # rewound or replaced: sent and billed, not in the chat resumed
+            for row in [*c.blocks[blocks:], *c.calls[calls:]]:
+                row["abandoned"] = True
     return c
 
 
-def _response(c: Conversation, message: dict[str, Any], stamp: Any, n: int) -> None:
+def _response(
+    c: Conversation, message: dict[str, Any], stamp: Any, n: int, line: int | None = None
+) -> None:
     blocks: list[dict[str, Any]] = []
     thoughts = message.get("thoughts")
     if isinstance(thoughts, list) and thoughts:
@@ -118,11 +173,11 @@ def _response(c: Conversation, message: dict[str, Any], stamp: Any, n: int) -> N
                 "is_error": call.get("status") == "error",
             }
         )
-    index = c.message("assistant", "response", blocks, stamp, seq=n)
+    index = c.message("assistant", "response", blocks, stamp, line, seq=n)
     model = message.get("model") if isinstance(message.get("model"), str) else None
-    c.call(model, _usage(message.get("tokens")), index, stamp, seq=n)
+    c.call(model, _usage(message.get("tokens")), index, stamp, line, seq=n)
     if results:
-        c.message("user", "tool_result", results, stamp, seq=n)
+        c.message("user", "tool_result", results, stamp, line, seq=n)
 
 
 def _result(call: dict[str, Any]) -> str:
@@ -161,12 +216,14 @@ def _usage(tokens: Any) -> dict[str, Any] | None:
 
 FORMAT = Format(
     name=SOURCE,
-    reads="Gemini CLI chats (~/.gemini/tmp/<project>/chats/session-*.json): messages, tool "
-    "calls with their results, per-message tokens",
+    reads="Gemini CLI chats (~/.gemini/tmp/<project>/chats/session-*.json, and the JSON-lines "
+    "session-*.jsonl of 0.39 on): messages, tool calls with their results, per-message tokens, "
+    "rewinds",
     recognised_by="a JSON object opening with `sessionId`, `projectHash`, `startTime` or "
-    "`lastUpdated`, holding `projectHash` and `messages`",
+    "`lastUpdated`, holding `projectHash` and `messages`; or JSON lines opening with a "
+    "`sessionId` and `projectHash` record, then messages (`id`, `type`), `$set` or `$rewindTo`",
     detect_hook=is_gemini_cli,
     read_hook=read,
-    suffixes=(".json",),
+    suffixes=(".json", ".jsonl"),
 )
 """The reader as registered (entry point `gemini_cli` of the group `evo_magic.formats`)."""

@@ -36,11 +36,13 @@ from evo_magic.analysis.formats.documents import (
     Conversation,
     arguments,
     document,
+    litellm_usage,
     part,
     text_block,
     text_of,
     timestamp,
 )
+from evo_magic.analysis.formats.openhands_folders import folder_of, read_folders
 from evo_magic.analysis.formats.registry import Format, Sniff
 
 SOURCE = "openhands"
@@ -49,8 +51,10 @@ _START = re.compile(rb'\s*\[\s*\{\s*"(id|timestamp|source|action|observation|mes
 
 def is_openhands(sniff: Sniff) -> bool:
     """An OpenHands event list: a JSON array of objects with a `source` and an `action` or an
-    `observation`."""
+    `observation`; or a file of a conversation folder (`openhands_folders`)."""
     head = sniff.head
+    if folder_of(sniff.path, head) is not None:
+        return True
     if not _START.match(head):
         return False
     return b'"source"' in head and (b'"action"' in head or b'"observation"' in head)
@@ -149,7 +153,7 @@ class _Events:
         if first:
             self.responses[response_id] = index
             model = response.get("model") if isinstance(response.get("model"), str) else None
-            self.c.call(model, _litellm_usage(response.get("usage")), index, stamp, seq=n)
+            self.c.call(model, litellm_usage(response.get("usage")), index, stamp, seq=n)
 
     def condensation(self, event: dict[str, Any], stamp: Any, n: int) -> None:
         args = event.get("args") if isinstance(event.get("args"), dict) else {}
@@ -180,10 +184,21 @@ class _Events:
             self.say(_Said(said.event_id, said.role, kind, said.blocks, said.timestamp, said.seq))
 
 
+def conversation_folder(sniff: Sniff) -> str | None:
+    """The conversation folder a file of one belongs to (its files are read together)."""
+    folder = folder_of(sniff.path, sniff.head)
+    return str(folder) if folder is not None else None
+
+
 def read(engine: Any, sources: list[Any]) -> Part:
-    """The frames' rows of OpenHands event lists."""
-    conversations, records, skipped = [], 0, {}
+    """The frames' rows of OpenHands event lists and conversation folders."""
+    conversations, records, skipped, empty = [], 0, {}, []
+    folders = [s for s in sources if folder_of(s.path, bytes(s.data[:4096])) is not None]
+    if folders:
+        conversations, records, empty = read_folders(folders, skipped)
     for source in sources:
+        if any(source is f for f in folders):
+            continue
         try:
             events = document(source)
             if not isinstance(events, list):
@@ -199,7 +214,7 @@ def read(engine: Any, sources: list[Any]) -> Part:
             continue
         conversations.append(reading.c)
         records += len(events)
-    return part(conversations, records, skipped=skipped)
+    return part(conversations, records, skipped=skipped, without_messages=empty)
 
 
 def _reply(response: dict[str, Any]) -> dict[str, Any]:
@@ -218,33 +233,6 @@ def _arguments(reply: dict[str, Any], call_id: str, event: dict[str, Any]) -> st
             return arguments(function.get("arguments"))
     args = event.get("args") if isinstance(event.get("args"), dict) else {}
     return arguments({k: v for k, v in args.items() if k not in ("thought", "impl_source")})
-
-
-def _litellm_usage(usage: Any) -> dict[str, Any] | None:
-    """litellm's usage as the frames count it (see the module's docstring)."""
-    if not isinstance(usage, dict):
-        return None
-    prompt = usage.get("prompt_tokens")
-    details = usage.get("prompt_tokens_details")
-    cached = usage.get("cache_read_input_tokens")
-    if cached is None and isinstance(details, dict):
-        cached = details.get("cached_tokens")
-    written = usage.get("cache_creation_input_tokens")
-    fresh = prompt
-    if isinstance(prompt, int):
-        fresh = prompt - (cached if isinstance(cached, int) else 0)
-        fresh -= written if isinstance(written, int) else 0
-        fresh = fresh if fresh >= 0 else None
-    output_details = usage.get("completion_tokens_details")
-    return {
-        "input_tokens": fresh,
-        "cache_read_input_tokens": cached,
-        "cache_creation_input_tokens": written,
-        "output_tokens": usage.get("completion_tokens"),
-        "reasoning_output_tokens": output_details.get("reasoning_tokens")
-        if isinstance(output_details, dict)
-        else None,
-    }
 
 
 def _forgotten(args: dict[str, Any]) -> set[int]:
@@ -282,10 +270,14 @@ def _content(event: dict[str, Any]) -> str:
 FORMAT = Format(
     name=SOURCE,
     reads="OpenHands event lists (a trajectory as one JSON array of actions and observations, "
-    "with each model response and its usage, and condensations)",
-    recognised_by="a JSON array of objects with `source` and `action` or `observation`",
+    "with each model response and its usage, and condensations) and conversation folders of "
+    "the agent SDK (base_state.json with each call's usage, events/event-*.json)",
+    recognised_by="a JSON array of objects with `source` and `action` or `observation`; a JSON "
+    "object opening with `id`, `timestamp`, `source` (an event), or with `id` and `agent` (a "
+    "base state)",
     detect_hook=is_openhands,
     read_hook=read,
     suffixes=(".json",),
+    group_hook=conversation_folder,
 )
 """The reader as registered (entry point `openhands` of the group `evo_magic.formats`)."""

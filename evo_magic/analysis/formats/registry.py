@@ -95,9 +95,14 @@ class Format:
     detect_hook: Callable[[Sniff], bool]
     read_hook: Callable[[Any, list[Any]], Part]
     suffixes: tuple[str, ...] = (".jsonl",)
+    group_hook: Callable[[Sniff], str | None] | None = None
+    """Optional: which files are one session (see `group_of`)."""
 
     def detect(self, sniff: Sniff) -> bool:
         return self.detect_hook(sniff)
+
+    def group(self, sniff: Sniff) -> str | None:
+        return self.group_hook(sniff) if self.group_hook is not None else None
 
     def read(self, engine: Any, sources: list[Any]) -> Part:
         return self.read_hook(engine, sources)
@@ -200,6 +205,20 @@ def recognise(sniff: Sniff, among: Mapping[str, Registered] | None = None) -> st
         except Exception:  # a plug-in's bug is not this file's format
             continue
     return None
+
+
+def group_of(name: str, sniff: Sniff) -> str | None:
+    """The session a file of format `name` belongs to when it is one of several files of a
+    session (a conversation folder's events): the reader's optional `group(sniff)` hook, whose
+    files are then read together; None for a file that is a session of its own."""
+    group = getattr(reader(name), "group", None)
+    if group is None:
+        return None
+    try:
+        key = group(sniff)
+    except Exception:  # a plug-in's bug: the file is read on its own
+        return None
+    return key if isinstance(key, str) and key else None
 
 
 def suffixes() -> frozenset[str]:
