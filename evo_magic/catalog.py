@@ -100,6 +100,9 @@ _FIELD = {
     "$10 / $45, cached $1; not read on OpenAI's own page here",
     "gpt-5.4": "OpenAI pricing page as quoted by plausiblereality.com: $2.50 / $15, cached $0.25; "
     "not read on OpenAI's own page here",
+    "gpt-4o": "OpenAI's earlier pricing page (openai.com/api/pricing) as kept in the openai-models "
+    "crate and price trackers: gpt-4o $2.50 / $10, cached $1.25; gpt-4o-mini $0.15 / $0.60, cached "
+    "$0.075 (OpenAI's current page no longer lists them; still billable)",
     "claude-3": "Anthropic pricing page, legacy models (Claude 3.7 Sonnet and 3.5 Sonnet $3 / $15, "
     "Claude 3 Opus $15 / $75, Claude 3 Haiku $0.25 / $1.25), with the standard cache multipliers",
     "gemini": "Gemini Developer API pricing (ai.google.dev/gemini-api/docs/pricing), paid tier, "
@@ -279,6 +282,8 @@ _GPT_5_MINI = _openai(0.25, 2, 0.025)
 _GPT_5_NANO = _openai(0.05, 0.40, 0.005)
 _GPT_5_2 = _openai(1.75, 14, 0.175)
 _GPT_5_4 = _openai(2.50, 15, 0.25)
+_GPT_4O = _openai(2.50, 10, 1.25)
+_GPT_4O_MINI = _openai(0.15, 0.60, 0.075)
 _GPT_5_5 = _banded([(272_000, _openai(10, 45, 1.0))], _openai(5, 30, 0.50))
 _SONNET_3 = _row(3, 15, 3.75, 6, 0.30)
 _OPUS_3 = _row(15, 75, 18.75, 30, 1.50)
@@ -344,6 +349,8 @@ _ENTRIES = (
     _gpt("gpt-5.4", _GPT_5_4, FIELD_PRICING),
     _gpt("gpt-5.5", _GPT_5_5, FIELD_PRICING),
     # The field's other models: priced only (window and features not in the catalog).
+    _priced("gpt-4o-mini", _GPT_4O_MINI),
+    _priced("gpt-4o", _GPT_4O),
     _priced("claude-3-7-sonnet", _SONNET_3),
     _priced("claude-3-5-sonnet", _SONNET_3),
     _priced("claude-3-opus", _OPUS_3),

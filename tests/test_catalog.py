@@ -80,12 +80,12 @@ def test_the_1m_tag_changes_the_window_and_nothing_else(family: str):
 
 
 def test_an_unknown_model_is_unknown_to_every_lookup():
-    for model in ("claude-unknown-9", "anthropic.claude-unknown-9-v1:0", "gpt-4o", ""):
+    for model in ("claude-unknown-9", "anthropic.claude-unknown-9-v1:0", "gpt-3.5-turbo", ""):
         assert catalog.lookup(model) is None
         assert DEFAULT_PRICES.lookup(model) is None
         assert min_cacheable_tokens(model) is None
         assert [supports(model, feature) for feature in FEATURES] == [None] * len(FEATURES)
-    assert context_window("gpt-4o") is None
+    assert context_window("gpt-3.5-turbo") is None
     # A GPT-5 id the catalog does not list holds the family's window, and nothing else is known.
     assert context_window("gpt-5.4-codex") == 400_000 and catalog.lookup("gpt-5.4-codex") is None
 
