@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from support.fake_api import FakeAnthropic
 
 from evo_magic.analysis import load_transcripts
 from evo_magic.compact.base import Context
@@ -20,6 +21,9 @@ from evo_magic.compact.compactor import CompactionServices, Compactor
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.history import History
 from evo_magic.meter.composition import HistoryComposition, composition
+from evo_magic.models.anthropic import AnthropicModel, request_params
+from evo_magic.models.base import ModelRequest, system_note
+from evo_magic.prompt_cache import CacheSettings, place_breakpoints
 from evo_magic.strategies.registry import BUILTIN, make_strategy
 
 REAL = Path(__file__).parent / "fixtures" / "real" / "claude-code-2.1"
@@ -210,6 +214,80 @@ def test_a_request_is_built_without_copying_the_history() -> None:
             tracemalloc.stop()
 
     assert allocated(20_000) <= allocated(200) + 1_024
+
+
+def _snapshot_of(size: int) -> Any:
+    history = History(lambda event: None)
+    history.append(ask(0))
+    n = 0
+    while len(history) < size:
+        n += 1
+        turn, results = batch(n)
+        history.append(turn)
+        history.add_tool_result(results[0])
+    return history, history.snapshot()
+
+
+NOTED = "mid-conversation-system-clear-at-2026-08-21"
+PATH = {"type": "object", "properties": {"path": {"type": "string"}}}
+TOOLS = [{"name": "read_file", "description": "Read a file.", "input_schema": PATH}]
+
+
+def test_the_adapter_marks_a_request_without_copying_the_history() -> None:
+    """The Anthropic adapter's request (breakpoints placed, a turn note after them) allocates
+    the same at 200 and at 20,000 messages: the marked messages are swapped in, not copied in."""
+
+    def allocated(size: int) -> int:
+        _, sent = _snapshot_of(size)
+        request = ModelRequest(
+            messages=sent, max_tokens=64, system="Be brief.", cache=CacheSettings(),
+            edited_from=size // 2, turn_note="Half the window is used.", betas=(NOTED,),
+        )  # fmt: skip
+        tracemalloc.start()
+        try:
+            request_params(request, "claude-opus-4-6")
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert allocated(20_000) <= allocated(200) + 1_024
+
+
+@pytest.mark.parametrize("cache", [CacheSettings(), CacheSettings(enabled=False)])
+def test_the_adapter_sends_what_a_copied_list_sends(cache: CacheSettings) -> None:
+    """The request on the wire is the one a plain list with the breakpoints placed sends, byte
+    for byte: after a message of the snapshot was overwritten in the history, with a turn
+    note after the newest message."""
+    history, sent = _snapshot_of(40)
+    history.rewrite({5: {"role": "assistant", "content": [{"type": "text", "text": "later"}]}})
+    history.append({"role": "assistant", "content": [{"type": "text", "text": "not sent"}]})
+    note = "A third of the window is used."
+    request = ModelRequest(
+        messages=sent, max_tokens=64, system="Be brief.", tools=TOOLS, cache=cache,
+        edited_from=9, turn_note=note, betas=(NOTED,),
+    )  # fmt: skip
+    plain = [json.loads(json.dumps(message)) for message in sent]  # the messages as sent
+    assert plain[5]["content"] != [{"type": "text", "text": "later"}] and len(plain) == 41
+    expected = place_breakpoints(
+        plain,
+        system="Be brief.",
+        tools=TOOLS,
+        settings=cache,
+        model="claude-opus-4-6",
+        edited_from=9,
+    ).params
+    with FakeAnthropic() as fake:
+        AnthropicModel("claude-opus-4-6", client=fake.client()).respond(request)
+        with fake.client().beta.messages.stream(
+            model="claude-opus-4-6", max_tokens=64, betas=[NOTED],
+            **{**expected, "messages": [*expected["messages"], system_note(note)]},
+        ) as stream:  # fmt: skip
+            stream.get_final_message()
+        fake.assert_no_rejections()
+        ours, copied = fake.requests
+    assert json.dumps(ours) == json.dumps(copied)
+    assert ours["messages"][-1] == system_note(note) and len(ours["messages"]) == 42
+    assert [dict(m) for m in sent] == plain  # nothing sent was marked in place
 
 
 def test_a_request_reads_as_it_was_sent_after_the_history_changed() -> None:
