@@ -20,10 +20,12 @@ from evo_magic.compact.base import Context
 from evo_magic.compact.compactor import CompactionServices, Compactor
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.history import History
+from evo_magic.measure import ContextSize
 from evo_magic.meter.composition import HistoryComposition, composition
 from evo_magic.models.anthropic import AnthropicModel, request_params
 from evo_magic.models.base import ModelRequest, system_note
 from evo_magic.prompt_cache import CacheSettings, place_breakpoints
+from evo_magic.strategies import MicroCompact
 from evo_magic.strategies.registry import BUILTIN, make_strategy
 
 REAL = Path(__file__).parent / "fixtures" / "real" / "claude-code-2.1"
@@ -317,7 +319,62 @@ def test_context_for_messages_measures_nothing_it_is_not_asked_for() -> None:
     assert len(TOUCHED) == 0  # neither measured nor scanned for tool names up front
     assert ctx.tool_name({"tool_use_id": "toolu_000007"}) == "read_file"
     assert ctx.size.messages == len(messages)  # measured once, when read
-    assert ctx.size.chars == len(__import__("json").dumps(messages, separators=(",", ":")))
+    assert ctx.size.chars == len(json.dumps(messages, separators=(",", ":")))
+    TOUCHED.clear()
+    assert ctx.size.messages == len(messages) and len(TOUCHED) == 0  # kept, not measured again
+    with pytest.raises(AttributeError, match="no attribute 'sizes'"):
+        ctx.sizes  # noqa: B018  (any other missing attribute is still an error)
+    given = Context.for_messages(messages)
+    given.size = ContextSize(1, 2, 3)
+    assert given.size == ContextSize(1, 2, 3)
+
+
+def outside_a_session(size: int, memo: dict[str, Any] | None) -> tuple[list[Any], int]:
+    """A list grown to `size` messages with MicroCompact run before every call through
+    `Context.for_messages` (its memo kept between calls, when given), as a script or another
+    framework runs a strategy; the final list, and the messages the last call touched."""
+    strategy = MicroCompact(cache_aware=False)
+    messages: list[Any] = [ask(0)]
+    n = 0
+    while len(messages) < size:
+        n += 1
+        turn, results = batch(n)
+        messages += [turn, Counted(role="user", content=results)]
+        TOUCHED.clear()
+        ctx = Context.for_messages(messages, memo=memo if memo is not None else {})
+        result = strategy.compact(messages, ctx)
+        if result is not None:
+            messages = [m if isinstance(m, Counted) else Counted(m) for m in result]
+    return messages, len(TOUCHED)
+
+
+def test_a_strategy_outside_a_session_touches_the_same_at_any_length() -> None:
+    """MicroCompact run per call through `Context.for_messages` with its memo kept indexes only
+    the new messages (each fresh context scanned every tool result and tool name per call)."""
+    small = outside_a_session(200, {})[1]
+    kept, large = outside_a_session(2_000, {})
+    assert large <= small + SLACK, (small, large)
+    fresh, scanned = outside_a_session(2_000, None)  # a new memo per call: the scan
+    assert scanned > 1_000
+    assert json.dumps(kept) == json.dumps(fresh)  # the same history either way
+    placeholders = [m for m in kept if "compacted" in json.dumps(m)]
+    assert len(placeholders) > 900
+
+
+def test_a_kept_index_follows_a_list_replaced_by_another() -> None:
+    memo: dict[str, Any] = {}
+    messages = [ask(0)]
+    for n in range(1, 40):
+        turn, results = batch(n)
+        messages += [turn, Counted(role="user", content=results)]
+    before = Context.for_messages(messages, memo=memo).tool_results()
+    assert [ref.tool_use_id for ref in before] == [f"toolu_{n:06d}" for n in range(1, 40)]
+    window = [ask(99), *messages[-6:]]  # the history replaced by a shorter one
+    after = Context.for_messages(window, memo=memo)
+    assert [(r.index, r.tool_use_id) for r in after.tool_results()] == [
+        (2, "toolu_000037"), (4, "toolu_000038"), (6, "toolu_000039"),
+    ]  # fmt: skip
+    assert after.tool_name({"tool_use_id": "toolu_000038"}) == "read_file"
 
 
 def composition_touched(size: int) -> int:
