@@ -21,7 +21,12 @@ from evo_magic.compact.compactor import CompactionServices, Compactor
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.history import History
 from evo_magic.measure import ContextSize
+from evo_magic.meter.chart import ChartCache
 from evo_magic.meter.composition import HistoryComposition, composition
+from evo_magic.meter.data import MeterData
+from evo_magic.meter.html import meter_html
+from evo_magic.meter.log import CallPoint, Compaction, MeterLog
+from evo_magic.meter.state import StateCache, state_of
 from evo_magic.models.anthropic import AnthropicModel, request_params
 from evo_magic.models.base import ModelRequest, system_note
 from evo_magic.prompt_cache import CacheSettings, place_breakpoints
@@ -397,3 +402,72 @@ def composition_touched(size: int) -> int:
 def test_the_meter_composition_measures_only_what_changed() -> None:
     small, large = composition_touched(200), composition_touched(2_000)
     assert large <= small + SLACK, (small, large)
+
+
+# -- the live meter ------------------------------------------------------------------------
+
+
+def meter_step(log: MeterLog, n: int) -> None:
+    """Call `n` of a long session as the log folds it: a call, and every other call a
+    micro-compaction before it; a full compaction every 500 calls."""
+    size = ContextSize(2 * n, 1_000 + 90 * n, 250 + 22 * n)
+    log.calls.append(CallPoint(n, n // 10 + 1, size, size, None, 0.001, ("tool results",)))
+    if n % 2:
+        log.compactions.append(
+            Compaction(0, True, "micro", "micro", "every_call", None, size, size, True, n,
+                       n // 10 + 1, cleared=("read_file",))
+        )  # fmt: skip
+    if n % 500 == 0:
+        after = ContextSize(4, 2_000, 500)
+        number = n // 500
+        log.compactions.append(
+            Compaction(number, False, "summarise", "full", "auto", None, size, after, True, n,
+                       n // 10 + 1, summary="The work so far.")
+        )  # fmt: skip
+
+
+def meter_data(log: MeterLog, scope: Any) -> MeterData:
+    return MeterData.of(log, scope, "s", 10**9, None, ContextSize(9, 10**6, 10**5), [], 0.25)
+
+
+def built_per_refresh(calls: int, cell_from: int | None = None) -> int:
+    """Columns, marks and states a live meter builds at one refresh after `calls` calls (the
+    refreshes before it kept theirs), checking every refresh against a rendering anew."""
+    log = MeterLog()
+    states, chart = StateCache(), ChartCache()
+    scope = log.whole()
+    for n in range(1, calls + 1):
+        meter_step(log, n)
+        if n == cell_from:
+            scope = log.mark("cell", ContextSize(1, 2, 3))
+        if n % 97 == 0 or n == calls:  # refreshed now and then, as the throttle does
+            data = meter_data(log, scope)
+            assert meter_html(data, chart) == meter_html(data)
+            assert state_of(data, states) == state_of(data)
+    before = chart.built + states.built
+    meter_step(log, calls + 1)
+    data = meter_data(log, scope)
+    assert meter_html(data, chart) == meter_html(data)  # the whole, drawn anew
+    assert state_of(data, states) == state_of(data)
+    return chart.built + states.built - before
+
+
+def test_a_live_meter_refresh_builds_only_what_is_new() -> None:
+    """A refresh of the live meter builds the new call's and compaction's states and marks and
+    the newest column: the same at 200 and at 5,000 calls (it rebuilt every state, column and
+    mark: some 8,000 at 5,000 calls)."""
+    small, large = built_per_refresh(200), built_per_refresh(5_000)
+    assert small == large == 4, (small, large)  # a call, its micro-compaction, column, mark
+    assert built_per_refresh(5_000, cell_from=4_100) == 4
+
+
+def test_a_fresh_meter_builds_everything() -> None:
+    log = MeterLog()
+    for n in range(1, 301):
+        meter_step(log, n)
+    states, chart = StateCache(), ChartCache()
+    data = meter_data(log, log.whole())
+    meter_html(data, chart)
+    state_of(data, states)
+    # 300 calls in 150 columns of 2; their 150 micro-compactions in 150 marks; 450 states.
+    assert (chart.built, states.built) == (150 + 150, 300 + 150)

@@ -6,6 +6,7 @@ text) and `Session.context_figure()` are renderings of one `MeterData`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from evo_magic.events import ContextSize
 from evo_magic.meter.composition import Share
@@ -92,17 +93,17 @@ class MeterData:
         """The scope's compactions, full and micro (`compactions` also holds earlier ones)."""
         return self.compactions[self.scope.first_compaction :]
 
-    @property
+    @cached_property  # read several times a refresh: one pass over the rows
     def full(self) -> list[Compaction]:
         """The scope's full compactions (failed ones included)."""
         return [c for c in self.own_compactions if not c.micro]
 
-    @property
+    @cached_property  # read several times a refresh: one pass over the rows
     def micro(self) -> list[Compaction]:
         """The scope's micro-compactions."""
         return [c for c in self.own_compactions if c.micro]
 
-    @property
+    @cached_property  # read several times a refresh: one pass over the rows
     def cost_usd(self) -> float | None:
         """What the scope's model calls and summaries cost (None when one had no price)."""
         priced = [c.cost_usd for c in self.own_calls] + [c.cost_usd for c in self.full]

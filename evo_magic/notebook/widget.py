@@ -24,10 +24,11 @@ import ipywidgets as widgets
 import traitlets
 
 from evo_magic.events import AskFinished, CompactionFinished, Event
+from evo_magic.meter.chart import ChartCache
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.html import meter_html
 from evo_magic.meter.log import MeterLog, follow
-from evo_magic.meter.state import state_of
+from evo_magic.meter.state import StateCache, state_of
 from evo_magic.meter.text import meter_text
 from evo_magic.secrets import redact
 
@@ -88,6 +89,8 @@ class ContextMeter(widgets.VBox):
         self._final: MeterData | None = None
         self._last_refresh = 0.0
         self._lock = threading.Lock()
+        # What earlier refreshes built (states, columns, marks): a refresh builds the new ones.
+        self._states, self._chart = StateCache(), ChartCache()
         self._unlisten = self.meter_log.listen(self.on_event)
         self.refresh()
 
@@ -104,11 +107,11 @@ class ContextMeter(widgets.VBox):
         cell's meter shows its final state)."""
         with self._lock:
             self.data = data = self._final or self._data()
-            state = state_of(data)
+            state = state_of(data, self._states)
             with self.hold_sync():
                 for name, value in state.items():
                     setattr(self, name, value)
-                self._view.value = redact(meter_html(data))
+                self._view.value = redact(meter_html(data, self._chart))
             self._last_refresh = time.monotonic()
 
     def _data(self) -> MeterData:
