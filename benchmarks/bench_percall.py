@@ -30,6 +30,7 @@ from evo_magic.meter.data import MeterData
 from evo_magic.meter.html import meter_html
 from evo_magic.meter.log import CallPoint, Compaction, MeterLog
 from evo_magic.meter.state import StateCache, state_of
+from evo_magic.meter.tally import Tally
 from evo_magic.models.anthropic import request_params
 from evo_magic.models.base import ModelRequest, system_note
 from evo_magic.prompt_cache import CacheSettings, place_breakpoints
@@ -137,13 +138,15 @@ def meter_times(calls: int) -> tuple[float, float]:
     log = MeterLog()
     for n in range(1, calls + 1):
         meter_call(log, n)
-    states, chart = StateCache(), ChartCache()
+    tally, states, chart = Tally(), StateCache(), ChartCache()
     count = [calls]
+    now = ContextSize(9, 10**6, 10**5)
 
     def refresh(live: bool) -> None:
         count[0] += 1
         meter_call(log, count[0])  # a call since the last refresh
-        data = MeterData.of(log, log.whole(), "s", 10**9, None, ContextSize(9, 10**6, 10**5))
+        kept = tally if live else None
+        data = MeterData.of(log, log.whole(), "s", 10**9, None, now, tally=kept)
         meter_html(data, chart if live else None)
         state_of(data, states if live else None)
 

@@ -27,6 +27,8 @@ from evo_magic.meter.data import MeterData
 from evo_magic.meter.html import meter_html
 from evo_magic.meter.log import CallPoint, Compaction, MeterLog
 from evo_magic.meter.state import StateCache, state_of
+from evo_magic.meter.tally import Tally
+from evo_magic.meter.text import meter_text
 from evo_magic.models.anthropic import AnthropicModel, request_params
 from evo_magic.models.base import ModelRequest, system_note
 from evo_magic.prompt_cache import CacheSettings, place_breakpoints
@@ -426,30 +428,34 @@ def meter_step(log: MeterLog, n: int) -> None:
         )  # fmt: skip
 
 
-def meter_data(log: MeterLog, scope: Any) -> MeterData:
-    return MeterData.of(log, scope, "s", 10**9, None, ContextSize(9, 10**6, 10**5), [], 0.25)
+def meter_data(log: MeterLog, scope: Any, tally: Tally | None = None) -> MeterData:
+    now = ContextSize(9, 10**6, 10**5)
+    return MeterData.of(log, scope, "s", 10**9, None, now, [], 0.25, tally)
 
 
 def built_per_refresh(calls: int, cell_from: int | None = None) -> int:
-    """Columns, marks and states a live meter builds at one refresh after `calls` calls (the
-    refreshes before it kept theirs), checking every refresh against a rendering anew."""
+    """Sums, columns, marks and states a live meter builds at one refresh after `calls` calls
+    (the refreshes before it kept theirs), checking every refresh against a rendering anew."""
     log = MeterLog()
-    states, chart = StateCache(), ChartCache()
+    tally, states, chart = Tally(), StateCache(), ChartCache()
     scope = log.whole()
+
+    def refreshed() -> None:
+        live, anew = meter_data(log, scope, tally), meter_data(log, scope)
+        assert meter_html(live, chart) == meter_html(anew)
+        assert meter_text(live) == meter_text(anew)
+        assert state_of(live, states) == state_of(anew)
+
     for n in range(1, calls + 1):
         meter_step(log, n)
         if n == cell_from:
             scope = log.mark("cell", ContextSize(1, 2, 3))
         if n % 97 == 0 or n == calls:  # refreshed now and then, as the throttle does
-            data = meter_data(log, scope)
-            assert meter_html(data, chart) == meter_html(data)
-            assert state_of(data, states) == state_of(data)
-    before = chart.built + states.built
+            refreshed()
+    before = chart.built + states.built + tally.calls + tally.rows
     meter_step(log, calls + 1)
-    data = meter_data(log, scope)
-    assert meter_html(data, chart) == meter_html(data)  # the whole, drawn anew
-    assert state_of(data, states) == state_of(data)
-    return chart.built + states.built - before
+    refreshed()
+    return chart.built + states.built + tally.calls + tally.rows - before
 
 
 def test_a_live_meter_refresh_builds_only_what_is_new() -> None:
@@ -457,8 +463,9 @@ def test_a_live_meter_refresh_builds_only_what_is_new() -> None:
     the newest column: the same at 200 and at 5,000 calls (it rebuilt every state, column and
     mark: some 8,000 at 5,000 calls)."""
     small, large = built_per_refresh(200), built_per_refresh(5_000)
-    assert small == large == 4, (small, large)  # a call, its micro-compaction, column, mark
-    assert built_per_refresh(5_000, cell_from=4_100) == 4
+    # A call and its micro-compaction: summed, a state each; the newest column; their mark.
+    assert small == large == 6, (small, large)
+    assert built_per_refresh(5_000, cell_from=4_100) == 6
 
 
 def test_a_fresh_meter_builds_everything() -> None:

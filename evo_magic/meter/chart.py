@@ -213,7 +213,7 @@ class Chart:
         self.x1 = last + (1.0 if any(m.x > last for m in self.marks) else 0.5)
         self.limit = data.limit_tokens
         sizes = [c.before for c in self.columns] + [
-            row.before.tokens for m in self.marks for row in m.rows if not row.micro
+            row.before.tokens for m in self.marks if not m.micro for row in m.rows
         ]
         peak = max([*sizes, self.limit, 1]) * 1.08
         self.step = nice_step(peak, Y_TICKS)

@@ -104,7 +104,7 @@ def _header(data: MeterData) -> str:
     counts = [plural(len(calls), "model call") + span, plural(len(full), "full compaction")]
     if failed:
         counts.append(f"{failed} failed")
-    counts.append(plural(len(data.micro), "micro-compaction"))
+    counts.append(plural(data.micro_count, "micro-compaction"))
     cost = cost_note(data)
     if cost:
         counts.append(cost)
@@ -174,12 +174,12 @@ def _composition(data: MeterData) -> str:
 
 
 def _compactions(data: MeterData) -> str:
-    listed, earlier = data.timeline()
+    listed, earlier = data.listing()
     rows = [
         _full_row(item, data.holds) if isinstance(item, Compaction) else _micro_row(*item)
         for item in listed
     ]
-    if earlier:
+    if earlier.count:
         rows.insert(
             0,
             f"<div class='evo-earlier' style='{_ROW.format(colour=PURPLE)};color:#555'>"

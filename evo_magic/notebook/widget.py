@@ -29,6 +29,7 @@ from evo_magic.meter.data import MeterData
 from evo_magic.meter.html import meter_html
 from evo_magic.meter.log import MeterLog, follow
 from evo_magic.meter.state import StateCache, state_of
+from evo_magic.meter.tally import Tally
 from evo_magic.meter.text import meter_text
 from evo_magic.secrets import redact
 
@@ -85,12 +86,13 @@ class ContextMeter(widgets.VBox):
         self.meter_log = log if log is not None else follow(session)
         log = self.meter_log
         self.span = log.mark("cell", session.context()) if scope == "cell" else log.whole()
+        # What earlier refreshes built (sums, states, columns, marks): a refresh builds the
+        # new ones only.
+        self._tally, self._states, self._chart = Tally(), StateCache(), ChartCache()
         self.data: MeterData = self._data()
         self._final: MeterData | None = None
         self._last_refresh = 0.0
         self._lock = threading.Lock()
-        # What earlier refreshes built (states, columns, marks): a refresh builds the new ones.
-        self._states, self._chart = StateCache(), ChartCache()
         self._unlisten = self.meter_log.listen(self.on_event)
         self.refresh()
 
@@ -115,7 +117,7 @@ class ContextMeter(widgets.VBox):
             self._last_refresh = time.monotonic()
 
     def _data(self) -> MeterData:
-        return MeterData.of_session(self.session, self.meter_log, self.span)
+        return MeterData.of_session(self.session, self.meter_log, self.span, self._tally)
 
     def finish(self) -> dict[str, str]:
         """End the scope here (a cell's meter: later events are not its own), stop following
