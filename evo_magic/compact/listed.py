@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evo_magic.history import ResultRef
+from evo_magic.history import ReadOnlyList, ResultRef
 from evo_magic.messages import Message, blocks_of_type
 
 KEPT = "_tool_results_index"
@@ -47,13 +47,14 @@ class ListIndex:
         self._scanned = 0
         self._named = 0
 
-    def tool_results(self, messages: Sequence[Message]) -> list[ResultRef]:
-        """Where every tool_result block of `messages` is, oldest first."""
+    def tool_results(self, messages: Sequence[Message]) -> Sequence[ResultRef]:
+        """Where every tool_result block of `messages` is, oldest first (a read-only view of
+        the index, not a copy)."""
         if not self._fits(messages):
             self._results, self._scanned = [], 0
         self._results += scan_tool_results(messages, self._scanned)
         self._scanned = len(messages)
-        return self._results
+        return ReadOnlyList(self._results)
 
     def tool_name(self, messages: Sequence[Message], tool_use_id: str) -> str | None:
         """The tool the tool_use `tool_use_id` of `messages` called (None: no such call)."""
