@@ -7,8 +7,8 @@ side in one run (each pair timed in turns, so a burst of load hits both alike).
 2. `MicroCompact` run before every call outside a session through `Context.for_messages`, its
    memo kept between calls, against a new context per call (a scan of every tool result).
 3. The live meter's refresh (the data, the HTML and the widget's state) with what earlier
-   refreshes built kept, against a rendering anew, at 100 and 10,000 calls (some 200 and
-   20,000 messages).
+   refreshes built kept, against a rendering anew, at 100, 1,000 and 10,000 calls (some 200,
+   2,000 and 20,000 messages; from 160 calls on the chart draws all its columns).
 
     python -m benchmarks.bench_percall
 
@@ -36,8 +36,8 @@ from evo_magic.models.base import ModelRequest, system_note
 from evo_magic.prompt_cache import CacheSettings, place_breakpoints
 from evo_magic.strategies import MicroCompact
 
-SMALL, LARGE = 200, 20_000
-CALLS = {SMALL: 100, LARGE: 10_000}
+SMALL, PLATEAU, LARGE = 200, 2_000, 20_000
+CALLS = {SMALL: 100, PLATEAU: 1_000, LARGE: 10_000}
 """Model calls of a session of that many messages (a call adds a reply and its results)."""
 REPEATS = 41
 RATIO_TARGET = 1.2
@@ -67,14 +67,19 @@ def median_us(samples: list[float]) -> float:
     return statistics.median(samples) * 1e6
 
 
-def timed(*paths: Callable[[], object], repeats: int = REPEATS) -> list[list[float]]:
-    """Seconds per run of each path, the paths taking turns run by run."""
+def timed(
+    *paths: Callable[[], object], repeats: int = REPEATS, number: int = 1
+) -> list[list[float]]:
+    """Seconds per run of each path (the mean of `number` runs in a row), the paths taking
+    turns sample by sample: a burst of load hits them alike, and a few microseconds' path is
+    timed over runs in a row, not just after the other path left the CPU caches cold."""
     times: list[list[float]] = [[] for _ in paths]
     for _ in range(repeats):
         for i, path in enumerate(paths):
             started = time.perf_counter()
-            path()
-            times[i].append(time.perf_counter() - started)
+            for _ in range(number):
+                path()
+            times[i].append((time.perf_counter() - started) / number)
     return times
 
 
@@ -95,7 +100,7 @@ def request_times(size: int) -> tuple[float, float]:
         params = place_breakpoints(sent, system="Be brief.", model=MODEL).params
         return {**params, "messages": [*params["messages"], system_note(NOTE)]}
 
-    after, before = timed(lambda: request_params(request, MODEL), copied)
+    after, before = timed(lambda: request_params(request, MODEL), copied, number=50)
     return median_us(after), median_us(before)
 
 
@@ -174,7 +179,13 @@ def main() -> list[dict[str, Any]]:
     rows = _rows("request build (adapter)", request_times(SMALL), request_times(LARGE))
     rows += _rows("MicroCompact outside a session", outside_times(SMALL), outside_times(LARGE))
     small, large = meter_times(CALLS[SMALL]), meter_times(CALLS[LARGE])
-    return rows + _rows("live meter refresh", small, large)
+    rows += _rows("live meter refresh", small, large)
+    # Past 160 calls the chart has all its columns and the list all its asks: what a refresh
+    # draws stops growing, and so should its time.
+    drawn = meter_times(CALLS[PLATEAU])
+    ratio = large[0] / drawn[0]
+    figure = f"live meter refresh, {LARGE:,} vs {PLATEAU:,} messages (all columns drawn)"
+    return [*rows, _row(figure, ratio, "ratio", f"<= {RATIO_TARGET:g}", ratio <= RATIO_TARGET)]
 
 
 if __name__ == "__main__":
