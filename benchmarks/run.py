@@ -26,6 +26,7 @@ MODULES = (
     "bench_load",
     "bench_compaction",
     "bench_loop",
+    "bench_percall",
     "bench_transcripts",
     "bench_tools",
     "bench_prompt_cache",

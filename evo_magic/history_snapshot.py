@@ -10,6 +10,7 @@ whenever it is read, exactly the messages sent, at a cost of what changed since.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any, overload
 
 Message = dict[str, Any]
@@ -51,8 +52,8 @@ class Snapshot(Sequence[dict[str, Any]]):
         return self._length
 
     def __iter__(self) -> Iterator[Message]:
-        if not self._kept:  # nothing overwritten since: the list itself, at C speed
-            return iter(self._items[: self._length])
+        if not self._kept:  # nothing overwritten since: the list itself, at C speed, uncopied
+            return islice(self._items, self._length)
         return (self[index] for index in range(self._length))
 
     def __reversed__(self) -> Iterator[Message]:

@@ -13,13 +13,26 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from support.fake_api import FakeAnthropic
 
 from evo_magic.analysis import load_transcripts
 from evo_magic.compact.base import Context
 from evo_magic.compact.compactor import CompactionServices, Compactor
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.history import History
+from evo_magic.measure import ContextSize
+from evo_magic.meter.chart import ChartCache
 from evo_magic.meter.composition import HistoryComposition, composition
+from evo_magic.meter.data import MeterData
+from evo_magic.meter.html import meter_html
+from evo_magic.meter.log import CallPoint, Compaction, MeterLog
+from evo_magic.meter.state import StateCache, state_of
+from evo_magic.meter.tally import Tally
+from evo_magic.meter.text import meter_text
+from evo_magic.models.anthropic import AnthropicModel, request_params
+from evo_magic.models.base import ModelRequest, system_note
+from evo_magic.prompt_cache import CacheSettings, place_breakpoints
+from evo_magic.strategies import MicroCompact
 from evo_magic.strategies.registry import BUILTIN, make_strategy
 
 REAL = Path(__file__).parent / "fixtures" / "real" / "claude-code-2.1"
@@ -212,6 +225,80 @@ def test_a_request_is_built_without_copying_the_history() -> None:
     assert allocated(20_000) <= allocated(200) + 1_024
 
 
+def _snapshot_of(size: int) -> Any:
+    history = History(lambda event: None)
+    history.append(ask(0))
+    n = 0
+    while len(history) < size:
+        n += 1
+        turn, results = batch(n)
+        history.append(turn)
+        history.add_tool_result(results[0])
+    return history, history.snapshot()
+
+
+NOTED = "mid-conversation-system-clear-at-2026-08-21"
+PATH = {"type": "object", "properties": {"path": {"type": "string"}}}
+TOOLS = [{"name": "read_file", "description": "Read a file.", "input_schema": PATH}]
+
+
+def test_the_adapter_marks_a_request_without_copying_the_history() -> None:
+    """The Anthropic adapter's request (breakpoints placed, a turn note after them) allocates
+    the same at 200 and at 20,000 messages: the marked messages are swapped in, not copied in."""
+
+    def allocated(size: int) -> int:
+        _, sent = _snapshot_of(size)
+        request = ModelRequest(
+            messages=sent, max_tokens=64, system="Be brief.", cache=CacheSettings(),
+            edited_from=size // 2, turn_note="Half the window is used.", betas=(NOTED,),
+        )  # fmt: skip
+        tracemalloc.start()
+        try:
+            request_params(request, "claude-opus-4-6")
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert allocated(20_000) <= allocated(200) + 1_024
+
+
+@pytest.mark.parametrize("cache", [CacheSettings(), CacheSettings(enabled=False)])
+def test_the_adapter_sends_what_a_copied_list_sends(cache: CacheSettings) -> None:
+    """The request on the wire is the one a plain list with the breakpoints placed sends, byte
+    for byte: after a message of the snapshot was overwritten in the history, with a turn
+    note after the newest message."""
+    history, sent = _snapshot_of(40)
+    history.rewrite({5: {"role": "assistant", "content": [{"type": "text", "text": "later"}]}})
+    history.append({"role": "assistant", "content": [{"type": "text", "text": "not sent"}]})
+    note = "A third of the window is used."
+    request = ModelRequest(
+        messages=sent, max_tokens=64, system="Be brief.", tools=TOOLS, cache=cache,
+        edited_from=9, turn_note=note, betas=(NOTED,),
+    )  # fmt: skip
+    plain = [json.loads(json.dumps(message)) for message in sent]  # the messages as sent
+    assert plain[5]["content"] != [{"type": "text", "text": "later"}] and len(plain) == 41
+    expected = place_breakpoints(
+        plain,
+        system="Be brief.",
+        tools=TOOLS,
+        settings=cache,
+        model="claude-opus-4-6",
+        edited_from=9,
+    ).params
+    with FakeAnthropic() as fake:
+        AnthropicModel("claude-opus-4-6", client=fake.client()).respond(request)
+        with fake.client().beta.messages.stream(
+            model="claude-opus-4-6", max_tokens=64, betas=[NOTED],
+            **{**expected, "messages": [*expected["messages"], system_note(note)]},
+        ) as stream:  # fmt: skip
+            stream.get_final_message()
+        fake.assert_no_rejections()
+        ours, copied = fake.requests
+    assert json.dumps(ours) == json.dumps(copied)
+    assert ours["messages"][-1] == system_note(note) and len(ours["messages"]) == 42
+    assert [dict(m) for m in sent] == plain  # nothing sent was marked in place
+
+
 def test_a_request_reads_as_it_was_sent_after_the_history_changed() -> None:
     history = History(lambda event: None)
     history.append(ask(0))
@@ -239,7 +326,62 @@ def test_context_for_messages_measures_nothing_it_is_not_asked_for() -> None:
     assert len(TOUCHED) == 0  # neither measured nor scanned for tool names up front
     assert ctx.tool_name({"tool_use_id": "toolu_000007"}) == "read_file"
     assert ctx.size.messages == len(messages)  # measured once, when read
-    assert ctx.size.chars == len(__import__("json").dumps(messages, separators=(",", ":")))
+    assert ctx.size.chars == len(json.dumps(messages, separators=(",", ":")))
+    TOUCHED.clear()
+    assert ctx.size.messages == len(messages) and len(TOUCHED) == 0  # kept, not measured again
+    with pytest.raises(AttributeError, match="no attribute 'sizes'"):
+        ctx.sizes  # noqa: B018  (any other missing attribute is still an error)
+    given = Context.for_messages(messages)
+    given.size = ContextSize(1, 2, 3)
+    assert given.size == ContextSize(1, 2, 3)
+
+
+def outside_a_session(size: int, memo: dict[str, Any] | None) -> tuple[list[Any], int]:
+    """A list grown to `size` messages with MicroCompact run before every call through
+    `Context.for_messages` (its memo kept between calls, when given), as a script or another
+    framework runs a strategy; the final list, and the messages the last call touched."""
+    strategy = MicroCompact(cache_aware=False)
+    messages: list[Any] = [ask(0)]
+    n = 0
+    while len(messages) < size:
+        n += 1
+        turn, results = batch(n)
+        messages += [turn, Counted(role="user", content=results)]
+        TOUCHED.clear()
+        ctx = Context.for_messages(messages, memo=memo if memo is not None else {})
+        result = strategy.compact(messages, ctx)
+        if result is not None:
+            messages = [m if isinstance(m, Counted) else Counted(m) for m in result]
+    return messages, len(TOUCHED)
+
+
+def test_a_strategy_outside_a_session_touches_the_same_at_any_length() -> None:
+    """MicroCompact run per call through `Context.for_messages` with its memo kept indexes only
+    the new messages (each fresh context scanned every tool result and tool name per call)."""
+    small = outside_a_session(200, {})[1]
+    kept, large = outside_a_session(2_000, {})
+    assert large <= small + SLACK, (small, large)
+    fresh, scanned = outside_a_session(2_000, None)  # a new memo per call: the scan
+    assert scanned > 1_000
+    assert json.dumps(kept) == json.dumps(fresh)  # the same history either way
+    placeholders = [m for m in kept if "compacted" in json.dumps(m)]
+    assert len(placeholders) > 900
+
+
+def test_a_kept_index_follows_a_list_replaced_by_another() -> None:
+    memo: dict[str, Any] = {}
+    messages = [ask(0)]
+    for n in range(1, 40):
+        turn, results = batch(n)
+        messages += [turn, Counted(role="user", content=results)]
+    before = Context.for_messages(messages, memo=memo).tool_results()
+    assert [ref.tool_use_id for ref in before] == [f"toolu_{n:06d}" for n in range(1, 40)]
+    window = [ask(99), *messages[-6:]]  # the history replaced by a shorter one
+    after = Context.for_messages(window, memo=memo)
+    assert [(r.index, r.tool_use_id) for r in after.tool_results()] == [
+        (2, "toolu_000037"), (4, "toolu_000038"), (6, "toolu_000039"),
+    ]  # fmt: skip
+    assert after.tool_name({"tool_use_id": "toolu_000038"}) == "read_file"
 
 
 def composition_touched(size: int) -> int:
@@ -262,3 +404,77 @@ def composition_touched(size: int) -> int:
 def test_the_meter_composition_measures_only_what_changed() -> None:
     small, large = composition_touched(200), composition_touched(2_000)
     assert large <= small + SLACK, (small, large)
+
+
+# -- the live meter ------------------------------------------------------------------------
+
+
+def meter_step(log: MeterLog, n: int) -> None:
+    """Call `n` of a long session as the log folds it: a call, and every other call a
+    micro-compaction before it; a full compaction every 500 calls."""
+    size = ContextSize(2 * n, 1_000 + 90 * n, 250 + 22 * n)
+    log.calls.append(CallPoint(n, n // 10 + 1, size, size, None, 0.001, ("tool results",)))
+    if n % 2:
+        log.compactions.append(
+            Compaction(0, True, "micro", "micro", "every_call", None, size, size, True, n,
+                       n // 10 + 1, cleared=("read_file",))
+        )  # fmt: skip
+    if n % 500 == 0:
+        after = ContextSize(4, 2_000, 500)
+        number = n // 500
+        log.compactions.append(
+            Compaction(number, False, "summarise", "full", "auto", None, size, after, True, n,
+                       n // 10 + 1, summary="The work so far.")
+        )  # fmt: skip
+
+
+def meter_data(log: MeterLog, scope: Any, tally: Tally | None = None) -> MeterData:
+    now = ContextSize(9, 10**6, 10**5)
+    return MeterData.of(log, scope, "s", 10**9, None, now, [], 0.25, tally)
+
+
+def built_per_refresh(calls: int, cell_from: int | None = None) -> int:
+    """Sums, columns, marks and states a live meter builds at one refresh after `calls` calls
+    (the refreshes before it kept theirs), checking every refresh against a rendering anew."""
+    log = MeterLog()
+    tally, states, chart = Tally(), StateCache(), ChartCache()
+    scope = log.whole()
+
+    def refreshed() -> None:
+        live, anew = meter_data(log, scope, tally), meter_data(log, scope)
+        assert meter_html(live, chart) == meter_html(anew)
+        assert meter_text(live) == meter_text(anew)
+        assert state_of(live, states) == state_of(anew)
+
+    for n in range(1, calls + 1):
+        meter_step(log, n)
+        if n == cell_from:
+            scope = log.mark("cell", ContextSize(1, 2, 3))
+        if n % 97 == 0 or n == calls:  # refreshed now and then, as the throttle does
+            refreshed()
+    before = chart.built + states.built + tally.calls + tally.rows
+    meter_step(log, calls + 1)
+    refreshed()
+    return chart.built + states.built + tally.calls + tally.rows - before
+
+
+def test_a_live_meter_refresh_builds_only_what_is_new() -> None:
+    """A refresh of the live meter builds the new call's and compaction's states and marks and
+    the newest column: the same at 200 and at 5,000 calls (it rebuilt every state, column and
+    mark: some 8,000 at 5,000 calls)."""
+    small, large = built_per_refresh(200), built_per_refresh(5_000)
+    # A call and its micro-compaction: summed, a state each; the newest column; their mark.
+    assert small == large == 6, (small, large)
+    assert built_per_refresh(5_000, cell_from=4_100) == 6
+
+
+def test_a_fresh_meter_builds_everything() -> None:
+    log = MeterLog()
+    for n in range(1, 301):
+        meter_step(log, n)
+    states, chart = StateCache(), ChartCache()
+    data = meter_data(log, log.whole())
+    meter_html(data, chart)
+    state_of(data, states)
+    # 300 calls in 150 columns of 2; their 150 micro-compactions in 150 marks; 450 states.
+    assert (chart.built, states.built) == (150 + 150, 300 + 150)

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
+from evo_magic.compact.listed import index_in, scan_tool_results
 from evo_magic.compact.pins import with_pins
 from evo_magic.compacted import REQUEST_HEADER, compacted_message
 from evo_magic.measure import ContextSize, measure, message_chars, to_json
-from evo_magic.messages import Message, has_text, tool_names
+from evo_magic.messages import Message, has_text
 from evo_magic.prompt_cache import CachedPrefix, clearing_saving
 
 if TYPE_CHECKING:
@@ -92,19 +94,6 @@ class Edited(Sequence[Message]):
         changes = self.changes
         for index, message in enumerate(self.base):
             yield changes.get(index, message)
-
-
-def _names_when_asked(messages: Sequence[Message]) -> Callable[[str], str | None]:
-    """The tool name of a tool_use id in `messages`, the names found on the first question."""
-    names: dict[str, str] | None = None
-
-    def name_of(tool_use_id: str) -> str | None:
-        nonlocal names
-        if names is None:
-            names = tool_names(messages)
-        return names.get(tool_use_id)
-
-    return name_of
 
 
 @dataclass
@@ -166,16 +155,6 @@ class Context:
     turn_notes: list[str] = field(default_factory=list)
     """Notes for the model this run asks to send with the next call only, as a mid-conversation
     system message after the newest message (never in the history; see `Compactor.turn_note`)."""
-    _measure: Callable[[], ContextSize] | None = None
-    """Measures `size` when it is first read (a context over a plain list: `for_messages`)."""
-
-    def __getattr__(self, name: str) -> Any:
-        # Reached only for an attribute not set: `size`, left unmeasured by `for_messages`.
-        measure_now = self.__dict__.get("_measure")
-        if name != "size" or measure_now is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        self.size = measure_now()
-        return self.size
 
     @classmethod
     def for_messages(
@@ -193,6 +172,7 @@ class Context:
         model: str | None = None,
         read_file: Callable[[str, int], str | None] | None = None,
         pins: Sequence[str] = (),
+        memo: dict[str, Any] | None = None,
     ) -> Context:
         """A context over a plain list of messages: to try a strategy outside a session (in a
         test, a notebook, a replay). `summarise(messages, focus)` stands in for the summariser;
@@ -200,8 +180,16 @@ class Context:
         max_chars)` reads workspace files (see `Context.read_file`; None: none can be read);
         `pins` are the pinned blocks' texts a full compaction carries. Nothing is measured or
         scanned up front: the size when `size` is first read, the tool names when one is
-        asked for (a strategy that reads neither costs the same at any length)."""
-        ctx = cls(
+        asked for (a strategy that reads neither costs the same at any length).
+
+        `memo` is the strategy's notes between runs (`Context.memo`; None: a new dict): pass
+        the same dict to each run over one list that grows at its end (and takes the
+        strategy's results) and the strategy resumes where it stopped, the tool results and
+        names indexed only for the messages added since, so a strategy run before every model
+        call costs the same at any length, as in a session. A new dict after the list was
+        replaced otherwise (a list that is not the old one grown is indexed afresh)."""
+        index = index_in(memo)
+        ctx = _ListContext(
             focus=focus,
             trigger=trigger,
             size=ContextSize(0, 0, 0),  # unset below: measured when first read
@@ -210,16 +198,16 @@ class Context:
             recent_files=tuple(recent_files),
             pending_request=pending_request,
             _summarise=summarise,
-            _tool_name=_names_when_asked(messages),
-            _tool_results=lambda: scan_tool_results(messages),
+            memo={} if memo is None else memo,
+            _tool_name=lambda tool_use_id: index.tool_name(messages, tool_use_id),
+            _tool_results=lambda: index.tool_results(messages),
             _history=messages,
             cached_prefix=cached_prefix,
             model=model,
             _read_file=read_file,
             pins=tuple(pins),
-            _measure=lambda: measure(messages, None),
         )
-        del ctx.size
+        del ctx.size  # measured when first read (`_ListContext.size`)
         return ctx
 
     def summarise(self, messages: Sequence[Message], focus: str | None = None) -> str:
@@ -406,19 +394,13 @@ class Context:
         return self._save_output(tool_use_id, text)
 
 
-def scan_tool_results(messages: Sequence[Message]) -> list[ResultRef]:
-    """Where the tool_result blocks of `messages` are, oldest first."""
-    from evo_magic.history import ResultRef
+class _ListContext(Context):
+    """A context over a plain list (`Context.for_messages`): its `size` is measured when it is
+    first read, then kept (a given `size` is kept as given)."""
 
-    found = []
-    for index, message in enumerate(messages):
-        content = message.get("content")
-        if message.get("role") != "user" or not isinstance(content, list):
-            continue
-        for block_index, block in enumerate(content):
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                found.append(ResultRef(index, block_index, block.get("tool_use_id", "")))
-    return found
+    @cached_property
+    def size(self) -> ContextSize:  # type: ignore[override]
+        return measure(self._history if self._history is not None else (), None)
 
 
 @dataclass(frozen=True)

@@ -15,32 +15,26 @@
 The same Compactor runs live (a `Session`) and in replay: whoever runs it gives it its
 `CompactionServices`. What it remembers across compactions is the `CompactState` (one writer,
 `compact.state`); the server strategies' part is `compact.server_side`; a preview and a given
-summary are `compact.preview`; pins are `compact.pins`.
+summary are `compact.preview`; pins are `compact.pins`; what a strategy's result does to the
+history (checked, then rewritten in place or replacing it) is `compact.outcome`; a summary
+prepared in the background is `compact.background`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from evo_magic.catalog import context_window
 from evo_magic.compact.attempt import Attempt
 from evo_magic.compact.background import Prepared, share_of_limit
 from evo_magic.compact.base import Context, Strategy, check_strategy, settings_of
 from evo_magic.compact.contexts import Memos, summarisers
-from evo_magic.compact.pins import carry_pins, missing_pins, restore_edited_pins, with_pins
+from evo_magic.compact.outcome import checked_result, pins_restored, rewrite_in_place
+from evo_magic.compact.pins import carry_pins
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.preview import GivenSummary, Preview
 from evo_magic.compact.requests import Requests
-from evo_magic.compact.results import (
-    CompactionRefused,
-    block_id,
-    check_edits,
-    check_replacement,
-    in_place_changes,
-    reason_of,
-)
+from evo_magic.compact.results import reason_of
 from evo_magic.compact.server_side import ServerSide
 from evo_magic.compact.services import CompactionServices
 from evo_magic.compact.state import CompactState, retry_at
@@ -51,26 +45,13 @@ from evo_magic.events import (
     CompactionStarted,
     Event,
     MicroCompacted,
-    Notice,
 )
 from evo_magic.history import History
-from evo_magic.measure import ContextSize, to_json
+from evo_magic.measure import ContextSize
 from evo_magic.messages import Message
 from evo_magic.prompt_cache import PrefixTracker
 
 __all__ = ["CompactionServices", "Compactor"]
-
-
-@dataclass
-class _Result:
-    """What a strategy's result does, checked: rewrites in place (`changes`, their `edits`)
-    or a new history (`new`, the old one `snapshot` first); `restored` pins put back."""
-
-    changes: dict[int, Message] | None = None
-    edits: list[dict[str, Any]] | None = None
-    new: list[Message] | None = None
-    snapshot: str = ""
-    restored: int = 0
 
 
 class Compactor:
@@ -295,7 +276,7 @@ class Compactor:
             return None
         ctx = self.context_for(strategy, trigger, focus, attempt.before, attempt, given)
         try:
-            result = self._checked(strategy, ctx, attempt, given)
+            result = checked_result(strategy, ctx, attempt, given, history, self.snapshot)
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # any failure of a strategy is a failed compaction
@@ -306,15 +287,14 @@ class Compactor:
         if result is None:
             return None
         if result.restored:
-            self.emit(
-                Notice(
-                    "pins_restored",
-                    f"The strategy {strategy.name!r} left out {result.restored} pinned "
-                    "text(s); they were put back verbatim (a pinned text is in every request).",
-                )
-            )
+            self.emit(pins_restored(strategy.name, result.restored))
         if result.changes is not None:
-            return self._apply_edits(strategy, result, attempt.before, ctx)
+            edited = rewrite_in_place(
+                history, self.cache, strategy.name, result, attempt.before, ctx
+            )
+            self.state.strategy_ok(strategy.name)
+            self.emit(edited)
+            return edited
         assert result.new is not None
         summary = ctx.summaries[-1] if ctx.summaries else None
         self.adopt(result.new, summary, trigger=trigger, snapshot=result.snapshot)
@@ -331,36 +311,6 @@ class Compactor:
         )
         self.emit(event)
         return event
-
-    def _checked(
-        self, strategy: Strategy, ctx: Context, attempt: Attempt, given: GivenSummary | None
-    ) -> _Result | None:
-        """The strategy's result, checked (`compact.results`; CompactionRefused or the
-        strategy's own error when it cannot be applied); None when it has nothing to do.
-        Before a call an every-call strategy edits in place; run on request, any strategy
-        replaces the history (snapshotted first)."""
-        history = self.history
-        view = history.view()
-        result = strategy.compact(view, ctx)
-        if given is not None and not attempt.summaries:
-            raise CompactionRefused(
-                "it makes no summary, so there is none to replace with the given one"
-            )
-        if result is None:
-            return None
-        in_place = strategy.when == "every_call" and ctx.trigger == "every_call"
-        changes = in_place_changes(result, view) if in_place else None
-        if changes is not None:
-            changes, restored = restore_edited_pins(changes, view, ctx.pins)
-            edits = check_edits(changes, view, history.pending_request)
-            return _Result(changes, edits, restored=restored) if edits else None
-        new = list(result)
-        restored = len(missing_pins(new, ctx.pins))
-        new = with_pins(new, ctx.pins)
-        shrink = ctx.trigger != "every_call"
-        check_replacement(new, view, history.pending_request, attempt.before.chars, shrink)
-        # The original whole on disk before it is replaced (or no replacement).
-        return _Result(new=new, snapshot=self.snapshot(history.messages), restored=restored)
 
     def context_for(
         self,
@@ -405,33 +355,6 @@ class Compactor:
         )
 
     # -- applying ------------------------------------------------------------------------
-
-    def _apply_edits(
-        self, strategy: Strategy, result: _Result, before: ContextSize, ctx: Context
-    ) -> MicroCompacted:
-        assert result.changes is not None and result.edits is not None
-        edits = result.edits
-        first = min(edit["index"] for edit in edits)
-        invalidated = ctx.cache_invalidated_tokens(first)  # measured before the rewrite
-        self.history.rewrite(result.changes)
-        if self.cache is not None:
-            self.cache.edited(first, invalidated)
-        after = self.history.size()
-        ids = (block_id(edit["block"]) for edit in edits)
-        freed = before.chars - after.chars
-        event = MicroCompacted(
-            cleared_ids=tuple(dict.fromkeys(i for i in ids if i)),
-            chars_freed=freed,
-            before=before,
-            after=after,
-            strategy=strategy.name,
-            edits_json=to_json(edits),
-            cleared_tokens=self.history.tokens_of_chars(max(freed, 0)),
-            cache_invalidated_tokens=invalidated,
-        )
-        self.state.strategy_ok(strategy.name)
-        self.emit(event)
-        return event
 
     def adopt(
         self, new: Sequence[Message], summary: str | None, trigger: str = "recorded",

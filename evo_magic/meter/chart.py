@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.log import CallPoint, Compaction
@@ -102,28 +102,118 @@ class Mark:
         return row.label if row.success else "failed"
 
 
+@dataclass
+class ChartCache:
+    """The columns and marks a chart built, for the next chart of the same meter: a log only
+    grows and its rows never change, so while the window and the calls per column stay the
+    same, a chart builds the columns and marks of the new calls and compactions only (the
+    last column again, which may have grown). A long session's columns regroup when the calls
+    per column grow (every `MAX_COLUMNS` calls): then all are built anew."""
+
+    window: tuple[int, ...] = ()
+    """The chart's first call, calls per column, and the scope's first call and compaction."""
+    whole: list[Column] = field(default_factory=list)
+    """The columns whose calls are all there (every one but the newest)."""
+    full: list[Mark] = field(default_factory=list)
+    """A mark per full compaction, in order."""
+    micro: dict[int, list[tuple[Compaction, bool]]] = field(default_factory=dict)
+    """The micro-compactions of each mark (a column, or one each), and whether each is own."""
+    micro_marks: dict[int, Mark] = field(default_factory=dict)
+    seen: int = 0
+    """Compactions of the log looked at."""
+    built: int = 0
+    """Columns and marks built so far (what a chart costs, for tests)."""
+    tips: dict[int, tuple[object, str]] = field(default_factory=dict)
+    """The tooltip of each column and mark drawn last, by its id (the item kept with it, so
+    the id is its own): a tooltip reads every call of its column, and a column or mark
+    kept from an earlier chart has the same one."""
+
+    def tip(self, item: Column | Mark, make: Callable[[], str]) -> str:
+        """The tooltip of `item`: the one made for it before, else `make()`."""
+        kept = self.tips.get(id(item))
+        if kept is None or kept[0] is not item:
+            kept = self.tips[id(item)] = (item, make())
+        return kept[1]
+
+    def keep_tips(self, items: Sequence[Column | Mark]) -> None:
+        """Forget the tooltips of the items no longer drawn."""
+        self.tips = {id(i): self.tips[id(i)] for i in items if id(i) in self.tips}
+
+    def follow(self, window: tuple[int, ...]) -> None:
+        """Start afresh when the chart's window or grouping is not the cached one's."""
+        if window != self.window:
+            self.window, self.whole, self.full, self.seen = window, [], [], 0
+            self.micro, self.micro_marks = {}, {}
+
+    def columns(
+        self, calls: Sequence[CallPoint], column: Callable[[int, tuple[CallPoint, ...]], Column]
+    ) -> list[Column]:
+        """The columns of `calls`: the whole ones kept, the newest built again."""
+        group = self.window[1]
+        if len(self.whole) * group > len(calls):  # not the same calls grown: afresh
+            self.follow(())
+            return self.columns(calls, column)
+        made = [
+            column(number, tuple(calls[number * group : (number + 1) * group]))
+            for number in range(len(self.whole), math.ceil(len(calls) / group))
+        ]
+        self.built += len(made)
+        self.whole += [c for c in made if len(c.calls) == group]
+        return self.whole + [c for c in made if len(c.calls) < group]
+
+    def marks(self, data: MeterData, start: int, group: int) -> list[Mark]:
+        """Every compaction in the window: a full one as it is, a micro-compaction as it is
+        (or, when calls share columns, those of a column as one mark); only the marks that
+        gained a compaction are built."""
+        if self.seen > len(data.compactions):
+            self.follow(())
+            self.follow((start, group, data.scope.first_call, data.scope.first_compaction))
+        changed: dict[int, None] = {}  # in the order first seen (the marks' order)
+        for index in range(self.seen, len(data.compactions)):
+            row = data.compactions[index]
+            if row.after_call < start:
+                continue
+            own = index >= data.scope.first_compaction
+            if row.micro:
+                # One mark each; in a long session one per column of calls.
+                key = max(row.after_call - start, 0) // group if group > 1 else index
+                self.micro.setdefault(key, []).append((row, own))
+                changed[key] = None
+            else:
+                self.full.append(Mark((row,), position(row, data.calls), own))
+                self.built += 1
+        self.seen = len(data.compactions)
+        for key in changed:
+            rows = tuple(row for row, _ in self.micro[key])
+            own = any(o for _, o in self.micro[key])
+            self.micro_marks[key] = Mark(rows, position(rows[0], data.calls), own)
+        self.built += len(changed)
+        return self.full + list(self.micro_marks.values())
+
+
 class Chart:
     """The chart of a `MeterData`: its window of calls, columns, marks, limit and scale."""
 
-    def __init__(self, data: MeterData):
+    def __init__(self, data: MeterData, cache: ChartCache | None = None):
+        """The chart of `data`; `cache` is what the same meter's chart built at its earlier
+        refreshes (a live meter's), so only the new columns and marks are built."""
         self.data = data
         self.start = 0
         if data.scope.label == "cell":
             self.start = max(data.scope.first_call - CONTEXT_CALLS, 0)
         self.calls = data.calls[self.start :]
         self.group = max(math.ceil(len(self.calls) / MAX_COLUMNS), 1)
-        self.columns = [
-            self._column(number, tuple(self.calls[i : i + self.group]))
-            for number, i in enumerate(range(0, len(self.calls), self.group))
-        ]
-        self.marks = self._marks()
+        self.cache = cache = cache if cache is not None else ChartCache()
+        cache.follow((self.start, self.group, data.scope.first_call, data.scope.first_compaction))
+        self.columns = cache.columns(self.calls, self._column)
+        self.marks = cache.marks(data, self.start, self.group)
         first = self.calls[0].call if self.calls else 1
         last = self.calls[-1].call if self.calls else 1
         self.x0 = first - 0.5
         self.x1 = last + (1.0 if any(m.x > last for m in self.marks) else 0.5)
         self.limit = data.limit_tokens
         sizes = [c.before for c in self.columns] + [
-            row.before.tokens for m in self.marks for row in m.rows if not row.micro
+            row.before.tokens for m in self.marks if not m.micro for row in m.rows
         ]
         peak = max([*sizes, self.limit, 1]) * 1.08
         self.step = nice_step(peak, Y_TICKS)
@@ -144,28 +234,6 @@ class Chart:
             max(before_tokens(p) for p in group),
             own,
         )
-
-    def _marks(self) -> list[Mark]:
-        """Every compaction in the window: a full one as it is, a micro-compaction as it is
-        (or, when calls share columns, those of a column as one mark)."""
-        data, marks = self.data, []
-        micro: dict[int, list[tuple[Compaction, bool]]] = {}
-        for index, row in enumerate(data.compactions):
-            if row.after_call < self.start:
-                continue
-            own = index >= data.scope.first_compaction
-            if row.micro:
-                # One mark each; in a long session one per column of calls.
-                column = (
-                    max(row.after_call - self.start, 0) // self.group if self.group > 1 else index
-                )
-                micro.setdefault(column, []).append((row, own))
-            else:
-                marks.append(Mark((row,), position(row, data.calls), own))
-        for group in micro.values():
-            rows = tuple(row for row, _ in group)
-            marks.append(Mark(rows, position(rows[0], data.calls), any(o for _, o in group)))
-        return marks
 
     def label_lines(
         self, width: Callable[[str], float], free_until: Callable[[int], float] | None = None

@@ -19,7 +19,15 @@ import math
 from collections.abc import Sequence
 from functools import partial
 
-from evo_magic.meter.chart import Chart, Column, Mark, before_tokens, position, tokens_label
+from evo_magic.meter.chart import (
+    Chart,
+    ChartCache,
+    Column,
+    Mark,
+    before_tokens,
+    position,
+    tokens_label,
+)
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.log import CallPoint, Compaction
 from evo_magic.meter.words import LAYERS, TRIGGERS, counted
@@ -57,9 +65,10 @@ class Frame:
         return tokens / self.chart.top * PLOT_H
 
 
-def chart_html(data: MeterData) -> str:
-    """The chart, or a line saying there is nothing to draw yet."""
-    chart = Chart(data)
+def chart_html(data: MeterData, cache: ChartCache | None = None) -> str:
+    """The chart, or a line saying there is nothing to draw yet (`cache`: what this meter's
+    chart built before, see `ChartCache`)."""
+    chart = Chart(data, cache)
     if chart.empty:
         return (
             "<div class='evo-chart-empty' style='color:#777;font-size:12px;margin:6px 0'>"
@@ -67,6 +76,7 @@ def chart_html(data: MeterData) -> str:
         )
     f = Frame(chart)
     plot = _band(data, f) + _grid(f) + _limit(f) + _columns(data, f) + _marks(data, f)
+    chart.cache.keep_tips([*chart.columns, *chart.marks])
     return (
         f"<div class='evo-chart' style='position:relative;width:{WIDTH}px;height:{HEIGHT}px;"
         "margin-top:6px;font-size:11px;color:#444;line-height:1.2'>"
@@ -186,14 +196,19 @@ def _column(column: Column, f: Frame) -> str:
     calls = f" data-call='{first.call}'"
     if last is not first:
         calls += f" data-last-call='{last.call}'"
-    if len(column.calls) > 1:
-        tip = group_tooltip(column.calls)
-    elif column.own:
-        tip = point_tooltip(first)
-    else:  # before the cell: the numbers only (the cell above has the whole story)
-        tip = f"call {first.call} (ask {first.turn}): {first.tokens:,} tokens sent"
+    tip = f.chart.cache.tip(column, lambda: _column_tooltip(column))
     style = f"left:{f.x(column.start):.1f}px;width:{slot:.1f}px;bottom:0;height:{PLOT_H}px"
     return _box("evo-point", style, bars, tip, calls)
+
+
+def _column_tooltip(column: Column) -> str:
+    first = column.calls[0]
+    if len(column.calls) > 1:
+        return group_tooltip(column.calls)
+    if column.own:
+        return point_tooltip(first)
+    # Before the cell: the numbers only (the cell above has the whole story).
+    return f"call {first.call} (ask {first.turn}): {first.tokens:,} tokens sent"
 
 
 def group_tooltip(group: Sequence[CallPoint]) -> str:
@@ -243,7 +258,7 @@ def _marks(data: MeterData, f: Frame) -> str:
         x = f.x(mark.x)
         if mark.micro:
             level = stacked[x] = stacked.get(x, -1) + 1  # several at one place: stacked up
-            out.append(_micro_mark(mark, x, level))
+            out.append(_micro_mark(mark, x, level, f.chart.cache))
         else:
             out.append(_full_mark(mark, x, line))
     return "".join(out)
@@ -289,20 +304,23 @@ def _full_mark(mark: Mark, x: float, line: int) -> str:
     return _box("evo-mark", box + _faint(mark.own), inner, compaction_tooltip(row), extra)
 
 
-def _micro_mark(mark: Mark, x: float, level: int) -> str:
+def _micro_mark(mark: Mark, x: float, level: int, cache: ChartCache) -> str:
     rows = mark.rows
     style = (
         f"left:{x - 6:.1f}px;width:12px;bottom:{1 + level * 9}px;height:10px;z-index:2;"
         f"color:{PURPLE};font-size:9px;line-height:10px;text-align:center;"
     )
-    if len(rows) > 1:
-        tip = micro_group_tooltip(rows)
-    elif mark.own:
-        tip = compaction_tooltip(rows[0])
-    else:
-        tip = f"micro-compaction before call {rows[0].after_call + 1}"
+    tip = cache.tip(mark, lambda: _micro_tooltip(mark))
     extra = f" data-kind='micro' data-count='{len(rows)}' data-own='{_yes(mark.own)}'"
     return _box("evo-mark", style + _faint(mark.own), "▲", tip, extra)
+
+
+def _micro_tooltip(mark: Mark) -> str:
+    if len(mark.rows) > 1:
+        return micro_group_tooltip(mark.rows)
+    if mark.own:
+        return compaction_tooltip(mark.rows[0])
+    return f"micro-compaction before call {mark.rows[0].after_call + 1}"
 
 
 def _yes(value: bool) -> str:

@@ -6,10 +6,12 @@ text) and `Session.context_figure()` are renderings of one `MeterData`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from evo_magic.events import ContextSize
 from evo_magic.meter.composition import Share
 from evo_magic.meter.log import CallPoint, Compaction, Followed, MeterLog, Scope
+from evo_magic.meter.tally import Earlier, Item, Tally
 
 MICRO_ASKS = 20
 """A meter lists the micro-compactions of this many asks at most (the newest), one group per
@@ -35,6 +37,8 @@ class MeterData:
     session_cost_usd: float | None = None
     tokens_per_char: float = 0.25
     """The session's tokens per character of message JSON (to state the limit in tokens)."""
+    tally: Tally | None = field(default=None, compare=False, repr=False)
+    """Sums over the rows (a live meter's, kept between its refreshes; made when None)."""
 
     @classmethod
     def of(
@@ -47,12 +51,14 @@ class MeterData:
         current: ContextSize,
         holds: list[Share] | None = None,
         tokens_per_char: float = 0.25,
+        tally: Tally | None = None,
     ) -> MeterData:
-        """The data of `log` through `scope` (copies of the lists: later events leave it be)."""
+        """The data of `log` through `scope` (copies of the lists: later events leave it be);
+        `tally`: a live meter's sums from its earlier refreshes, extended with the new rows."""
         calls = log.calls[: scope.end_call]
         compactions = log.compactions[: scope.end_compaction]
-        priced = [c.cost_usd for c in calls] + [c.cost_usd for c in compactions if not c.micro]
-        session_cost = None if None in priced else float(sum(c or 0.0 for c in priced))
+        tally = (tally or Tally()).fold(calls, compactions, scope.first_compaction)
+        session_cost = tally.cost((0, len(calls)), (0, len(compactions)))
         return cls(
             session_id,
             context_limit,
@@ -64,11 +70,19 @@ class MeterData:
             list(holds or []),
             session_cost,
             tokens_per_char,
+            tally,
         )
 
     @classmethod
-    def of_session(cls, session: Followed, log: MeterLog, scope: Scope | None = None) -> MeterData:
-        """The data of `session`'s `log` through `scope` (None: the whole session), now."""
+    def of_session(
+        cls,
+        session: Followed,
+        log: MeterLog,
+        scope: Scope | None = None,
+        tally: Tally | None = None,
+    ) -> MeterData:
+        """The data of `session`'s `log` through `scope` (None: the whole session), now
+        (`tally`: see `of`)."""
         return cls.of(
             log,
             scope if scope is not None else log.whole(),
@@ -78,6 +92,7 @@ class MeterData:
             session.context(),
             log.compose() if log.compose else [],
             session.history.tokens_per_char,
+            tally,
         )
 
     # -- the scope's own story -----------------------------------------------------------
@@ -92,10 +107,11 @@ class MeterData:
         """The scope's compactions, full and micro (`compactions` also holds earlier ones)."""
         return self.compactions[self.scope.first_compaction :]
 
-    @property
+    @cached_property
     def full(self) -> list[Compaction]:
         """The scope's full compactions (failed ones included)."""
-        return [c for c in self.own_compactions if not c.micro]
+        first = self.scope.first_compaction
+        return [self.compactions[i] for i in self.sums().fulls(first, len(self.compactions))]
 
     @property
     def micro(self) -> list[Compaction]:
@@ -103,12 +119,23 @@ class MeterData:
         return [c for c in self.own_compactions if c.micro]
 
     @property
+    def micro_count(self) -> int:
+        """How many micro-compactions the scope holds."""
+        return len(self.compactions) - self.scope.first_compaction - len(self.full)
+
+    @cached_property
     def cost_usd(self) -> float | None:
         """What the scope's model calls and summaries cost (None when one had no price)."""
-        priced = [c.cost_usd for c in self.own_calls] + [c.cost_usd for c in self.full]
-        if any(value is None for value in priced):
-            return None
-        return float(sum(value or 0.0 for value in priced))
+        calls = (self.scope.first_call, len(self.calls))
+        return self.sums().cost(calls, (self.scope.first_compaction, len(self.compactions)))
+
+    def sums(self) -> Tally:
+        """The sums over the rows (`tally` brought up to them; a tally of its own when there
+        is none, or when the one given has seen rows past these: a later refresh's)."""
+        tally, first = self.tally, self.scope.first_compaction
+        if tally is None or tally.calls > len(self.calls) or tally.rows > len(self.compactions):
+            self.tally = tally = Tally(first)
+        return tally.fold(self.calls, self.compactions, first)
 
     @property
     def limit_tokens(self) -> int:
@@ -130,6 +157,16 @@ class MeterData:
         """The first and last ask whose model calls the scope holds ((0, 0): none)."""
         turns = [c.turn for c in self.own_calls]
         return (min(turns), max(turns)) if turns else (0, 0)
+
+    def listing(self, micro_asks: int = MICRO_ASKS) -> tuple[list[Item], Earlier]:
+        """What `timeline` lists, and the earlier micro-compactions summed up: from the sums
+        kept as rows come (a refresh reads only the newest), the same as `timeline` says."""
+        sums = self.sums()
+        if sums.in_order:
+            return sums.listing(micro_asks)
+        listed, earlier = self.timeline(micro_asks)
+        asks = len({row.turn for row in earlier})
+        return listed, Earlier(len(earlier), asks, sum(row.freed_chars for row in earlier))
 
     def timeline(
         self, micro_asks: int = MICRO_ASKS

@@ -13,6 +13,7 @@ import html
 from collections.abc import Sequence
 
 from evo_magic.events import ContextSize
+from evo_magic.meter.chart import ChartCache
 from evo_magic.meter.chart_html import GREY, PURPLE, RED, chart_html
 from evo_magic.meter.composition import SYSTEM, Share
 from evo_magic.meter.data import MeterData
@@ -53,15 +54,16 @@ def e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def meter_html(data: MeterData) -> str:
+def meter_html(data: MeterData, chart: ChartCache | None = None) -> str:
     """The whole meter: header, the cell's before -> after, the fill bar, the chart, what the
-    context holds, and the compactions."""
+    context holds, and the compactions (`chart`: what this meter's chart built at its earlier
+    refreshes, a live meter's `ChartCache`)."""
     return (
         f"<div class='evo-magic-meter {NO_MATH}' data-scope='{e(data.scope.label)}' "
         f"style='{FONT};"
         "font-size:13px;line-height:1.4;border:1px solid #ccc;border-radius:4px;"
         "padding:8px 10px;max-width:640px;color:#212121;background:#fff'>"
-        f"{_header(data)}{_fill_bar(data)}{chart_html(data)}{_composition(data)}"
+        f"{_header(data)}{_fill_bar(data)}{chart_html(data, chart)}{_composition(data)}"
         f"{_compactions(data)}</div>"
     )
 
@@ -102,7 +104,7 @@ def _header(data: MeterData) -> str:
     counts = [plural(len(calls), "model call") + span, plural(len(full), "full compaction")]
     if failed:
         counts.append(f"{failed} failed")
-    counts.append(plural(len(data.micro), "micro-compaction"))
+    counts.append(plural(data.micro_count, "micro-compaction"))
     cost = cost_note(data)
     if cost:
         counts.append(cost)
@@ -172,12 +174,12 @@ def _composition(data: MeterData) -> str:
 
 
 def _compactions(data: MeterData) -> str:
-    listed, earlier = data.timeline()
+    listed, earlier = data.listing()
     rows = [
         _full_row(item, data.holds) if isinstance(item, Compaction) else _micro_row(*item)
         for item in listed
     ]
-    if earlier:
+    if earlier.count:
         rows.insert(
             0,
             f"<div class='evo-earlier' style='{_ROW.format(colour=PURPLE)};color:#555'>"

@@ -5,6 +5,7 @@ values, what a front end (or a test) reads from the live widget's model.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from evo_magic.events import ContextSize
@@ -13,8 +14,37 @@ from evo_magic.meter.data import MeterData
 from evo_magic.meter.log import CallPoint, Compaction
 
 
-def state_of(data: MeterData) -> dict[str, Any]:
-    """The widget's synced state: plain JSON values of the scope's numbers."""
+@dataclass
+class StateCache:
+    """The states of the calls and compactions a live meter already showed: a log only grows,
+    and its rows never change, so a refresh builds the states of the new rows only."""
+
+    first: tuple[int, int] = (-1, -1)
+    """The scope's first call and compaction the states below start at."""
+    sizes: list[int] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    built: int = 0
+    """States built so far (what a refresh costs, for tests)."""
+
+    def states(self, data: MeterData) -> tuple[list[int], list[dict[str, Any]], list[dict]]:
+        """The sizes sent and the states of `data`'s own calls, and the states of its own
+        compactions (new lists; the rows a refresh before this one built are reused)."""
+        first = (data.scope.first_call, data.scope.first_compaction)
+        calls, rows = data.own_calls, data.own_compactions
+        if first != self.first or len(calls) < len(self.calls) or len(rows) < len(self.compactions):
+            self.first, self.sizes, self.calls, self.compactions = first, [], [], []
+        self.built += len(calls) - len(self.calls) + len(rows) - len(self.compactions)
+        self.sizes += [point.sent.chars for point in calls[len(self.calls) :]]
+        self.calls += [_call_state(point) for point in calls[len(self.calls) :]]
+        self.compactions += [_compaction_state(row) for row in rows[len(self.compactions) :]]
+        return list(self.sizes), list(self.calls), list(self.compactions)
+
+
+def state_of(data: MeterData, cache: StateCache | None = None) -> dict[str, Any]:
+    """The widget's synced state: plain JSON values of the scope's numbers (`cache`: the
+    states a live meter built at its earlier refreshes, extended with the new rows)."""
+    sizes, calls, compactions = (cache or StateCache()).states(data)
     return {
         "scope": data.scope.label,
         "before": _size_state(data.scope.before) if data.scope.before else None,
@@ -24,9 +54,9 @@ def state_of(data: MeterData) -> dict[str, Any]:
         "context_limit": data.context_limit,
         "token_limit": data.token_limit,
         "model_calls": len(data.own_calls),
-        "sizes": [point.sent.chars for point in data.own_calls],
-        "calls": [_call_state(point) for point in data.own_calls],
-        "compactions": [_compaction_state(row) for row in data.own_compactions],
+        "sizes": sizes,
+        "calls": calls,
+        "compactions": compactions,
         "composition": [{"kind": s.kind, "chars": s.chars, "tokens": s.tokens} for s in data.holds],
         "cost_usd": data.cost_usd,
     }

@@ -13,6 +13,7 @@ from evo_magic.events import ContextSize
 from evo_magic.meter.composition import Share
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.log import Compaction
+from evo_magic.meter.tally import Earlier
 from evo_magic.meter.words import LAYERS, TRIGGERS, counted
 from evo_magic.render import clip, plural, size, usd
 
@@ -47,13 +48,11 @@ def micro_text(ask: int, rows: Sequence[Compaction]) -> str:
     )
 
 
-def earlier_text(rows: Sequence[Compaction]) -> str:
+def earlier_text(earlier: Earlier) -> str:
     """One line for micro-compactions too old to list one ask at a time."""
-    asks = len({row.turn for row in rows})
-    freed = sum(row.freed_chars for row in rows)
     return (
-        f"earlier: {plural(len(rows), 'micro-compaction')} in {plural(asks, 'ask')}, "
-        f"freed {freed:,} chars in all"
+        f"earlier: {plural(earlier.count, 'micro-compaction')} in "
+        f"{plural(earlier.asks, 'ask')}, freed {earlier.freed_chars:,} chars in all"
     )
 
 
@@ -125,8 +124,8 @@ def meter_text(data: MeterData) -> str:
     lines.append(f"{plural(len(calls), 'model call')}{span}" + (f"; {cost}" if cost else ""))
     if data.holds:
         lines.append(f"holds: {holds_text(data.holds)}")
-    listed, earlier = data.timeline()
-    if earlier:
+    listed, earlier = data.listing()
+    if earlier.count:
         lines.append(earlier_text(earlier))
     for item in listed:
         if isinstance(item, Compaction):

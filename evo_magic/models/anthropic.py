@@ -178,7 +178,9 @@ def _environment_key() -> bool:
 def request_params(request: ModelRequest, model: str) -> dict[str, Any]:
     """``messages``, and ``system``, ``tools`` and ``tool_choice`` when given, with the
     request's cache breakpoints placed for ``model`` (none when ``request.cache`` is None or
-    disabled)."""
+    disabled). ``messages`` reads ``request.messages`` through (a `MarkedMessages`: the marked
+    messages and the turn note swapped in, the list not copied), so it costs the same at any
+    length; the SDK sends it as the list it reads as."""
     placed = place_breakpoints(
         request.messages,
         system=request.system,
@@ -187,10 +189,12 @@ def request_params(request: ModelRequest, model: str) -> dict[str, Any]:
         model=model,
         edited_from=request.edited_from,
         mark_newest=request.cache_newest,
+        copy=False,  # the messages read through, the marked ones swapped in: no list copied
     )
     params = placed.params
     if request.turn_note:  # after the breakpoints: the cached prefix never holds it
-        params = {**params, "messages": [*params["messages"], system_note(request.turn_note)]}
+        messages = params["messages"].followed_by(system_note(request.turn_note))
+        params = {**params, "messages": messages}
     if request.tool_choice is not None:
         return {**params, "tool_choice": request.tool_choice}
     return params

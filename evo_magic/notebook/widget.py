@@ -24,10 +24,12 @@ import ipywidgets as widgets
 import traitlets
 
 from evo_magic.events import AskFinished, CompactionFinished, Event
+from evo_magic.meter.chart import ChartCache
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.html import meter_html
 from evo_magic.meter.log import MeterLog, follow
-from evo_magic.meter.state import state_of
+from evo_magic.meter.state import StateCache, state_of
+from evo_magic.meter.tally import Tally
 from evo_magic.meter.text import meter_text
 from evo_magic.secrets import redact
 
@@ -84,6 +86,9 @@ class ContextMeter(widgets.VBox):
         self.meter_log = log if log is not None else follow(session)
         log = self.meter_log
         self.span = log.mark("cell", session.context()) if scope == "cell" else log.whole()
+        # What earlier refreshes built (sums, states, columns, marks): a refresh builds the
+        # new ones only.
+        self._tally, self._states, self._chart = Tally(), StateCache(), ChartCache()
         self.data: MeterData = self._data()
         self._final: MeterData | None = None
         self._last_refresh = 0.0
@@ -104,15 +109,15 @@ class ContextMeter(widgets.VBox):
         cell's meter shows its final state)."""
         with self._lock:
             self.data = data = self._final or self._data()
-            state = state_of(data)
+            state = state_of(data, self._states)
             with self.hold_sync():
                 for name, value in state.items():
                     setattr(self, name, value)
-                self._view.value = redact(meter_html(data))
+                self._view.value = redact(meter_html(data, self._chart))
             self._last_refresh = time.monotonic()
 
     def _data(self) -> MeterData:
-        return MeterData.of_session(self.session, self.meter_log, self.span)
+        return MeterData.of_session(self.session, self.meter_log, self.span, self._tally)
 
     def finish(self) -> dict[str, str]:
         """End the scope here (a cell's meter: later events are not its own), stop following

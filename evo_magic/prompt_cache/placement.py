@@ -4,9 +4,10 @@ prompt-caching documentation (listed in `evo_magic.prompt_cache`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from itertools import chain, islice
+from typing import Any, overload
 
 from evo_magic.catalog import min_cacheable_tokens
 from evo_magic.measure import estimate_tokens as estimate_chars_tokens
@@ -74,6 +75,59 @@ class PlacedRequest:
     breakpoints: tuple[Spot, ...]
 
 
+class MarkedMessages(Sequence[dict[str, Any]]):
+    """The messages of a request read through, with the (at most two) marked ones swapped in
+    and unmarked messages after them (a turn note): what a request sends, without a copy of
+    the history's list. Read-only; the SDK sends it as a list (`list(...)` makes one)."""
+
+    __slots__ = ("_base", "_marked", "_after")
+
+    def __init__(
+        self,
+        base: Sequence[dict[str, Any]],
+        marked: Mapping[int, dict[str, Any]],
+        after: Sequence[dict[str, Any]] = (),
+    ):
+        self._base = base
+        self._marked = dict(marked)
+        self._after = tuple(after)
+
+    def followed_by(self, *messages: dict[str, Any]) -> MarkedMessages:
+        """These messages with `messages` after them (unmarked), still without a copy."""
+        return MarkedMessages(self._base, self._marked, (*self._after, *messages))
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("message index out of range")
+        if index >= len(self._base):
+            return self._after[index - len(self._base)]
+        return self._marked.get(index, self._base[index])
+
+    def __len__(self) -> int:
+        return len(self._base) + len(self._after)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        # Runs of the base between the marked messages, each read at C speed (no copy).
+        parts: list[Any] = []
+        start = 0
+        for index in sorted(self._marked):
+            parts += [islice(self._base, start, index), (self._marked[index],)]
+            start = index + 1
+        parts += [islice(self._base, start, None), self._after]
+        return chain.from_iterable(parts)
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} messages, {len(self._marked)} marked>"
+
+
 def place_breakpoints(
     messages: Sequence[dict[str, Any]],
     *,
@@ -83,6 +137,7 @@ def place_breakpoints(
     model: str | None = None,
     edited_from: int | None = None,
     mark_newest: bool = True,
+    copy: bool = True,
 ) -> PlacedRequest:
     """``system``, ``tools`` and ``messages`` marked for caching; the arguments are not mutated.
 
@@ -110,12 +165,15 @@ def place_breakpoints(
     content becomes one text block, which the API treats the same.
 
     Only what changes is copied: the marked system blocks and tools, the (at most two) marked
-    messages with their content lists, and the list of message references (a C-level copy; no
-    message is visited beyond the marked ones). The messages must not carry ``cache_control`` of
-    their own (the history keeps them unmarked), as those are not scanned for. Markers already
-    in ``system`` or ``tools`` are replaced by this placement. With caching disabled, the
-    request carries no breakpoint: markers in ``system`` and ``tools`` are dropped and the
-    messages are passed on as given.
+    messages with their content lists, and (unless ``copy=False``) the list of message
+    references (a C-level copy; no message is visited beyond the marked ones). With
+    ``copy=False``, ``params["messages"]`` is a `MarkedMessages` over ``messages`` instead of a
+    list: the same messages, sent the same by the SDK, built at the same cost at any length
+    (``messages`` must not change while it is in use). The messages must not carry
+    ``cache_control`` of their own (the history keeps them unmarked), as those are not scanned
+    for. Markers already in ``system`` or ``tools`` are replaced by this placement. With
+    caching disabled, the request carries no breakpoint: markers in ``system`` and ``tools``
+    are dropped and the messages are passed on as given (read through, with ``copy=False``).
     """
     settings = settings or CacheSettings()
     new_tools = list(tools)
@@ -124,7 +182,8 @@ def place_breakpoints(
     if not isinstance(new_system, str):
         _strip_markers(new_system)
     if not settings.enabled:
-        return PlacedRequest(_params(messages, new_system, new_tools), ())
+        given = messages if copy else MarkedMessages(messages, {})
+        return PlacedRequest(_params(given, new_system, new_tools), ())
     spots: list[Spot] = []
     static_control = _control(settings.prefix_ttl)
     marked_system = _mark_system(new_system, static_control)
@@ -137,12 +196,17 @@ def place_breakpoints(
     elif new_tools:
         new_tools[-1] = {**new_tools[-1], "cache_control": static_control}
         spots.append(Spot("tools", len(new_tools) - 1, None, settings.prefix_ttl))
-    new_messages = list(messages)
     control = _control(settings.ttl)
+    marked = {}
     for spot in _conversation_spots(messages, settings.ttl, edited_from, mark_newest):
-        new_messages[spot.index] = _marked_message(messages[spot.index], spot.block, control)
+        marked[spot.index] = _marked_message(messages[spot.index], spot.block, control)
         spots.append(spot)
     spots.sort(key=_prompt_order)
+    new_messages: Sequence[dict[str, Any]] = MarkedMessages(messages, marked)
+    if copy:
+        new_messages = list(messages)
+        for index, message in marked.items():
+            new_messages[index] = message
     return PlacedRequest(_params(new_messages, new_system, new_tools), tuple(spots))
 
 
