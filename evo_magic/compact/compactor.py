@@ -301,6 +301,8 @@ class Compactor:
         except Exception as exc:  # any failure of a strategy is a failed compaction
             self._memos.forget(strategy)  # its notes may assume the result was applied
             return self.failed(attempt, reason_of(strategy.name, exc))
+        for note in ctx.notes:
+            self.emit(Notice("strategy_note", f"{strategy.name}: {note}"))
         if ctx.turn_notes:
             self.turn_note = " ".join([*filter(None, [self.turn_note]), *ctx.turn_notes])
         if result is None:
