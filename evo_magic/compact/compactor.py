@@ -187,6 +187,11 @@ class Compactor:
         if self.cache is not None:
             self.cache.replaced()
 
+    def close(self) -> None:
+        """The session closes: charge a summary prepared in the background that no
+        compaction took (`Prepared.settle`)."""
+        self.prepared.settle(self.history.size(), closing=True)
+
     # -- before every model call ----------------------------------------------------------
 
     def before_call(self) -> None:
@@ -199,6 +204,8 @@ class Compactor:
                 self.run(strategy, "every_call", None)
         size = self.history.size()
         share = share_of_limit(size.chars, size.tokens, self.policy.context_limit, self.token_limit)
+        if self.prepared.dropped:
+            self.prepared.settle(size)
         if not self.over_limit(size) and not self.paused:
             self.prepared.due(self.of("over_limit"), self.history.view(), share)
         notice = self.state.before_call(
