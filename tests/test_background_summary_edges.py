@@ -16,7 +16,7 @@ import pytest
 from support.fake_api import FakeAnthropic, validate_messages
 from support.responders import offline_responder
 
-from evo_magic import load_transcripts
+from evo_magic import load_transcripts, replay
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compacted import COMPACTED_HEADER
 from evo_magic.events import CompactionFinished, CompactionStarted
@@ -105,6 +105,14 @@ def test_a_summary_prepared_for_a_limit_never_reached_is_charged_on_a_record(wor
     unused = t.compactions[t.compactions["trigger"] == "background"]
     assert len(unused) == 1 and not unused["success"].iloc[0]
     assert unused["summary_input_tokens"].iloc[0] > 0
+    # Replay charges it too, at the session's end, on its last call's row.
+    policy = CompactPolicy(context_limit=LIMIT)
+    strategies = {"early": [Summarise(background_at=0.1)], "plain": [Summarise()]}
+    replayed = replay(t, strategies, policy=policy).calls
+    charged = replayed.groupby("strategy")["summary_cost_usd"].sum()
+    assert charged["plain"] == 0 and charged["early"] > 0
+    early = replayed[replayed["strategy"] == "early"]
+    assert early["summary_cost_usd"].iloc[-1] == charged["early"]  # the last row carries it
 
 
 def test_a_summary_prepared_before_a_reset_is_charged_at_the_next_call(workspace: Path):
