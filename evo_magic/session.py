@@ -351,8 +351,13 @@ class Session(SessionReads, SettersOf01):
         self._transcript.sync()
 
     def close(self) -> None:
-        """Flush and close the transcript (also done at interpreter exit)."""
-        self._transcript.close()
+        """Charge a summary prepared in the background that no compaction took, then flush
+        and close the transcript (the transcript alone is closed at interpreter exit)."""
+        try:
+            if not self._transcript.closed:
+                self._compactor.close()
+        finally:
+            self._transcript.close()
 
     def __enter__(self) -> Session:
         return self

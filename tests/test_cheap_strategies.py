@@ -235,8 +235,8 @@ def test_fold_files_puts_the_signatures_of_python_files_read_after_the_summary(w
     assert s.state.compact_count == 1
     opening = agent_requests(server)[-1]["messages"][0]["content"]
     folded = opening[-1]["text"]
-    assert folded.startswith("Signatures of the Python files read")
-    assert "## inventory.py" in folded and "README.md" not in folded  # Python files only
+    assert folded.startswith("Signatures of the source files read")
+    assert "## inventory.py" in folded and "README.md" not in folded  # source files only
     source = (workspace / "inventory.py").read_text()
     assert sum(" def " in f" {line}" for line in folded.splitlines()) >= 2
     for line in folded.splitlines()[2:]:

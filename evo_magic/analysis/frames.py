@@ -112,13 +112,16 @@ CALL_COLUMNS = {
     "applied_edits": "string",
     "cache_miss_reason": "category",
     "cache_missed_tokens": "Int64",
+    "turn_note": "string",
     "parent_tool_use_id": "string",
     **_WHERE,
 }
 """Columns of `Transcripts.calls` and their dtypes (`applied_edits`: the server's clearing
 edits on the call's prompt as the API reported them, JSON; null when none; `cache_miss_reason`
 and `cache_missed_tokens`: why the prompt missed the cache and the tokens it missed, as the
-API diagnosed it when the session asked, `Session(cache_diagnosis=True)`)."""
+API diagnosed it when the session asked, `Session(cache_diagnosis=True)`; `turn_note`: the note
+for the model's turn a strategy sent with the call, such as `token-budget`'s, as a
+mid-conversation system message or appended to the newest message; null when none)."""
 
 COMPACTION_COLUMNS = {
     "session_id": "category",

@@ -152,6 +152,9 @@ class Context:
     _prepared: Callable[[Sequence[Message]], tuple[str, int] | None] = lambda messages: None
     summaries: list[str] = field(default_factory=list)
     """Every summary this run asked for, in order."""
+    notes: list[str] = field(default_factory=list)
+    """One-line notes for the user from this run (e.g. a grammar `fold-files` lacks): each is
+    told as a `Notice` (never sent to the model)."""
     turn_notes: list[str] = field(default_factory=list)
     """Notes for the model this run asks to send with the next call only, as a mid-conversation
     system message after the newest message (never in the history; see `Compactor.turn_note`)."""

@@ -168,6 +168,11 @@ class Compactor:
         if self.cache is not None:
             self.cache.replaced()
 
+    def close(self) -> None:
+        """The session closes: charge a summary prepared in the background that no
+        compaction took (`Prepared.settle`)."""
+        self.prepared.settle(self.history.size(), closing=True)
+
     # -- before every model call ----------------------------------------------------------
 
     def before_call(self) -> None:
@@ -180,6 +185,8 @@ class Compactor:
                 self.run(strategy, "every_call", None)
         size = self.history.size()
         share = share_of_limit(size.chars, size.tokens, self.policy.context_limit, self.token_limit)
+        if self.prepared.dropped:
+            self.prepared.settle(size)
         if not self.over_limit(size) and not self.paused:
             self.prepared.due(self.of("over_limit"), self.history.view(), share)
         notice = self.state.before_call(
@@ -282,6 +289,8 @@ class Compactor:
         except Exception as exc:  # any failure of a strategy is a failed compaction
             self._memos.forget(strategy)  # its notes may assume the result was applied
             return self.failed(attempt, reason_of(strategy.name, exc))
+        for note in ctx.notes:
+            self.emit(Notice("strategy_note", f"{strategy.name}: {note}"))
         if ctx.turn_notes:
             self.turn_note = " ".join([*filter(None, [self.turn_note]), *ctx.turn_notes])
         if result is None:

@@ -28,6 +28,7 @@ from evo_magic.compact.base import Context, Edited, Message
 from evo_magic.declared import check_fields, setting
 from evo_magic.strategies.blocks import block_at, json_chars, rewrite_blocks
 from evo_magic.strategies.params import calls_ahead_parameter, non_empty, tool_inputs
+from evo_magic.strategies.placeholders import placeholder_for
 
 CLEARED = "[Tool result cleared to save context. Run the tool again if you need it.]"
 
@@ -82,9 +83,10 @@ class ClearToolUses:
             name = ctx.tool_name(block)
             if name in self.exclude_tools:
                 continue
-            if block.get("content") != self.placeholder:
-                freed += json_chars(block.get("content", "")) - json_chars(self.placeholder)
-                cleared = {**block, "content": self.placeholder}
+            placeholder = placeholder_for(self.placeholder, ref.tool_use_id, ctx)
+            if block.get("content") not in (self.placeholder, placeholder):
+                freed += json_chars(block.get("content", "")) - json_chars(placeholder)
+                cleared = {**block, "content": placeholder}
                 replacements.append((ref.index, ref.block_index, cleared))
             found = _tool_use(messages, ref.index - 1, ref.tool_use_id)
             if found is not None and found[1].get("input") and self._clears_input(name):

@@ -28,6 +28,7 @@ from evo_magic.compact.base import Context, Edited, Message
 from evo_magic.declared import check_fields, setting
 from evo_magic.strategies.blocks import block_at, json_chars, result_text, rewrite_blocks
 from evo_magic.strategies.params import calls_ahead_parameter, formats_lines
+from evo_magic.strategies.placeholders import placeholder_for
 
 MASKED = "[Old tool output omitted: {lines} lines. Run the tool again if you need it.]"
 
@@ -78,7 +79,8 @@ class ObservationMasking:
             text = result_text(block)
             if text.startswith(self.placeholder.split("{", 1)[0]):
                 continue  # already masked
-            mask = self.placeholder.format(lines=text.count("\n") + 1)
+            own = self.placeholder.format(lines=text.count("\n") + 1)
+            mask = placeholder_for(own, ref.tool_use_id, ctx)
             saving = json_chars(block.get("content", "")) - json_chars(mask)
             if saving > 0:
                 masked.append((ref.index, ref.block_index, {**block, "content": mask}))

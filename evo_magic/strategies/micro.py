@@ -28,21 +28,9 @@ from evo_magic.compact.base import Context, Edited, Message
 from evo_magic.declared import check_fields, setting
 from evo_magic.strategies.blocks import block_at, json_chars, result_text, rewrite_blocks
 from evo_magic.strategies.params import calls_ahead_parameter, non_empty
+from evo_magic.strategies.placeholders import placeholder_for
 
 PLACEHOLDER = "[Earlier tool result compacted. Re-run the tool if you need full detail.]"
-RECALL_PLACEHOLDER = (
-    '[Earlier tool result compacted. The original is kept: use recall(id="{id}") to read it again.]'
-)
-"""The seed's placeholder when the model is offered `recall`: the original is one call away,
-so it need not run the tool again (whose result may have changed since)."""
-
-
-def placeholder_for(default: str, tool_use_id: str, ctx: Context) -> str:
-    """The placeholder of the result of `tool_use_id`: the seed's becomes the one that points
-    to `recall` when the model is offered it; any other placeholder stays as it was set."""
-    if default == PLACEHOLDER and "recall" in ctx.tools and tool_use_id:
-        return RECALL_PLACEHOLDER.format(id=tool_use_id)
-    return default
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ Source: the OpenHands SDK's `NotesRetrievalCondenser` (a `conversation_history` 
 search, snippets, pages of the originals), Letta's searchable evicted messages, DeepAgents'
 history offloaded to a file. The seed's placeholder tells the model to re-run the tool,
 although the original is on disk and the tool may now answer something else; with `recall`
-offered, the placeholder names the original instead (`micro.placeholder_for`).
+offered, the placeholder names the original instead (`placeholders.placeholder_for`, the one rule
+of every strategy's placeholder).
 
 The strategy edits nothing by itself: it offers the tool (its definition is in every request
 from then on, which replay counts). Results are bounded (`max_hits` hits of `snippet_chars`,

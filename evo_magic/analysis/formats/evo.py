@@ -35,6 +35,7 @@ from evo_magic.analysis.frames import (
     select_sql,
 )
 from evo_magic.analysis.loader import Engine, SourceFile
+from evo_magic.compacted import REMINDER_PREFIX
 
 SOURCE = "evo_magic"
 READS_VERSION = 2
@@ -57,7 +58,13 @@ FIELDS = {
     "message": {"role": "VARCHAR", "content": [BLOCK]},
     "block": BLOCK,
     "cleared_ids": ["VARCHAR"],
-    "edits": [{"index": "BIGINT", "block_index": "BIGINT"}],
+    "edits": [
+        {
+            "index": "BIGINT",
+            "block_index": "BIGINT",
+            "block": {"type": "VARCHAR", "text": "VARCHAR"},
+        }
+    ],
     "call": "BIGINT",
     "model": "VARCHAR",
     "stop_reason": "VARCHAR",
@@ -81,6 +88,7 @@ FIELDS = {
     "summary_usage": USAGE_FIELDS,
     "applied_edits": "JSON",
     "cache_miss_reason": "JSON",
+    "turn_note": "VARCHAR",
 }
 """The fields the frames use (other fields are only in `events`)."""
 
@@ -162,6 +170,8 @@ _CALL_SELECT = select_sql(
     applied_edits="case when json_array_length(applied_edits) > 0 then applied_edits end",
     cache_miss_reason="cache_miss_reason->>'type'",
     cache_missed_tokens="try_cast(cache_miss_reason->>'cache_missed_input_tokens' as BIGINT)",
+    turn_note="case when coalesce(appended_note, turn_note) is not null "
+    "then concat_ws(' ', appended_note, turn_note) end",
 )
 _COMPACTION_SELECT = select_sql(
     COMPACTION_COLUMNS,
@@ -175,7 +185,28 @@ _COMPACTION_SELECT = select_sql(
     **{f"summary_{name}": f"summary_usage.{name}" for name in USAGE},
 )
 _FROM = "from records join files using (file_id)"
-_CALLS = f"select {_CALL_SELECT} {_FROM} where kind = 'model_response' order by file_id, line"
+_NOTES = f"""with steps as (
+        select file_id, line, kind, count(*) filter (where kind = 'model_response') over (
+            partition by file_id order by line rows between unbounded preceding and 1 preceding
+        ) as calls_before, edits
+        from records where kind in ('model_response', 'micro_compaction')
+    ),
+    appended as (
+        select file_id, calls_before, string_agg(note, ' ' order by line) as appended_note
+        from (select file_id, calls_before, line, unnest(edits).block.text as note
+            from steps where kind = 'micro_compaction')
+        where starts_with(note, '{REMINDER_PREFIX}')
+        group by all
+    ),
+    noted as (
+        select s.file_id, s.line, a.appended_note from steps s
+        join appended a using (file_id, calls_before) where s.kind = 'model_response'
+    )"""
+"""The notes every-call edits appended for the model (a text block starting with
+`REMINDER_PREFIX`: `token-budget`'s, `handoff`'s reminder) since the previous call: the note of
+the call that follows them."""
+_CALLS = f"""{_NOTES} select {_CALL_SELECT} {_FROM} left join noted using (file_id, line)
+    where kind = 'model_response' order by file_id, line"""
 _COMPACTIONS = (
     f"select {_COMPACTION_SELECT} {_FROM} where kind = 'compaction' order by file_id, line"
 )

@@ -172,7 +172,23 @@ class Run:
         """Replay every item; the rows of the calls. Raises Skipped under "recorded" when the
         session's strategies cannot be rebuilt."""
         self.feed(len(self.recording.items))
+        self._settle()
         return self.calls.rows
+
+    def _settle(self) -> None:
+        """The session's end: a summary prepared in the background that no compaction took is
+        charged, as the live session charges it when it closes (`Compactor.close`), on the
+        last call's row."""
+        rows = self.calls.rows
+        if not rows:
+            return
+        self.compactor.close()
+        charged, last = self.tally.summary_cost, rows[-1]
+        if charged != 0.0:
+            before = last["summary_cost_usd"]
+            both = None if charged is None or before is None else before + charged
+            last["summary_cost_usd"] = both
+            self.tally.row_written()
 
     def feed(self, stop: int) -> None:
         """Replay the items not replayed yet before item `stop` (the history then stands as the
