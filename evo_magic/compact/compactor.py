@@ -45,6 +45,7 @@ from evo_magic.events import (
     CompactionStarted,
     Event,
     MicroCompacted,
+    Notice,
 )
 from evo_magic.history import History
 from evo_magic.measure import ContextSize
