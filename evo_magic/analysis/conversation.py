@@ -71,6 +71,8 @@ class Call:
     usage: dict[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None
     segment: int = 0
+    reasoning_tokens: int | None = None
+    """The reasoning tokens its output counted (`reasoning_output_tokens`; None: not known)."""
 
 
 @dataclass(frozen=True)
@@ -283,7 +285,12 @@ def _call(row: Any) -> Call:
         usage=usage,
         stop_reason=None if pd.isna(row.stop_reason) else str(row.stop_reason),
         segment=int(row.segment),
+        reasoning_tokens=_count_of(getattr(row, "reasoning_output_tokens", None)),
     )
+
+
+def _count_of(value: Any) -> int | None:
+    return None if value is None or pd.isna(value) else int(value)
 
 
 def _compaction(row: Any) -> Compaction:

@@ -33,6 +33,7 @@ Each line is `{"timestamp", "type", "payload"}`. How the records map onto the fr
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -94,6 +95,7 @@ def read(engine: Engine, sources: list[SourceFile]) -> Part:
         return rows_table([row for r in rollouts for row in getattr(r, name)], spec)
 
     without = [r.source.name for r in rollouts if not r.blocks]
+    _warn_redacted({r.source.name: r.redacted for r in rollouts if r.redacted})
     return Part(
         blocks=rows("blocks", BLOCK_COLUMNS),
         parts=rows("parts", PART_COLUMNS),
@@ -103,6 +105,25 @@ def read(engine: Engine, sources: list[SourceFile]) -> Part:
         records=records.num_rows,
         skipped={"codex: file without messages": len(without)} if without else {},
         without_messages=without,
+    )
+
+
+REDACTED = "[REDACTED"
+"""How a publisher's marker in place of a reasoning item's encrypted content begins."""
+
+
+def _warn_redacted(counts: dict[str, int]) -> None:
+    """One warning naming the files whose reasoning items had their encrypted content
+    replaced by a marker (their `thinking` blocks' `status` is "redacted")."""
+    if not counts:
+        return
+    named = ", ".join(f"{name} ({n})" for name, n in sorted(counts.items())[:5])
+    more = f" and {len(counts) - 5} more" if len(counts) > 5 else ""
+    warnings.warn(
+        f"codex: reasoning items whose encrypted content was redacted by the file's publisher "
+        f"in {named}{more}: what those calls sent cannot be rebuilt exactly (replay counts "
+        f"their reasoning from the calls' reasoning_output_tokens, never the marker)",
+        stacklevel=4,
     )
 
 
@@ -140,6 +161,8 @@ class _Rollout:
         self.call = 0
         self.answered: set[tuple[int, int]] = set()
         self.waiting: dict[str, Any] | None = None
+        self.redacted = 0
+        """Reasoning items whose encrypted content is a publisher's marker."""
         """A call whose response's items have not been written yet."""
         self.prompts: set[int] | None = None
         self.event_prompts: set[int] = set()  # prompts only as their event
@@ -255,7 +278,12 @@ class _Rollout:
 
     def _reasoning(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> Read:
         summary = text_of(item.get("summary")) or text_of(item.get("content"))
-        return "assistant", "response", [{"block_type": "thinking", "text": summary}]
+        block: dict[str, Any] = {"block_type": "thinking", "text": summary}
+        sealed = item.get("encrypted_content")
+        if isinstance(sealed, str) and sealed.startswith(REDACTED):
+            block["status"] = "redacted"  # its publisher replaced what was sent back
+            self.redacted += 1
+        return "assistant", "response", [block]
 
     def _web_search(self, record: dict[str, Any], item: dict[str, Any], new_turns: bool) -> Read:
         return "assistant", "response", [web_search_block(item, record["line"])]

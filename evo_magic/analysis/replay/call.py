@@ -13,6 +13,7 @@ from evo_magic.analysis.conversation import Call
 from evo_magic.analysis.replay.calibration import Calibration, tokens_of
 from evo_magic.analysis.replay.options import ReplayedCall
 from evo_magic.analysis.replay.pricing import Pricing
+from evo_magic.analysis.replay.reasoning import RETURNS_REASONING, SentReasoning
 from evo_magic.analysis.replay.recording import Recording
 from evo_magic.analysis.replay.server import ServerCall, ServerPart
 from evo_magic.analysis.replay.tally import Tally
@@ -41,6 +42,8 @@ class Prompt:
     """True when `tokens` is the recorded count of this very prompt."""
     recorded_tokens: int | None
     """What the recorded call's usage counted."""
+    reasoning_tokens: int = 0
+    """Reasoning the request sends back, in tokens (a Codex turn's: see `SentReasoning`)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,8 @@ class Calls:
         self._added_tool_chars = added_tool_chars
         """Characters of the tool definitions the replayed strategies offer that the recorded
         requests did not hold (they are in every request while offered)."""
+        self.reasoning = SentReasoning(recording.source in RETURNS_REASONING)
+        """The reasoning the next call sends back, which its characters do not show."""
 
     def replay(self, item: Call) -> None:
         """The recorded call `item`, sent with the history as it stands (none: no call)."""
@@ -99,7 +104,8 @@ class Calls:
         recorded = self._recording.calls.get(item.call or -1, {})
         view = history.view()
         chars = history.size().chars
-        sent, exact = self._measure(item.call, view, chars, recorded)
+        reasoning = self.reasoning.tokens
+        sent, exact = self._measure(item.call, view, (chars, reasoning), recorded)
         if added := self._added_tool_chars():  # (negative: fewer tools than recorded)
             sent, exact = sent + round(added * self._pricing.rate), False
             self.identical = False
@@ -113,16 +119,23 @@ class Calls:
         if served is not None:
             self._pricing.served_chain.update(served.messages)
         self._tell(item, served.messages if served is not None else view)
-        prompt = Prompt(view, chars, sent, tokens, exact, recorded.get("tokens"))
+        prompt = Prompt(view, chars, sent, tokens, exact, recorded.get("tokens"), reasoning)
         cost = self._cost(prompt, served, recorded)
         self.rows.append(self._row(item, prompt, served, cost))
         self._tally.row_written()
+        self.reasoning.answered(item)
 
     def _measure(
-        self, call: int | None, view: Sequence[Message], chars: int, recorded: dict[str, Any]
+        self,
+        call: int | None,
+        view: Sequence[Message],
+        size: tuple[int, int],
+        recorded: dict[str, Any],
     ) -> tuple[int, bool]:
-        """Tokens of the prompt as sent, and whether they are the recorded count: on the
-        calibration pass the recorded ones (noted to calibrate on), else calibrated."""
+        """Tokens of the prompt of `size` (characters, reasoning tokens sent back) as sent,
+        and whether they are the recorded count: on the calibration pass the recorded ones
+        (noted to calibrate on), else calibrated."""
+        chars, reasoning = size
         chain = self._pricing.chain
         chain.update(view)
         digest = chain.key().hex()
@@ -134,9 +147,12 @@ class Calls:
         if calibration is None:
             stretch = self._tally.compactions
             if prompt_recorded:
-                self.points.append((chars, prompt_recorded))
+                # The characters are fitted on what they count: the reasoning sent back is
+                # counted apart (`SentReasoning`).
+                counted = prompt_recorded - reasoning
+                self.points.append((chars, counted))
                 thinking = thinking_chars(view)
-                self.stretch_points.append((chars, thinking, prompt_recorded, stretch))
+                self.stretch_points.append((chars, thinking, counted, stretch))
             self.reference[number] = (digest, chars)
             self.stretch_of[number] = stretch
             return prompt_recorded or tokens_of(chars, None), bool(prompt_recorded)
@@ -234,9 +250,10 @@ class Calls:
 
     @staticmethod
     def _estimate(calibration: Calibration, item: Call, prompt: Prompt) -> int:
-        """The fit's tokens of `prompt` alone (thinking at its own rate, see `Stretches`)."""
+        """The fit's tokens of `prompt` alone (thinking at its own rate, see `Stretches`), with
+        the reasoning it sends back."""
         thinking = thinking_chars(prompt.messages)
-        return calibration.estimate(prompt.chars, item.call, thinking)
+        return calibration.estimate(prompt.chars, item.call, thinking) + prompt.reasoning_tokens
 
     def _window(self, model: str) -> int | None:
         """The context window of `model` (looked up once)."""

@@ -216,6 +216,7 @@ class Run:
     def _compaction(self, item: Compaction) -> None:
         """A recorded compaction: the messages that follow it replace the history."""
         replacement = self._replacement
+        self.calls.reasoning.turn_began()  # the history is replaced
         replacement.summary, replacement.trigger = item.summary, item.trigger
         replacement.epoch = (item.segment, item.epoch)
         replacement.undo = item.strategy == UNDO
@@ -247,6 +248,8 @@ class Run:
         """A recorded message: part of a recorded compaction's replacement, or the next
         message of the history."""
         message: Message | None = item.as_api()
+        if item.role == "user" and any(b.get("type") != "tool_result" for b in item.content):
+            self.calls.reasoning.turn_began()  # a user message, not only tool results
         if not self.recorded_mode:
             # The server's block is the recorded session's; this setting did not get it.
             message = without_compaction(message)
