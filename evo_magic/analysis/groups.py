@@ -38,7 +38,7 @@ def groups(
 def group_key(file: Path) -> str:
     """The session `file` belongs to, by its first records."""
     data = _head_bytes(file)
-    records = [record for _, record in SourceFile(0, file, data).head(20)]
+    records = SourceFile(0, file, data).head(20).records
     if recognise(Sniff(file, data, records)) == "claude_code":
         session = next((r["sessionId"] for r in records if isinstance(r.get("sessionId"), str)), "")
         if session:
