@@ -188,3 +188,31 @@ def test_other_json_files_in_a_folder_are_counted_not_read(tmp_path):
     )
     with pytest.raises(TranscriptError, match=r"results\.json is neither .* registered format"):
         load_transcripts(runs / "results.json")  # named on its own: refused, said why
+
+
+def test_a_sniff_parses_a_files_first_records_only_as_far_as_they_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evo_magic.analysis import loader
+
+    lines = ["[1, 2]", '{"torn": ', *[json.dumps({"n": n}) for n in range(60)]]
+    path = tmp_path / "a.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    parsed: list[bytes] = []
+    parse = loader._parse
+
+    def counted(line: bytes) -> object:
+        parsed.append(line)
+        return parse(line)
+
+    monkeypatch.setattr(loader, "_parse", counted)
+    head = loader.SourceFile(0, path, path.read_bytes()).head()
+    assert parsed == []
+    records = head.records
+    assert bool(records) and records[0] == {"n": 0}
+    assert len(parsed) == 2  # the torn line, then the first record; "[1, 2]" is no object
+    assert records[:3] == [{"n": 0}, {"n": 1}, {"n": 2}] and len(parsed) == 4
+    assert next(r for r in records if r["n"] == 4) == {"n": 4} and len(parsed) == 6
+    # Read whole, it is what a full parse gives: the first 50 objects, with their lines.
+    assert list(head) == [(n + 3, {"n": n}) for n in range(50)]
+    assert len(records) == 50 and records[-1] == {"n": 49} and len(parsed) == 51

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from support.fake_api import FakeAnthropic
 
-from evo_magic.analysis import load_transcripts
+from evo_magic.analysis import load_transcripts, loader
 from evo_magic.compact.base import Context
 from evo_magic.compact.compactor import CompactionServices, Compactor
 from evo_magic.compact.policy import CompactPolicy
@@ -82,6 +82,46 @@ def test_a_frame_replaced_after_a_cut_is_indexed_again(tmp_path: Path) -> None:
     assert len(t.session(first).calls)
     t.calls = t.calls[t.calls["session_id"].astype(object) != first].reset_index(drop=True)
     assert len(t.session(first).calls) == 0  # the old index is not reused for the new frame
+
+
+def _load_counting(folder: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Load `folder`, counting the lines parsed in Python and the SQL statements run."""
+    counts = {"parsed": 0, "statements": 0}
+    parse, fetch = loader._parse, loader.Engine.fetch
+
+    def counted_parse(line: bytes) -> Any:
+        counts["parsed"] += 1
+        return parse(line)
+
+    def counted_fetch(self: loader.Engine, sql: str, params: Any = None) -> Any:
+        counts["statements"] += 1
+        return fetch(self, sql, params)
+
+    monkeypatch.setattr(loader, "_parse", counted_parse)
+    monkeypatch.setattr(loader.Engine, "fetch", counted_fetch)
+    t = load_transcripts(folder)
+    assert len(t.calls) and len(t.blocks)
+    monkeypatch.undo()
+    return counts
+
+
+def test_a_load_parses_a_few_lines_per_file_in_python_and_a_fixed_number_of_statements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted = {}
+    for copies in (2, 8):
+        folder = tmp_path / f"x{copies}"
+        folder.mkdir()
+        _copies(folder, copies)
+        counted[copies] = _load_counting(folder, monkeypatch)
+    files = len(list((tmp_path / "x2").glob("*.jsonl")))
+    lines = sum(len(p.read_text().splitlines()) for p in (tmp_path / "x2").glob("*.jsonl"))
+    # Python parses only what tells a file's format and session (its first records, once
+    # each for grouping and for the format), not its lines: DuckDB reads those.
+    assert counted[2]["parsed"] <= 16 * files < lines
+    assert counted[8]["parsed"] == 4 * counted[2]["parsed"]
+    # Four times the sessions in one batch: the same statements, each over more files.
+    assert counted[8]["statements"] == counted[2]["statements"]
 
 
 # -- the per-call path ---------------------------------------------------------------------

@@ -38,7 +38,7 @@ def groups(
 def group_key(file: Path) -> str:
     """The session `file` belongs to, by its first records."""
     data = _head_bytes(file)
-    records = [record for _, record in SourceFile(0, file, data).head(20)]
+    records = SourceFile(0, file, data).head(20).records
     sniff = Sniff(file, data, records)
     kind = recognise(sniff)
     if kind == "claude_code":

@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from evo_magic.analysis import edges
 from evo_magic.analysis.edges import deep_rows, edge_rows
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.formats.registry import HEAD_BYTES, TAIL_BYTES, Sniff, suffixes
+from evo_magic.analysis.head import Head
 
 LOG_NAME = "session.jsonl"
 BATCH = 16_384
@@ -137,21 +139,28 @@ class SourceFile:
             count, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(self.data)
         )
 
-    def head(self, count: int = 50) -> list[tuple[int, dict[str, Any]]]:
-        """The first `count` readable records (within the first MiB) and their line numbers."""
-        found: list[tuple[int, dict[str, Any]]] = []
-        for row, start in enumerate(self.starts.tolist()):
-            if len(found) >= count or (start > 1 << 20 and found):
-                break
+    def head(self, count: int = 50) -> Head:
+        """The first `count` readable records (within the first MiB) and their line numbers,
+        each parsed only when it is first looked at (a format is known by its first one or
+        two records; parsing fifty long lines per file cost a load a tenth of its time)."""
+        return Head(self._head_items(count))
+
+    def _head_items(self, count: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        data, starts, numbers = self.data, self.starts.tolist(), self.numbers
+        found = 0
+        for row, start in enumerate(starts):
+            if found >= count or (start > 1 << 20 and found):
+                return
             if row >= HEAD_SCAN and not found:  # a JSON document's lines, not JSON lines
-                break
-            line = self.line(row)
+                return
+            end = starts[row + 1] if row + 1 < len(starts) else len(data)
+            line = data[start:end]
             if line.lstrip()[:1] != b"{":  # not an object (a line inside a JSON document)
                 continue
             record = _parse(line)
             if record is not None:
-                found.append((int(self.numbers[row]), record))
-        return found
+                found += 1
+                yield int(numbers[row]), record
 
 
 HEAD_SCAN = 200
@@ -389,8 +398,7 @@ def sniff_file(path: Path) -> Sniff:
         handle.seek(max(len(head), size - TAIL_BYTES))
         tail = head[-TAIL_BYTES:] if size <= len(head) else handle.read(TAIL_BYTES)
     lines = head[: head.rfind(b"\n") + 1] if b"\n" in head else head
-    records = [record for _, record in SourceFile(0, path, lines).head()]
-    return Sniff(path, head, records, tail)
+    return Sniff(path, head, SourceFile(0, path, lines).head().records, tail)
 
 
 def _is_snapshot(path: Path) -> bool:

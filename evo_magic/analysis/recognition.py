@@ -36,8 +36,7 @@ def format_of(source: SourceFile, single: bool, skipped: dict[str, int]) -> str 
     its lines counted as bad). A file in a folder that is not JSON lines and that no reader
     recognises (any other `.json` there) is counted, not warned about."""
     head = source.head()
-    records = [record for _, record in head]
-    sniff = Sniff(source.path, source.data[:HEAD_BYTES], records, source.data[-TAIL_BYTES:])
+    sniff = Sniff(source.path, source.data[:HEAD_BYTES], head.records, source.data[-TAIL_BYTES:])
     kind = recognise(sniff)
     if kind is not None:
         return kind

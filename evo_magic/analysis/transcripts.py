@@ -283,18 +283,19 @@ def _read_batches(
     the memory a load needs beyond its frames is that of one batch, not of the folder."""
     sources: list[SourceFile] = []
     by_kind: dict[str, list[Part]] = {}
-    for batch in _batches(files):
-        read = [SourceFile.read(i, files[i]) for i in batch]
-        engine = Engine()
-        try:
+    engine = Engine()  # one for every batch: a cursor and its settings cost a batch of few files
+    try:
+        for batch in _batches(files):
+            read = [SourceFile.read(i, files[i]) for i in batch]
             engine.con.register("files", _files_table(read))
             for kind, group in _by_format(read, single, skipped).items():
                 by_kind.setdefault(kind, []).append(_read(engine, kind, group).settled())
-        finally:
-            engine.close()
-        sources += [source.release() for source in read]
-        del read
-        give_back()
+            engine.con.unregister("files")
+            sources += [source.release() for source in read]
+            del read
+            give_back()
+    finally:
+        engine.close()
     return sources, [part for found in by_kind.values() for part in found]
 
 

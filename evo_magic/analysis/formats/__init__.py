@@ -126,6 +126,9 @@ def usage_count_text(text: str | None) -> tuple[int | None, bool]:
     """`usage_count` of a count as its JSON text (how DuckDB gives a `JSON` column)."""
     if text is None:
         return None, False
+    if len(text) < 20 and text.isascii() and text.isdigit() and (len(text) == 1 or text[0] != "0"):
+        # The common case, a plain count, without a JSON parse (a leading zero is not JSON).
+        return usage_count(int(text))
     try:
         return usage_count(json.loads(text))
     except ValueError:

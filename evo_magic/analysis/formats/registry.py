@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import import_module
@@ -57,8 +57,9 @@ class Sniff:
     path: Path
     head: bytes
     """Up to `HEAD_BYTES` of the file's start."""
-    records: list[dict[str, Any]] = field(default_factory=list)
-    """The first records of a JSON-lines file that parse as JSON objects (may be empty)."""
+    records: Sequence[dict[str, Any]] = field(default_factory=list)
+    """The first records of a JSON-lines file that parse as JSON objects (may be empty; a
+    sequence parsed as far as it is looked at)."""
     tail: bytes = b""
     """Up to `TAIL_BYTES` of the file's end (where some documents keep their format's name)."""
 

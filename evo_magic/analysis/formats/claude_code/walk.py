@@ -53,7 +53,8 @@ class ClaudeFile:
         self.identities: list[dict[str, Any]] = []
         self.place: dict[int, dict[str, Any]] = {}  # line -> identity of a placed record
         self.without_messages = not any(r.get("type") in ("user", "assistant") for r in records)
-        stem = source.path.stem
+        stem = self.stem = source.path.stem
+        self.name = source.name
         self.file_agent = stem.removeprefix("agent-") if stem.startswith("agent-") else None
 
     @property
@@ -93,7 +94,7 @@ class ClaudeFile:
         return record.get("agentId") or self.file_agent or "sidechain"
 
     def _session(self, record: dict[str, Any]) -> str:
-        return record.get("sessionId") or self.source.path.stem
+        return record.get("sessionId") or self.stem
 
     def _conversation(self, agent: str | None, records: list[dict[str, Any]]) -> None:
         """Walk the conversation, then each abandoned branch from where it forked."""
@@ -143,7 +144,7 @@ class ClaudeFile:
             "abandoned": branch > 0,
             "parent_tool_use_id": self.spawned.get((session, agent)) if agent else None,
             "file_id": self.source.file_id,
-            "file": self.source.name,
+            "file": self.name,
             "line": record["line"],
             "at": (state.index, state.role, state.next_block),
         }
@@ -162,7 +163,7 @@ class ClaudeFile:
                     source=SOURCE,
                     session_id=self._session(record),
                     timestamp=record.get("stamp"),
-                    file=self.source.name,
+                    file=self.name,
                 )
             last = placed
             self.identities.append({**placed, "kind": record.get("type")})
