@@ -121,6 +121,8 @@ class Session(SessionReads, SettersOf01):
             strategies=chosen, cache=self._prefix,
         )  # fmt: skip
         self._pins = Pins(self._services.read_pinned_file, self.redact, self._record_pin, self.emit)
+        # A session never closed still charges, at exit, the summary its worker prepared.
+        self._transcript.before_exit(self._compactor.close)
         self.secrets()  # the model's credentials are known (and redacted) from now on
         self.context_log = follow(self)
         """Every model call and compaction of the session, as the context meter and

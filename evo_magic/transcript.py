@@ -100,6 +100,7 @@ class Transcript:
         self._lock = threading.Lock()
         self._seq = 0
         self._snapshots = 0
+        self._before_exit: list[Callable[[], None]] = []
         _open_transcripts.add(self)
 
     def _claim_directory(self, session_id: str | None) -> tuple[str, Path]:
@@ -222,6 +223,12 @@ class Transcript:
         if self._fd is not None:
             os.fsync(self._fd)
 
+    def before_exit(self, last_words: Callable[[], None]) -> None:
+        """Call `last_words` at interpreter exit, before this transcript is closed, if it is
+        still open then (a session's owner writes what it still owes, e.g. the charge of a summary
+        prepared in the background that no compaction took)."""
+        self._before_exit.append(last_words)
+
     def close(self) -> None:
         with self._lock:
             if self._fd is None:
@@ -238,5 +245,10 @@ class Transcript:
 @atexit.register
 def _close_all() -> None:
     for transcript in list(_open_transcripts):
+        if transcript.closed:
+            continue
+        for last_words in transcript._before_exit:
+            with contextlib.suppress(Exception):  # at exit, a failure here must not lose the rest
+                last_words()
         with contextlib.suppress(OSError):  # at exit, nothing more can be done about a full disk
             transcript.close()

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 import os
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -136,3 +138,36 @@ def test_a_summary_prepared_before_a_reset_is_charged_at_the_next_call(workspace
         server.assert_no_rejections()
     assert spent is not None
     assert math.isclose(_recorded_total(session.directory), spent, rel_tol=1e-9)
+
+
+def test_a_session_never_closed_still_records_its_unused_summary_at_exit(tmp_path: Path):
+    # A script that prepares a summary in the background and exits without closing its session.
+    script = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from pathlib import Path
+from support.fake_api import FakeAnthropic
+from support.responders import offline_responder
+from evo_magic.compact.policy import CompactPolicy
+from evo_magic.models import AnthropicModel
+from evo_magic.session import Session
+from evo_magic.strategies import Summarise
+
+workspace = Path({str(tmp_path)!r}) / "work"
+workspace.mkdir()
+(workspace / "notes.md").write_text("# notes\\n" + "a line of notes\\n" * 400)
+server = FakeAnthropic(offline_responder()).__enter__()
+model = AnthropicModel(client=server.client(max_retries=0))
+session = Session(workspace, model=model, policy=CompactPolicy(context_limit={LIMIT}),
+                  strategies=[Summarise(background_at=0.1)])
+session.ask("Survey the project.")
+print(session.directory)
+print(repr(session.cost_usd))
+"""
+    command = [sys.executable, "-c", script]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    directory, spent = done.stdout.split("\n")[-3:-1]
+    t = load_transcripts(Path(directory))
+    unused = t.compactions[t.compactions["trigger"] == "background"]
+    assert len(unused) == 1 and not unused["success"].iloc[0]
+    assert math.isclose(_recorded_total(Path(directory)), float(spent), rel_tol=1e-9)
