@@ -109,3 +109,24 @@ def test_count_tokens_goes_through_the_non_streaming_endpoint(at_server: LlamaSe
     )
     counted, original = model.count_tokens(request)
     assert counted >= len(text.encode()) and original is None
+
+
+@pytest.mark.filterwarnings("ignore:No price for")
+def test_a_compaction_summarised_by_the_local_model_is_accepted(at_server: LlamaServer,
+                                                                tmp_path: Path):  # fmt: skip
+    """Under a tiny context limit the seed summarises after the tool result: the summary is a
+    request of its own to llama.cpp (no tools), and the compacted history it leaves is one
+    llama.cpp accepts; the run goes on to its end."""
+    task = next(t for t in tasks.builtin() if t.name == "fix-test")
+    x = experiment([task], {"seed": "default"}, replicates=1, model=SERVED_NAME, workers=1,
+                   out=tmp_path / "out", settings={"context_limit": 300})  # fmt: skip
+    run = x.runs.iloc[0]
+    assert pd.isna(run["error"]), run["error"]
+    assert run["compactions"] >= 1
+    t = load_transcripts(run["session"])
+    done = t.compactions[t.compactions["success"]]
+    assert len(done) == run["compactions"]
+    # The summaries came from the server: its usage, and its (tool-call shaped) text.
+    assert (done["summary_input_tokens"] > 0).all() and (done["summary_output_tokens"] == 2).all()
+    assert done["summary"].str.contains("<function=bash>").all()
+    assert t.calls["stop_reason"].iloc[-1] == "end_turn"
