@@ -12,9 +12,11 @@ its reasons can be read off:
   (`bash` with `command` `ls`) when no tool result is in the prompt yet, else with the token
   `Done.`; either is followed by `<|im_end|>`, the end of its turn.
 
-So a turn of the agent is a tool call, its result, and a short text reply: the whole protocol
-(streaming, usage, tool_use and tool_result shapes) goes through llama.cpp's own Anthropic
-Messages endpoint, in a few milliseconds per call. It solves no task.
+So the agent's first request is answered by a tool call and, once its result is back, by a
+short text, and every later one by the text: the whole protocol (streaming, usage, tool_use and
+tool_result shapes) goes through llama.cpp's own Anthropic Messages endpoint. A call takes a
+fraction of a second once the server caches the prompt's prefix (the first, some 5,000 tokens
+of system prompt and tools, a few seconds on an unoptimised build). It solves no task.
 """
 
 from __future__ import annotations
