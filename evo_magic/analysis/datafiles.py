@@ -180,10 +180,14 @@ def _folder_beneath(root_fd: int, parts: list[str]) -> int:
         raise
 
 
-def write_inside(root: Path, relative: str, write: Callable[[BinaryIO], None]) -> None:
+def write_inside(
+    root: Path, relative: str, write: Callable[[BinaryIO], None], *, durable: bool = True
+) -> None:
     """The file `relative` below `root` written whole by `write` (a temporary file of a unique
     name in the same folder, then renamed over it), its folders made where missing; no link on
-    the way is followed, so a folder replaced by a link never makes the write land outside."""
+    the way is followed, so a folder replaced by a link never makes the write land outside.
+    `durable`: flushed to the disk before it is renamed (False: left to the system, for a file
+    whose loss or tear is found and repaired when it is read)."""
     parts = parts_of(relative)
     with folder_fd(root) as root_fd:
         folder = _folder_beneath(root_fd, parts[:-1])
@@ -195,7 +199,8 @@ def write_inside(root: Path, relative: str, write: Callable[[BinaryIO], None]) -
                 with os.fdopen(fd, "wb") as handle:
                     write(handle)
                     handle.flush()
-                    os.fsync(handle.fileno())
+                    if durable:
+                        os.fsync(handle.fileno())
                 os.replace(tmp, parts[-1], src_dir_fd=folder, dst_dir_fd=folder)
             except BaseException:
                 with contextlib.suppress(OSError):

@@ -13,15 +13,17 @@ frame under `<lake>/<frame>/source=<source>/<group>.parquet`. A manifest (`lake_
 records what was read: each file's path, size, modification time and a hash of its head and
 tail. A later load reads only the groups with a new or changed file (an appended session is
 read again, an unchanged one is not) and drops the groups whose files disappeared. The
-manifest is written after each group, so a build that was interrupted goes on where it
-stopped. The small frames (`calls`, `compactions`) are also kept as one file of the whole lake,
-brought up to date group by group: a load reads one file, not thousands (`lake_consolidated`).
+manifest is written every few seconds of a build and at its end, so a build that was
+interrupted goes on about where it stopped. The small frames (`calls`, `compactions`) are
+also kept as one file of the whole lake, brought up to date group by group: a load reads one
+file, not thousands (`lake_consolidated`).
 
 File and session names are data: the lake's own files are named by hashes.
 """
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -63,6 +65,10 @@ Reader = Callable[[list[Path]], Any]
 """Reads exactly these files into a Transcripts (`transcripts.read_files`)."""
 
 STORED = (*FRAMES, "events")
+SAVE_SECONDS = 2.0
+"""A build writes its manifest when it has read for this long since it last did (and at its
+end): writing the whole manifest after every batch cost more than the batches at thousands
+of sessions, and an interrupted build reads again at most these seconds of work."""
 """The frames a lake holds for every group."""
 _SOURCES = ("evo_magic", "claude_code", "codex")
 
@@ -106,6 +112,7 @@ def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
         drop(root, manifest["groups"].pop(key))
         done.dropped += 1
     todo: list[tuple[str, list[Path], dict[str, Any]]] = []
+    touched = False
     parts = [name for entry in manifest["groups"].values() for name in written(entry)]
     broken = not_regular_inside(root, parts)
     for key, members in by_group.items():
@@ -116,6 +123,7 @@ def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
             and same_content(entry.get("files"), mine)
             and _whole(root, entry, broken)
         ):
+            touched = touched or entry["files"] != mine
             entry["files"] = mine  # a touched file's new time, so it is not hashed again
             done.kept += 1
             continue
@@ -124,15 +132,21 @@ def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
         todo.append((key, members, mine))
     if todo or gone:  # what the lake holds changes: its consolidated frames are out of date
         manifest["generation"] = int(manifest.get("generation") or 0) + 1
-    write_manifest(root, manifest)
+    if todo or gone or touched:  # an unchanged lake is only read
+        write_manifest(root, manifest)
+    saved = time.monotonic()
     for batch in batches(todo, _files_size, BATCH_BYTES):
         made = _read_batch(root, batch, read)
         for entry in made.values():  # what a consolidated file of a later one lacks
             entry["generation"] = manifest["generation"]
         manifest["groups"].update(made)
-        write_manifest(root, manifest)
         done.read += len(batch)
         done.files_read += [name for _, _, stamps in batch for name in stamps]
+        if time.monotonic() - saved >= SAVE_SECONDS:
+            write_manifest(root, manifest)
+            saved = time.monotonic()
+    if todo:
+        write_manifest(root, manifest)
     return done
 
 
@@ -240,7 +254,11 @@ def _write_part(root: Path, frame_name: str, entry: dict[str, Any], part: pa.Tab
         if source is not None and len(sources) > 1:
             rows = part.filter(pc.equal(part.column("source").cast("string"), source))
         relative = f"{frame_name}/source={source or 'none'}/{entry['name']}.parquet"
-        write_inside(root, relative, lambda handle, rows=rows: pq.write_table(rows, handle))
+        # Not flushed file by file (a flush each cost more than the write): a part a crash
+        # tore is found unreadable when read, and its session read again (`_reread`).
+        write_inside(
+            root, relative, lambda handle, rows=rows: pq.write_table(rows, handle), durable=False
+        )
         entry["written"].append(relative)
 
 
