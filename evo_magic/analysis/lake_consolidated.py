@@ -116,6 +116,4 @@ def _write(lake: Path, relative: str, whole: pa.Table) -> None:
 
     # A read-only lake (or a link in its place): read from the sessions' files every time.
     with contextlib.suppress(OSError, NotInside):
-        write_inside(
-            lake, relative, lambda handle: pq.write_table(whole, handle), durable=False
-        )
+        write_inside(lake, relative, lambda handle: pq.write_table(whole, handle), durable=False)
