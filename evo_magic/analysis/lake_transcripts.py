@@ -35,14 +35,13 @@ from evo_magic.analysis.datafiles import (
     NotInside,
     locked,
     not_regular_inside,
-    open_inside,
     parts_of,
     write_inside,
 )
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.frames import FRAMES
 from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
-from evo_magic.analysis.lake_consolidated import CONSOLIDATED, consolidated
+from evo_magic.analysis.lake_consolidated import CONSOLIDATED, consolidated, read_parquet_inside
 from evo_magic.analysis.lake_manifest import (
     checked,
     drop,
@@ -56,13 +55,15 @@ from evo_magic.analysis.loader import resolve
 from evo_magic.analysis.memory import drained, gather
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
     import pyarrow as pa
 
 Transcripts = Any
 """`evo_magic.analysis.transcripts.Transcripts`: given by the caller (it imports this module)."""
 Reader = Callable[[list[Path]], Any]
-"""Reads exactly these files into a Transcripts (`transcripts.read_files`)."""
+"""Reads exactly these files as a lake keeps them: a `transcripts.Read` whose tables are
+typed as their frames, calls priced, `events` whole (`transcripts.stored`)."""
 
 STORED = (*FRAMES, "events")
 SAVE_SECONDS = 2.0
@@ -172,7 +173,8 @@ def _files_size(item: tuple[str, list[Path], dict[str, Any]]) -> int:
 def _read_batch(
     root: Path, batch: list[tuple[str, list[Path], dict[str, Any]]], read: Reader
 ) -> dict[str, dict[str, Any]]:
-    """Read the batch's files at once, then write each group's rows as its own files."""
+    """Read the batch's files at once, then write each group's rows as its own files (the
+    read's Arrow tables as they are: no DataFrame is made)."""
     entries = {}
     group_of: dict[str, str] = {}
     for key, members, stamps in batch:
@@ -180,45 +182,77 @@ def _read_batch(
         entries[key] = {"files": stamps, "name": name, "sessions": [], "written": []}
         group_of.update({str(file): key for file in members})
     try:
-        t = read([file for _, members, _ in batch for file in members])
+        got = read([file for _, members, _ in batch for file in members])
     except TranscriptError as exc:
         if "no transcript records" not in str(exc):
             raise
         for entry in entries.values():  # nothing to keep (empty files, ...): said, kept
             entry["skipped"] = {"file without records": len(entry["files"])}
         return entries
-    frames = {**t.frames(), "events": t.events}
-    for frame_name in STORED:
-        for key, part in _split(frames[frame_name], group_of):
-            _write_part(root, frame_name, entries[key], part)
     first = entries[batch[0][0]]
-    first["skipped"] = dict(t.skipped)  # the batch's, counted once
-    blocks = frames["blocks"]
-    if len(blocks):
-        owners = blocks["file"].astype(object).map(group_of)
-        sessions = blocks.assign(_g=owners)[["_g", "session_id"]].astype(object).drop_duplicates()
-        for key, session in sessions.itertuples(index=False):
-            entries[key]["sessions"].append(str(session))
+    first["skipped"] = dict(got.skipped)  # the batch's, counted once
+    tables = got.tables
+    for frame_name in STORED:
+        table = tables.pop(frame_name)  # the tables are freed frame by frame
+        if table is None:
+            continue
+        ranks = _ranks(table, group_of)
+        if frame_name == "blocks":
+            _note_sessions(table, ranks, entries, list(dict.fromkeys(group_of.values())))
+        for key, part in _split(table, ranks, group_of):
+            _write_part(root, frame_name, entries[key], part)
+        del table
     return entries
 
 
-def _split(frame: pd.DataFrame, group_of: dict[str, str]) -> Iterator[tuple[str, pa.Table]]:
-    """The frame's rows per group (by each row's file), as Arrow tables: converted once, then
-    cut into contiguous slices (a group with no rows gets an empty table)."""
+def _ranks(table: pa.Table, group_of: dict[str, str]) -> np.ndarray:
+    """Each row's group, as its place among the batch's groups (by the row's file)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rank = {key: n for n, key in enumerate(dict.fromkeys(group_of.values()))}
+    files = table.column("file").combine_chunks()
+    if not pa.types.is_dictionary(files.type):
+        files = pc.dictionary_encode(files)
+    of_value = np.array([rank[group_of[name]] for name in files.dictionary.to_pylist()], np.int64)
+    return of_value[files.indices.to_numpy(zero_copy_only=False)]
+
+
+def _note_sessions(
+    blocks: pa.Table, ranks: np.ndarray, entries: dict[str, dict[str, Any]], keys: list[str]
+) -> None:
+    """Each group's sessions, in the order their blocks come."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    sessions = pc.dictionary_encode(blocks.column("session_id").cast(pa.string()))
+    seen: set[tuple[int, str]] = set()
+    at = 0
+    for chunk in sessions.chunks:
+        values = chunk.dictionary.to_pylist()
+        codes = chunk.indices.to_numpy(zero_copy_only=False)
+        mine = ranks[at : at + len(chunk)]
+        at += len(chunk)
+        for group, code in dict.fromkeys(zip(mine.tolist(), codes.tolist(), strict=True)):
+            found = (group, values[code])
+            if found not in seen:
+                seen.add(found)
+                entries[keys[group]]["sessions"].append(str(values[code]))
+
+
+def _split(
+    table: pa.Table, ranks: np.ndarray, group_of: dict[str, str]
+) -> Iterator[tuple[str, pa.Table]]:
+    """The table's rows per group (`ranks`: each row's), cut into contiguous slices."""
     import numpy as np
     import pyarrow as pa
 
-    owners = frame["file"].astype(object).map(group_of).to_numpy() if len(frame) else None
     groups = list(dict.fromkeys(group_of.values()))
-    if owners is None:
-        empty = _widened(pa.Table.from_pandas(frame, preserve_index=False))
-        for key in groups:
-            yield key, empty
-        return
-    rank = {key: n for n, key in enumerate(groups)}
-    ranks = np.array([rank[owner] for owner in owners], dtype=np.int64)
     order = np.argsort(ranks, kind="stable")
-    table = _widened(pa.Table.from_pandas(frame.iloc[order], preserve_index=False))
+    if np.any(np.diff(ranks) < 0):
+        table = table.take(pa.array(order))
+    table = _widened(table)
     bounds = np.searchsorted(ranks[order], np.arange(len(groups) + 1))
     for n, key in enumerate(groups):
         yield key, table.slice(int(bounds[n]), int(bounds[n + 1] - bounds[n]))
@@ -275,11 +309,9 @@ def _part(lake: Path, relative: str) -> pa.Table | str:
     """The part `relative` of the lake (opened inside it, through no link), or why it cannot
     be read."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        with open_inside(lake, relative) as handle:
-            return pq.read_table(handle)
+        return read_parquet_inside(lake, relative)
     except FileNotFoundError:
         return "missing"
     except (OSError, NotInside, pa.ArrowException) as exc:

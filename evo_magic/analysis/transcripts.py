@@ -22,6 +22,7 @@ from evo_magic.analysis.frames import (
     FRAMES,
     LEADING,
     to_pandas,
+    typed,
 )
 from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
 from evo_magic.analysis.loader import (
@@ -237,8 +238,8 @@ def load_transcripts(
     if lake is not None:
         from evo_magic.analysis.lake_transcripts import LakeTranscripts, update_lake
 
-        def read(files: list[Path]) -> Transcripts:
-            return read_files(files, single=False, label=str(files[0]), prices=prices)
+        def read(files: list[Path]) -> Read:
+            return stored(read_tables(files, single=False, label=str(files[0])), prices)
 
         return LakeTranscripts(
             lake, Transcripts, update_lake(path, lake, read), read, prices=prices
@@ -256,6 +257,37 @@ def read_files(
 ) -> Transcripts:
     """The Transcripts of exactly `files` (see `load_transcripts`; `label` names them in an
     error, `single` says a file was named on its own)."""
+    got = read_tables(files, single=single, label=label)
+    tables = got.tables
+    frames = {name: _concat(tables.pop(name), spec) for name, spec in FRAMES.items()}
+    transcripts = Transcripts(
+        **frames,
+        files=got.files,
+        skipped=got.skipped,
+        _identities=tables.pop("events"),
+        _sources=got.sources,
+    )
+    transcripts.calls, found = price_calls(transcripts.calls, prices)
+    found.warn(stacklevel=4)
+    return transcripts
+
+
+@dataclass
+class Read:
+    """What reading files gave before its frames are DataFrames (a lake writes them as they
+    are): each frame's rows as one Arrow table (None: no rows; `events`: every record's
+    identity), the files read, what was left out, and the files' sources (which
+    `events_table` reads again)."""
+
+    tables: dict[str, pa.Table | None]
+    files: list[Path]
+    skipped: dict[str, int]
+    sources: list[SourceFile]
+
+
+def read_tables(files: list[Path], *, single: bool, label: str) -> Read:
+    """The rows of exactly `files`, warned about as `read_files` warns (its calls not priced
+    yet)."""
     skipped: dict[str, int] = {}
     files = recognisable(files, single, skipped)
     sources, parts = _read_batches(files, single, skipped)
@@ -269,10 +301,7 @@ def read_files(
     for part in parts:
         for reason, n in part.skipped.items():
             count_skipped(skipped, reason, n)
-    transcripts = _transcripts(parts, files, skipped, sources)
-    transcripts.calls, found = price_calls(transcripts.calls, prices)
-    found.warn(stacklevel=4)
-    return transcripts
+    return Read(_tables(parts), files, skipped, sources)
 
 
 def _read_batches(
@@ -323,22 +352,31 @@ def _note_bad_lines(sources: list[SourceFile], skipped: dict[str, int]) -> None:
             count_skipped(skipped, "usage count not a count", len(source.bad_usage))
 
 
-def _transcripts(
-    parts: list[Part], files: list[Path], skipped: dict[str, int], sources: list[SourceFile]
-) -> Transcripts:
-    """The Transcripts of the formats' `parts` (the list emptied: each frame's tables are then
-    held once, and converting one frees them)."""
+def stored(got: Read, prices: PriceTable | Overrides | None) -> Read:
+    """`got` as a lake keeps it: every frame's table typed as its frame (`frames.typed`), the
+    calls priced (as `read_files` prices them) and `events` the events' rows, not only their
+    identities (`events_table`)."""
+    tables = got.tables
+    if tables["calls"] is not None:
+        calls, found = price_calls(to_pandas(tables.pop("calls"), FRAMES["calls"]), prices)
+        found.warn(stacklevel=5)
+        tables["calls"] = pa.Table.from_pandas(calls, preserve_index=False)
+    for name, spec in FRAMES.items():
+        tables[name] = None if tables[name] is None else typed(tables[name], spec)
+    events, spec = events_table(tables.pop("events"), got.sources)
+    tables["events"] = None if events is None else typed(events, spec)
+    return got
+
+
+def _tables(parts: list[Part]) -> dict[str, pa.Table | None]:
+    """Each frame's table of the formats' `parts` (the list emptied: each frame's tables are
+    then held once, and converting one frees them)."""
     tables = {name: [getattr(part, name) for part in parts] for name in (*FRAMES, "events")}
     parts.clear()
     events = tables.pop("events")
-    frames = {name: _concat(tables.pop(name), spec) for name, spec in FRAMES.items()}
-    return Transcripts(
-        **frames,
-        files=files,
-        skipped=skipped,
-        _identities=pa.concat_tables(events, promote_options="permissive") if events else None,
-        _sources=sources,
-    )
+    found: dict[str, pa.Table | None] = {name: drained(tables.pop(name)) for name in FRAMES}
+    found["events"] = pa.concat_tables(events, promote_options="permissive") if events else None
+    return found
 
 
 def _batches(files: list[Path]) -> list[list[int]]:
@@ -399,9 +437,10 @@ def _files_table(sources: list[SourceFile]) -> pa.Table:
     )
 
 
-def _concat(tables: list[pa.Table], spec: dict[str, str]) -> pd.DataFrame:
-    """One frame of the batches' `tables` (emptied: the frame owns what it keeps of them)."""
-    frame = to_pandas(drained(tables), spec)  # no name here holds the table while it converts
+def _concat(table: pa.Table | None, spec: dict[str, str]) -> pd.DataFrame:
+    """One frame of the batches' `table` (the caller holds it no more: the frame owns what it
+    keeps of it)."""
+    frame = to_pandas(table, spec)
     give_back()
     return frame
 
@@ -431,11 +470,20 @@ _CATEGORICAL_FIELDS = frozenset(
 
 
 def _events_frame(identities: pa.Table | None, sources: list[SourceFile]) -> pd.DataFrame:
-    """The identity of every record, then its own fields: the files read again by DuckDB with
-    their schema detected (nested objects to one level; lists left out); a record's line is
-    known from the load, and lines added since are left out."""
+    """The identity of every record, then its own fields (see `events_table`)."""
+    table, spec = events_table(identities, sources)
+    return to_pandas(table, spec)
+
+
+def events_table(
+    identities: pa.Table | None, sources: list[SourceFile]
+) -> tuple[pa.Table | None, dict[str, str]]:
+    """The events' rows, and the dtypes of their frame: the identity of every record, then its
+    own fields, the files read again by DuckDB with their schema detected (nested objects to
+    one level; lists left out); a record's line is known from the load, and lines added since
+    are left out."""
     if identities is None or identities.num_rows == 0:
-        return to_pandas(None, EVENT_COLUMNS)
+        return None, EVENT_COLUMNS
     names = set(identities.column("file").to_pylist())
     # Only JSON-lines files are read again; a reader of whole documents (or zips) gives the
     # fields of its events with their identities.
@@ -443,9 +491,7 @@ def _events_frame(identities: pa.Table | None, sources: list[SourceFile]) -> pd.
     if not sources:
         table = identities
         extra = [n for n in table.column_names if n not in EVENT_COLUMNS]
-        return to_pandas(
-            table, {**EVENT_COLUMNS, **{n: _dtype(n, table.column(n).type) for n in extra}}
-        )
+        return table, {**EVENT_COLUMNS, **{n: _dtype(n, table.column(n).type) for n in extra}}
     engine = Engine()
     try:
         engine.con.register("files", _files_table(sources))
@@ -470,7 +516,7 @@ def _events_frame(identities: pa.Table | None, sources: list[SourceFile]) -> pd.
     finally:
         engine.close()
     spec = {name: _dtype(name, table.column(name).type) for name in own}
-    return to_pandas(table, {**EVENT_COLUMNS, **spec})
+    return table, {**EVENT_COLUMNS, **spec}
 
 
 def _without_deep_lines(source: SourceFile) -> SourceFile:
