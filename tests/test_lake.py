@@ -330,3 +330,39 @@ def test_a_frame_without_rows_has_no_file_and_its_typed_view(corpus: Path, tmp_p
     assert len(whole.parts) == 0 and not list((lake / "parts").rglob("*.parquet"))
     _same(t.parts, whole.parts)
     assert t.sql("select count(*) as n from parts")["n"].tolist() == [0]
+
+
+def _pricings(step: Callable[[], object]) -> int:
+    """How many calls `step` priced (calls of `evo_magic.cost.usage_cost`)."""
+    import evo_magic.cost
+
+    code = evo_magic.cost.usage_cost.__code__
+    priced = 0
+
+    def count(frame, event, arg):  # noqa: ANN001, ANN202 (the profiler's signature)
+        nonlocal priced
+        if event == "call" and frame.f_code is code:
+            priced += 1
+
+    sys.setprofile(count)
+    try:
+        step()
+    finally:
+        sys.setprofile(None)
+    return priced
+
+
+def test_calls_priced_at_the_prices_asked_for_are_not_priced_again(corpus: Path, tmp_path: Path):
+    lake = tmp_path / "lake"
+    len(load_transcripts(corpus, lake=lake).calls)
+    same = load_transcripts(corpus, lake=lake)
+    assert _pricings(lambda: len(same.calls)) == 0
+    whole = load_transcripts(corpus)
+    _same(same.calls, whole.calls)
+    # At other prices every call is priced again: the costs are those of a load at them.
+    model = str(whole.calls.loc[whole.calls["cost_usd"] > 0, "model"].iloc[-1])
+    dearer = {model: {"input": 100, "output": 500}}
+    other = load_transcripts(corpus, lake=lake, prices=dearer)
+    assert _pricings(lambda: len(other.calls)) > 0
+    _same(other.calls, load_transcripts(corpus, prices=dearer).calls)
+    assert other.calls["cost_usd"].sum() > same.calls["cost_usd"].sum()

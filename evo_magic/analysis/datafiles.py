@@ -11,6 +11,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
@@ -29,6 +30,10 @@ class NotInside(TranscriptError):
     something that is not a regular file."""
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9_=.-]+(?:/[A-Za-z0-9_=.-]+)*")
+"""A relative name of plain components: one `parts_of` splits without parsing a path."""
+
+
 def unique_temporary(name: str) -> str:
     """A temporary name beside `name` that no other writer (process or thread) picks."""
     return f".{name}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
@@ -39,6 +44,10 @@ def parts_of(relative: str) -> list[str]:
     it is absolute, climbs out with `..`, or holds a NUL byte."""
     if not isinstance(relative, str) or not relative or "\x00" in relative:
         raise NotInside(f"{relative!r} is not a name of a file inside the lake")
+    if _PLAIN.fullmatch(relative):  # what a lake writes: no path parsed for each of thousands
+        parts = relative.split("/")
+        if "." not in parts and ".." not in parts:
+            return parts
     path = PurePosixPath(relative)
     parts = [part for part in path.parts if part not in ("", ".")]
     if path.is_absolute() or ".." in parts or not parts:

@@ -46,6 +46,7 @@ from evo_magic.analysis.lake_manifest import (
     checked,
     drop,
     known_files,
+    prices_mark,
     read_manifest,
     same_content,
     write_manifest,
@@ -66,6 +67,8 @@ Reader = Callable[[list[Path]], Any]
 typed as their frames, calls priced, `events` whole (`transcripts.stored`)."""
 
 STORED = (*FRAMES, "events")
+NO_CALLS = "no calls"
+"""A group's prices mark when it has no calls to price."""
 SAVE_SECONDS = 2.0
 """A build writes its manifest when it has read for this long since it last did (and at its
 end): writing the whole manifest after every batch cost more than the batches at thousands
@@ -188,9 +191,12 @@ def _read_batch(
             raise
         for entry in entries.values():  # nothing to keep (empty files, ...): said, kept
             entry["skipped"] = {"file without records": len(entry["files"])}
+            entry["prices"] = NO_CALLS
         return entries
     first = entries[batch[0][0]]
     first["skipped"] = dict(got.skipped)  # the batch's, counted once
+    for entry in entries.values():
+        entry["prices"] = got.prices
     tables = got.tables
     for frame_name in STORED:
         table = tables.pop(frame_name)  # the tables are freed frame by frame
@@ -375,7 +381,11 @@ class LakeTranscripts:
         if "calls" not in self._cache:
             from evo_magic.analysis.call_costs import price_calls
 
-            self._cache["calls"] = price_calls(self._frame("calls"), self.prices)[0]
+            calls = self._frame("calls")
+            mark = prices_mark(self.prices)
+            if any(e.get("prices") not in (mark, NO_CALLS) for e in self._groups.values()):
+                calls = price_calls(calls, self.prices)[0]  # priced at other prices: again
+            self._cache["calls"] = calls
         return self._cache["calls"]
 
     @property

@@ -283,6 +283,9 @@ class Read:
     files: list[Path]
     skipped: dict[str, int]
     sources: list[SourceFile]
+    prices: str = ""
+    """The mark of the prices the calls were priced at (`lake_manifest.prices_mark`; "": not
+    priced)."""
 
 
 def read_tables(files: list[Path], *, single: bool, label: str) -> Read:
@@ -356,11 +359,14 @@ def stored(got: Read, prices: PriceTable | Overrides | None) -> Read:
     """`got` as a lake keeps it: every frame's table typed as its frame (`frames.typed`), the
     calls priced (as `read_files` prices them) and `events` the events' rows, not only their
     identities (`events_table`)."""
+    from evo_magic.analysis.lake_manifest import prices_mark
+
     tables = got.tables
     if tables["calls"] is not None:
         calls, found = price_calls(to_pandas(tables.pop("calls"), FRAMES["calls"]), prices)
         found.warn(stacklevel=5)
         tables["calls"] = pa.Table.from_pandas(calls, preserve_index=False)
+    got.prices = prices_mark(prices)
     for name, spec in FRAMES.items():
         tables[name] = None if tables[name] is None else typed(tables[name], spec)
     events, spec = events_table(tables.pop("events"), got.sources)
