@@ -115,7 +115,32 @@ def _lake_steps(folder: Path, lake: Path) -> dict[str, float]:
         "build": built["seconds"],
         "calls": statistics.median(calls),
         "blocks": statistics.median(blocks),
+        **_grown(folder, load),
     }
+
+
+def _grown(folder: Path, load: str) -> dict[str, float]:
+    """The reload (reading `calls`) after one session grew by a line, and the plain read of
+    that session's files alone, each in a fresh process; the session's file is put back."""
+    from evo_magic.analysis.groups import groups
+
+    # The largest session of the first copy: the read it costs is the most any one costs.
+    first = [Path(name) for name in files_of(folder / "copy-0000")]
+    members = max((m for _, m in groups(first)), key=lambda m: sum(p.stat().st_size for p in m))
+    main = members[0]
+    text = main.read_bytes()
+    try:
+        main.write_bytes(text + text.splitlines(keepends=True)[-1])
+        grown = rise_mb(f"{load}\nlen(t.calls)\nassert t.update.read == 1")["seconds"]
+        alone = rise_mb(
+            "from pathlib import Path\n"
+            "from evo_magic.analysis.transcripts import read_files\n"
+            f"files = [Path(name) for name in {[str(m) for m in members]!r}]\n"
+            "read_files(files, single=False, label='one').calls"
+        )["seconds"]
+    finally:
+        main.write_bytes(text)
+    return {"grown": grown, "session": alone}
 
 
 def one_size(samples: Path, root: Path, copies: int, largest: bool) -> list[dict[str, Any]]:
@@ -170,6 +195,17 @@ def one_size(samples: Path, root: Path, copies: int, largest: bool) -> list[dict
                 seconds < RELOAD_SECONDS,
             )
         )
+    allowed = RELOAD_SECONDS + lake["session"]
+    rows += [
+        _row(f"{tag}: one session's files read alone", lake["session"], "s", None, None),
+        _row(
+            f"{tag}: lake reload after one session grew, reading calls (fresh process)",
+            lake["grown"],
+            "s",
+            f"< {RELOAD_SECONDS:g} + that session's read",
+            lake["grown"] < allowed,
+        ),
+    ]
     if largest:
         share = memory["rise_mb"] / mb
         rows.append(
