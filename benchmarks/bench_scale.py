@@ -7,8 +7,10 @@ give it with `EVO_MAGIC_SAMPLES` (without it this benchmark is skipped, saying s
 
 At each size, side by side: `load_transcripts`; DuckDB's bare typed flatten of the same files
 (`read_json(..., format='newline_delimited')` into an Arrow table, one statement); `json.loads`
-of every line; the lake's build, and its reload with nothing changed reading `calls`, then
-`blocks`. Times are medians in this process (the lake's in fresh processes); memory is the
+of every line; the lake's build, against the load in a fresh process as well (a process's
+first load pays once for what later ones find ready: the readers' registry, DuckDB's first
+connection), and its reload with nothing changed reading `calls`, then `blocks`, and after one
+session grew. Times are medians in this process (the lake's in fresh processes); memory is the
 resident high-water mark (VmHWM) of a fresh process doing only that step, above what the same
 process held after its imports: DuckDB's and Arrow's memory included.
 
@@ -175,12 +177,20 @@ def one_size(samples: Path, root: Path, copies: int, largest: bool) -> list[dict
         _row(f"{tag}: load vs json.loads", load / lines, "ratio", None, None),
         _row(f"{tag}: load, resident rise", memory["rise_mb"], "MB", None, None),
         _row(f"{tag}: DuckDB flatten, resident rise", duck_memory["rise_mb"], "MB", None, None),
+        _row(f"{tag}: load_transcripts (fresh process)", memory["seconds"], "s", None, None),
         _row(
-            f"{tag}: lake build vs plain load",
-            lake["build"] / load,
+            f"{tag}: lake build vs plain load, both in fresh processes",
+            lake["build"] / memory["seconds"],
             "ratio",
             f"<= {LAKE_BUILD_VS_LOAD:g}",
-            lake["build"] / load <= LAKE_BUILD_VS_LOAD,
+            lake["build"] / memory["seconds"] <= LAKE_BUILD_VS_LOAD,
+        ),
+        _row(
+            f"{tag}: lake build (fresh process) vs plain load in this process (warm)",
+            lake["build"] / load,
+            "ratio",
+            None,
+            None,
         ),
         _row(f"{tag}: lake build (fresh process)", lake["build"], "s", None, None),
     ]
