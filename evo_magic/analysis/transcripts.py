@@ -15,16 +15,16 @@ import pyarrow as pa
 from evo_magic.analysis import lake
 from evo_magic.analysis.call_costs import price_calls, session_totals
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
+from evo_magic.analysis.events import events_frame, files_table
 from evo_magic.analysis.formats import Part
 from evo_magic.analysis.formats.registry import reader
 from evo_magic.analysis.frames import (
-    EVENT_COLUMNS,
     FRAMES,
     LEADING,
     to_pandas,
-    typed,
 )
 from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
+from evo_magic.analysis.lake_read import Read
 from evo_magic.analysis.loader import (
     Engine,
     SourceFile,
@@ -86,7 +86,7 @@ class Transcripts:
         nested objects as `<field>_<key>`). Built on first use: the files are read again, for
         the records that were there at load."""
         if self._events is None:
-            self._events = _events_frame(self._identities, self._sources)
+            self._events = events_frame(self._identities, self._sources)
         return self._events
 
     def session_ids(self) -> list[str]:
@@ -236,10 +236,13 @@ def load_transcripts(
     """
     prices = price_table(prices)  # a bad rate is refused before anything is read
     if lake is not None:
+        from evo_magic.analysis.lake_read import read_for_lake
         from evo_magic.analysis.lake_transcripts import LakeTranscripts, update_lake
 
         def read(files: list[Path]) -> Read:
-            return stored(read_tables(files, single=False, label=str(files[0])), prices)
+            return read_for_lake(
+                files, lambda: read_tables(files, single=False, label=str(files[0])), prices
+            )
 
         return LakeTranscripts(
             lake, Transcripts, update_lake(path, lake, read), read, prices=prices
@@ -270,22 +273,6 @@ def read_files(
     transcripts.calls, found = price_calls(transcripts.calls, prices)
     found.warn(stacklevel=4)
     return transcripts
-
-
-@dataclass
-class Read:
-    """What reading files gave before its frames are DataFrames (a lake writes them as they
-    are): each frame's rows as one Arrow table (None: no rows; `events`: every record's
-    identity), the files read, what was left out, and the files' sources (which
-    `events_table` reads again)."""
-
-    tables: dict[str, pa.Table | None]
-    files: list[Path]
-    skipped: dict[str, int]
-    sources: list[SourceFile]
-    prices: str = ""
-    """The mark of the prices the calls were priced at (`lake_manifest.prices_mark`; "": not
-    priced)."""
 
 
 def read_tables(files: list[Path], *, single: bool, label: str) -> Read:
@@ -319,7 +306,7 @@ def _read_batches(
         read = [SourceFile.read(i, files[i]) for i in batch]
         engine = Engine()
         try:
-            engine.con.register("files", _files_table(read))
+            engine.con.register("files", files_table(read))
             for kind, group in _by_format(read, single, skipped).items():
                 by_kind.setdefault(kind, []).append(_read(engine, kind, group).settled())
         finally:
@@ -347,31 +334,12 @@ def _note_bad_lines(sources: list[SourceFile], skipped: dict[str, int]) -> None:
     """A warning per file with unreadable lines or usage counts that are not counts, and their
     counts in `skipped`."""
     for source in sources:
-        warn_bad_lines(source, stacklevel=5)
-        warn_bad_usage(source, stacklevel=5)
+        warn_bad_lines(source, stacklevel=6)
+        warn_bad_usage(source, stacklevel=6)
         if source.bad:
             count_skipped(skipped, "unreadable line", len(set(source.bad)))
         if source.bad_usage:
             count_skipped(skipped, "usage count not a count", len(source.bad_usage))
-
-
-def stored(got: Read, prices: PriceTable | Overrides | None) -> Read:
-    """`got` as a lake keeps it: every frame's table typed as its frame (`frames.typed`), the
-    calls priced (as `read_files` prices them) and `events` the events' rows, not only their
-    identities (`events_table`)."""
-    from evo_magic.analysis.lake_manifest import prices_mark
-
-    tables = got.tables
-    if tables["calls"] is not None:
-        calls, found = price_calls(to_pandas(tables.pop("calls"), FRAMES["calls"]), prices)
-        found.warn(stacklevel=5)
-        tables["calls"] = pa.Table.from_pandas(calls, preserve_index=False)
-    got.prices = prices_mark(prices)
-    for name, spec in FRAMES.items():
-        tables[name] = None if tables[name] is None else typed(tables[name], spec)
-    events, spec = events_table(tables.pop("events"), got.sources)
-    tables["events"] = None if events is None else typed(events, spec)
-    return got
 
 
 def _tables(parts: list[Part]) -> dict[str, pa.Table | None]:
@@ -414,7 +382,7 @@ def _warn_without_messages(names: list[str]) -> None:
         f"{len(names)} file{plural} without messages (empty, a title or session metadata "
         f"only) gave no rows: {shown} (counted in .skipped)",
         TranscriptWarning,
-        stacklevel=4,
+        stacklevel=5,  # the caller of `read_files`, through `read_tables`
     )
 
 
@@ -430,17 +398,6 @@ def _read(engine: Engine, kind: str, sources: list[SourceFile]) -> Part:
         if not any(dropped):
             raise
     return read(engine, sources)
-
-
-def _files_table(sources: list[SourceFile]) -> pa.Table:
-    """Each file's id, name, and directory name (an evo_magic session's default id)."""
-    return pa.table(
-        {
-            "file_id": pa.array([s.file_id for s in sources], pa.int64()),
-            "file": pa.array([s.name for s in sources], pa.large_string()),
-            "directory": pa.array([s.path.parent.name for s in sources], pa.large_string()),
-        }
-    )
 
 
 def _concat(table: pa.Table | None, spec: dict[str, str]) -> pd.DataFrame:
@@ -466,82 +423,3 @@ def sql(sql_text: str, where: Transcripts | str | Path) -> pd.DataFrame:
         finally:
             con.close()
     return load_transcripts(where).sql(sql_text)
-
-
-# -- events -----------------------------------------------------------------------------------
-
-_CATEGORICAL_FIELDS = frozenset(
-    {"name", "model", "reason", "trigger", "code", "type", "subtype", "role", "kind", "strategy"}
-)
-
-
-def _events_frame(identities: pa.Table | None, sources: list[SourceFile]) -> pd.DataFrame:
-    """The identity of every record, then its own fields (see `events_table`)."""
-    table, spec = events_table(identities, sources)
-    return to_pandas(table, spec)
-
-
-def events_table(
-    identities: pa.Table | None, sources: list[SourceFile]
-) -> tuple[pa.Table | None, dict[str, str]]:
-    """The events' rows, and the dtypes of their frame: the identity of every record, then its
-    own fields, the files read again by DuckDB with their schema detected (nested objects to
-    one level; lists left out); a record's line is known from the load, and lines added since
-    are left out."""
-    if identities is None or identities.num_rows == 0:
-        return None, EVENT_COLUMNS
-    names = set(identities.column("file").to_pylist())
-    # Only JSON-lines files are read again; a reader of whole documents (or zips) gives the
-    # fields of its events with their identities.
-    sources = [s for s in sources if s.name in names and s.path.suffix.lower() == ".jsonl"]
-    if not sources:
-        table = identities
-        extra = [n for n in table.column_names if n not in EVENT_COLUMNS]
-        return table, {**EVENT_COLUMNS, **{n: _dtype(n, table.column(n).type) for n in extra}}
-    engine = Engine()
-    try:
-        engine.con.register("files", _files_table(sources))
-        try:
-            fields = engine.detected(sources)
-        except (RecursionError, duckdb.Error) as error:
-            # A line readable at load but nested too deep for DuckDB's JSON functions.
-            if not too_deep(error):
-                raise
-            sources = [_without_deep_lines(source) for source in sources]
-            fields = engine.detected(sources)
-        own = [n for n in fields.column_names if n not in EVENT_COLUMNS and n != "file_id"]
-        picked = ", ".join(f'd."{n}"' for n in own)
-        table = engine.query(
-            f"""select i.* exclude (n){", " + picked if picked else ""} from (
-                select *, row_number() over () as n from identities) i
-            left join (select * from fields join files using (file_id)) d using (file, line)
-            order by i.n""",
-            identities=identities,
-            fields=fields,
-        )
-    finally:
-        engine.close()
-    spec = {name: _dtype(name, table.column(name).type) for name in own}
-    return table, {**EVENT_COLUMNS, **spec}
-
-
-def _without_deep_lines(source: SourceFile) -> SourceFile:
-    """`source` read again, its lines nested too deep blanked (its line numbers kept)."""
-    if source.copy:
-        return source
-    fresh = SourceFile.read(source.file_id, source.path)
-    fresh.drop_deep_lines()
-    return fresh
-
-
-def _dtype(name: str, kind: pa.DataType) -> str:
-    """The dtype of a record's field: boolean, Int64, Float64, category (names) or string."""
-    if pa.types.is_boolean(kind):
-        return "boolean"
-    if pa.types.is_integer(kind):
-        return "Int64"
-    if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
-        return "Float64"
-    if name.rpartition("_")[2] in _CATEGORICAL_FIELDS:
-        return "category"
-    return "string"
