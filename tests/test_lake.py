@@ -15,7 +15,7 @@ from support.claude_code_session import SID, write_session
 
 from evo_magic import load_transcripts, replay
 from evo_magic.analysis import lake_transcripts, transcripts
-from evo_magic.analysis.errors import TranscriptError
+from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.lake_transcripts import LakeTranscripts
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.session import Session
@@ -366,3 +366,18 @@ def test_calls_priced_at_the_prices_asked_for_are_not_priced_again(corpus: Path,
     assert _pricings(lambda: len(other.calls)) > 0
     _same(other.calls, load_transcripts(corpus, prices=dearer).calls)
     assert other.calls["cost_usd"].sum() > same.calls["cost_usd"].sum()
+
+
+def test_events_read_beside_the_records_are_those_of_the_records_read(tmp_path: Path):
+    # The events' own fields are read in a thread from every JSON-lines file of a batch while
+    # its records are parsed; a file the load skipped (in no known format) has no events, and
+    # its fields must not become columns of the lake's events.
+    root = tmp_path / "corpus"
+    _sessions(root, tmp_path / "made", 2)
+    (root / "projects" / "notes.jsonl").write_text('{"name": "x", "colour": "blue"}\n')
+    with pytest.warns(TranscriptWarning, match="neither an evo_magic transcript"):
+        whole = load_transcripts(root)
+    with pytest.warns(TranscriptWarning, match="neither an evo_magic transcript"):
+        t = load_transcripts(root, lake=tmp_path / "lake")
+    assert "colour" not in t.events.columns
+    _same(t.events, whole.events, any_order=True)
