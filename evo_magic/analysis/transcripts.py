@@ -241,7 +241,9 @@ def load_transcripts(
 
         def read(files: list[Path]) -> Read:
             return read_for_lake(
-                files, lambda: read_tables(files, single=False, label=str(files[0])), prices
+                files,
+                lambda: read_tables(files, single=False, label=str(files[0]), batched=True),
+                prices,
             )
 
         return LakeTranscripts(
@@ -275,12 +277,13 @@ def read_files(
     return transcripts
 
 
-def read_tables(files: list[Path], *, single: bool, label: str) -> Read:
+def read_tables(files: list[Path], *, single: bool, label: str, batched: bool = False) -> Read:
     """The rows of exactly `files`, warned about as `read_files` warns (its calls not priced
-    yet)."""
+    yet). `batched`: the files are one batch of whole sessions already (a lake's), read at
+    once rather than grouped again."""
     skipped: dict[str, int] = {}
     files = recognisable(files, single, skipped)
-    sources, parts = _read_batches(files, single, skipped)
+    sources, parts = _read_batches(files, single, skipped, batched)
     _note_bad_lines(sources, skipped)
     empty = [s.name for s in sources if len(s.numbers) == 0]
     empty += [name for part in parts for name in part.without_messages]
@@ -295,14 +298,14 @@ def read_tables(files: list[Path], *, single: bool, label: str) -> Read:
 
 
 def _read_batches(
-    files: list[Path], single: bool, skipped: dict[str, int]
+    files: list[Path], single: bool, skipped: dict[str, int], batched: bool
 ) -> tuple[list[SourceFile], list[Part]]:
     """Every file read, and the rows of each format together, formats in the order first met
     (as one read gives). A batch of sessions at a time, its files' bytes released once read:
     the memory a load needs beyond its frames is that of one batch, not of the folder."""
     sources: list[SourceFile] = []
     by_kind: dict[str, list[Part]] = {}
-    for batch in _batches(files):
+    for batch in [list(range(len(files)))] if batched else _batches(files):
         read = [SourceFile.read(i, files[i]) for i in batch]
         engine = Engine()
         try:
