@@ -148,15 +148,25 @@ def main(runs: int = 3) -> list[dict[str, Any]]:
         with open(grown, "a", encoding="utf-8") as handle:
             handle.write(grown.read_text().splitlines(keepends=True)[-1])
         appended = _load_lake(folder / "projects", lake)
-        rows.append(
+        members = [grown, *sorted((grown.parent / grown.stem).rglob("*.jsonl"))]
+        alone = _child(
+            "from pathlib import Path\n"
+            "from evo_magic.analysis.transcripts import read_files\n"
+            "started = time.perf_counter()\n"
+            f"read_files([Path(n) for n in {[str(m) for m in members]!r}], single=False,"
+            " label='one').calls\n"
+            "result = {'seconds': time.perf_counter() - started}\n"
+        )["seconds"]
+        rows += [
+            _row("  that session's files read alone", alone, "s", None, None),
             _row(
                 f"lake: load after one session grew ({appended['files_read']} file(s) read)",
                 appended["seconds"],
                 "s",
-                None,
-                None,
-            )
-        )
+                f"< {RELOAD_SECONDS:g} + that session's read",
+                appended["seconds"] < RELOAD_SECONDS + alone and appended["read"] == 1,
+            ),
+        ]
         rows += _sweeps(lake, runs=1)
         plain = root / "plain" / "projects"
         plain.mkdir(parents=True)

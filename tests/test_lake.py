@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +15,7 @@ from support.claude_code_session import SID, write_session
 
 from evo_magic import load_transcripts, replay
 from evo_magic.analysis import lake_transcripts, transcripts
-from evo_magic.analysis.errors import TranscriptError
+from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.lake_transcripts import LakeTranscripts
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.session import Session
@@ -63,6 +67,7 @@ def _same(left: pd.DataFrame, right: pd.DataFrame, *, any_order: bool = False) -
         assert set(left.columns) == set(right.columns)
         right = right[list(left.columns)]
     assert list(left.columns) == list(right.columns)
+    assert dict(left.dtypes.astype(str)) == dict(right.dtypes.astype(str))
     pd.testing.assert_frame_equal(_plain(left), _plain(right), check_dtype=False)
 
 
@@ -245,3 +250,134 @@ def test_a_touched_file_is_not_read_again_and_a_rewritten_one_is(corpus: Path, t
     rewritten = load_transcripts(corpus, lake=lake)
     assert rewritten.update.read == 1 and str(main) in rewritten.update.files_read
     _same(rewritten.blocks, load_transcripts(corpus).blocks)
+
+
+_OPENED: list[tuple[str, bool]] | None = None
+"""While a list: every file this process opens (its path, and whether for writing)."""
+
+
+def _record_opens(event: str, args: tuple) -> None:
+    if _OPENED is None or event != "open":
+        return
+    name, mode, flags = args[0], args[1] or "", args[2] if len(args) > 2 else 0
+    if isinstance(name, int):  # a descriptor the lake opened beneath its folder: its file
+        name = os.readlink(f"/proc/self/fd/{name}")
+    if isinstance(name, str | Path) and not os.path.isdir(name):
+        writes = any(c in mode for c in "wax+") or bool(
+            (flags or 0) & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
+        )
+        _OPENED.append((str(name), writes))
+
+
+sys.addaudithook(_record_opens)  # a hook cannot be removed: it records only while asked
+
+
+def _opened_by(step: Callable[[], object]) -> list[tuple[str, bool]]:
+    """The files `step` opened (paths as given to open: some relative to a folder of the
+    lake), and whether for writing."""
+    global _OPENED
+    _OPENED = []
+    try:
+        step()
+        return _OPENED
+    finally:
+        _OPENED = None
+
+
+def test_an_unchanged_reload_opens_no_session_file_and_reads_only_what_is_asked(
+    corpus: Path, tmp_path: Path
+):
+    lake = tmp_path / "lake"
+    built = load_transcripts(corpus, lake=lake)
+    len(built.calls)
+    sources = {str(f) for f in corpus.rglob("*.jsonl")}
+    t: list[LakeTranscripts] = []
+    reload = _opened_by(lambda: t.append(load_transcripts(corpus, lake=lake)))
+    assert t[0].update.read == 0
+    assert not [name for name, _ in reload if name in sources]
+    assert not [name for name, writes in reload if writes and not name.endswith(".lock")]
+    calls = _opened_by(lambda: len(t[0].calls))
+    assert [Path(name).name for name, _ in calls] == ["calls.parquet"]  # one file, the lake's
+    assert not [name for name, writes in calls if writes]
+    parts = [r for r in built._groups.values() for r in r["written"] if r.startswith("blocks/")]
+    blocks = _opened_by(lambda: len(t[0].blocks))
+    assert sorted(Path(name).name for name, _ in blocks) == sorted(Path(p).name for p in parts)
+
+
+def test_a_grown_session_rewrites_only_its_own_parts(corpus: Path, tmp_path: Path):
+    lake = tmp_path / "lake"
+    len(load_transcripts(corpus, lake=lake).calls)
+    grown = next((corpus / "projects").glob("*0001.jsonl"))
+    grown.write_text(grown.read_text() + grown.read_text().splitlines(keepends=True)[-1])
+    t: list[LakeTranscripts] = []
+    update = _opened_by(lambda: t.append(load_transcripts(corpus, lake=lake)))
+    assert t[0].update.read == 1
+    # Files are written as `.<name>.<pid>.<random>.tmp` beside their place, then renamed.
+    tmp = re.compile(r"^\.(.+)\.\d+\.[0-9a-f]+\.tmp$")
+    written = {tmp.sub(r"\1", Path(name).name) for name, writes in update if writes}
+    entry = next(e for e in t[0]._groups.values() if str(grown) in e["files"])
+    assert written - {"manifest.json", ".lock"} == {Path(p).name for p in entry["written"]}
+    read = {name for name, writes in update if not writes and name.endswith(".jsonl")}
+    assert read <= {str(f) for f in entry["files"]}
+
+
+def test_a_frame_without_rows_has_no_file_and_its_typed_view(corpus: Path, tmp_path: Path):
+    shutil.rmtree(corpus / "evo")  # the generated sessions have no tool result of parts
+    shutil.rmtree(corpus / "real", ignore_errors=True)
+    lake = tmp_path / "lake"
+    t = load_transcripts(corpus, lake=lake)
+    whole = load_transcripts(corpus)
+    assert len(whole.parts) == 0 and not list((lake / "parts").rglob("*.parquet"))
+    _same(t.parts, whole.parts)
+    assert t.sql("select count(*) as n from parts")["n"].tolist() == [0]
+
+
+def _pricings(step: Callable[[], object]) -> int:
+    """How many calls `step` priced (calls of `evo_magic.cost.usage_cost`)."""
+    import evo_magic.cost
+
+    code = evo_magic.cost.usage_cost.__code__
+    priced = 0
+
+    def count(frame, event, arg):  # noqa: ANN001, ANN202 (the profiler's signature)
+        nonlocal priced
+        if event == "call" and frame.f_code is code:
+            priced += 1
+
+    sys.setprofile(count)
+    try:
+        step()
+    finally:
+        sys.setprofile(None)
+    return priced
+
+
+def test_calls_priced_at_the_prices_asked_for_are_not_priced_again(corpus: Path, tmp_path: Path):
+    lake = tmp_path / "lake"
+    len(load_transcripts(corpus, lake=lake).calls)
+    same = load_transcripts(corpus, lake=lake)
+    assert _pricings(lambda: len(same.calls)) == 0
+    whole = load_transcripts(corpus)
+    _same(same.calls, whole.calls)
+    # At other prices every call is priced again: the costs are those of a load at them.
+    model = str(whole.calls.loc[whole.calls["cost_usd"] > 0, "model"].iloc[-1])
+    dearer = {model: {"input": 100, "output": 500}}
+    other = load_transcripts(corpus, lake=lake, prices=dearer)
+    assert _pricings(lambda: len(other.calls)) > 0
+    _same(other.calls, load_transcripts(corpus, prices=dearer).calls)
+    assert other.calls["cost_usd"].sum() > same.calls["cost_usd"].sum()
+
+
+def test_events_read_beside_the_records_are_those_of_the_records_read(tmp_path: Path):
+    # The events' own fields are read in a thread from every JSON-lines file of a batch while
+    # its records are parsed; a file the load skipped (in no known format) has no events, and
+    # its fields must not become columns of the lake's events.
+    root = tmp_path / "corpus"
+    _sessions(root, tmp_path / "made", 2)
+    (root / "projects" / "notes.jsonl").write_text('{"name": "x", "colour": "blue"}\n')
+    with pytest.warns(TranscriptWarning, match="neither an evo_magic transcript"):
+        whole = load_transcripts(root)
+    with pytest.warns(TranscriptWarning, match="neither an evo_magic transcript"):
+        t = load_transcripts(root, lake=tmp_path / "lake")
+    assert "colour" not in t.events.columns
+    _same(t.events, whole.events, any_order=True)

@@ -117,12 +117,12 @@ def test_a_part_replaced_by_a_link_or_a_fifo_is_not_read_through(built, tmp_path
         t = load_transcripts(corpus, lake=lake)
     assert _rows(t.blocks) == _rows(whole.blocks)
     assert not (lake / part).is_symlink()
-    fifo_part = _a_part(lake, "parts")
+    fifo_part = _a_part(lake, "events")
     (lake / fifo_part).unlink()
     os.mkfifo(lake / fifo_part)
     opened = LakeTranscripts(lake, Transcripts)  # no reader: it says so, it never hangs
     with pytest.warns(TranscriptWarning, match="cannot be read again"):
-        opened.parts  # noqa: B018
+        opened.events  # noqa: B018
 
 
 def test_a_deleted_part_is_read_again_from_the_session_files(built):

@@ -11,6 +11,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
@@ -29,6 +30,10 @@ class NotInside(TranscriptError):
     something that is not a regular file."""
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9_=.-]+(?:/[A-Za-z0-9_=.-]+)*")
+"""A relative name of plain components: one `parts_of` splits without parsing a path."""
+
+
 def unique_temporary(name: str) -> str:
     """A temporary name beside `name` that no other writer (process or thread) picks."""
     return f".{name}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
@@ -39,6 +44,10 @@ def parts_of(relative: str) -> list[str]:
     it is absolute, climbs out with `..`, or holds a NUL byte."""
     if not isinstance(relative, str) or not relative or "\x00" in relative:
         raise NotInside(f"{relative!r} is not a name of a file inside the lake")
+    if _PLAIN.fullmatch(relative):  # what a lake writes: no path parsed for each of thousands
+        parts = relative.split("/")
+        if "." not in parts and ".." not in parts:
+            return parts
     path = PurePosixPath(relative)
     parts = [part for part in path.parts if part not in ("", ".")]
     if path.is_absolute() or ".." in parts or not parts:
@@ -180,10 +189,14 @@ def _folder_beneath(root_fd: int, parts: list[str]) -> int:
         raise
 
 
-def write_inside(root: Path, relative: str, write: Callable[[BinaryIO], None]) -> None:
+def write_inside(
+    root: Path, relative: str, write: Callable[[BinaryIO], None], *, durable: bool = True
+) -> None:
     """The file `relative` below `root` written whole by `write` (a temporary file of a unique
     name in the same folder, then renamed over it), its folders made where missing; no link on
-    the way is followed, so a folder replaced by a link never makes the write land outside."""
+    the way is followed, so a folder replaced by a link never makes the write land outside.
+    `durable`: flushed to the disk before it is renamed (False: left to the system, for a file
+    whose loss or tear is found and repaired when it is read)."""
     parts = parts_of(relative)
     with folder_fd(root) as root_fd:
         folder = _folder_beneath(root_fd, parts[:-1])
@@ -195,7 +208,8 @@ def write_inside(root: Path, relative: str, write: Callable[[BinaryIO], None]) -
                 with os.fdopen(fd, "wb") as handle:
                     write(handle)
                     handle.flush()
-                    os.fsync(handle.fileno())
+                    if durable:
+                        os.fsync(handle.fileno())
                 os.replace(tmp, parts[-1], src_dir_fd=folder, dst_dir_fd=folder)
             except BaseException:
                 with contextlib.suppress(OSError):

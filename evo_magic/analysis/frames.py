@@ -237,9 +237,10 @@ def _coerce(value: Any, kind: pa.DataType) -> Any:
     return value if type(value) is str else str(value)
 
 
-def to_pandas(table: pa.Table | None, spec: dict[str, str]) -> pd.DataFrame:
-    """A typed DataFrame of `table` (None: no rows) with the columns of `spec` first, in order
-    (any further columns of `table` follow)."""
+def typed(table: pa.Table | None, spec: dict[str, str]) -> pa.Table:
+    """`table` (None: no rows) with the columns of `spec` first, in order, each of the Arrow
+    type its dtype converts from (a category dictionary-encoded); any further columns follow
+    as they are."""
     schema = arrow_schema(spec)
     if table is None:
         table = schema.empty_table()
@@ -253,6 +254,13 @@ def to_pandas(table: pa.Table | None, spec: dict[str, str]) -> pd.DataFrame:
             column = column.cast(kind) if column.type != kind else column
             column = pc.dictionary_encode(column) if dtype == "category" else column
         table = table.set_column(table.column_names.index(name), name, column)
+    return table
+
+
+def to_pandas(table: pa.Table | None, spec: dict[str, str]) -> pd.DataFrame:
+    """A typed DataFrame of `table` (None: no rows) with the columns of `spec` first, in order
+    (any further columns of `table` follow)."""
+    table = typed(table, spec)
     # Column by column, each freed once converted (the caller holds no other reference).
     frame = table.to_pandas(types_mapper=_PANDAS_TYPES.get, split_blocks=True, self_destruct=True)
     del table

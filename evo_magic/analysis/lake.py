@@ -83,17 +83,30 @@ def connect(directory: str | Path, con: duckdb.DuckDBPyConnection | None = None)
     `compactions`, `events`."""
     root = Path(directory).expanduser()
     con = con or duckdb.connect()
+    missing = []
     for name in FRAMES:
         # Only the lake's own files: none reached through a link (a folder replaced by one).
         found = [p for p in sorted(root.glob(f"**/{name}/**/*.parquet")) if no_links_below(root, p)]
         if not found:
+            missing.append(name)
             continue
         listed = ", ".join(f"'{_quoted(str(path))}'" for path in found)
         con.execute(
             f"create or replace view {name} as select * from read_parquet("
             f"[{listed}], hive_partitioning = true, union_by_name = true)"
         )
+    if len(missing) < len(FRAMES):  # a lake keeps no file of a frame without rows
+        for name in missing:
+            con.register(name, _empty(name))
     return con
+
+
+def _empty(name: str) -> pd.DataFrame:
+    """Frame `name` without rows, typed as a load types it."""
+    from evo_magic.analysis.frames import EVENT_COLUMNS, to_pandas
+    from evo_magic.analysis.frames import FRAMES as SPECS
+
+    return to_pandas(None, SPECS.get(name, EVENT_COLUMNS))
 
 
 def query(frames: dict[str, pd.DataFrame], sql_text: str) -> pd.DataFrame:

@@ -69,17 +69,27 @@ def _kept(lake: Path, relative: str) -> tuple[pa.Table | None, int | None]:
     none yet, or it is unreadable, unmarked, or not a regular file inside the lake (then it is
     made again)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        with open_inside(lake, relative) as handle:
-            kept = pq.read_table(handle)
+        kept = read_parquet_inside(lake, relative)
     except (OSError, NotInside, pa.ArrowException):
         return None, None
     written = (kept.schema.metadata or {}).get(_MARK, b"")
     if _GROUP in kept.column_names and written.isdigit():
         return kept, int(written)
     return None, None
+
+
+def read_parquet_inside(lake: Path, relative: str) -> pa.Table:
+    """The Parquet file `relative` of the lake (opened inside it, through no link: see
+    `open_inside`), read whole into memory first: Arrow's reads through a Python file object
+    cost milliseconds a file, which thousands of parts made seconds."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with open_inside(lake, relative) as handle:
+        data = handle.read()
+    return pq.ParquetFile(pa.BufferReader(data)).read()
 
 
 def _tagged(
@@ -116,4 +126,4 @@ def _write(lake: Path, relative: str, whole: pa.Table) -> None:
 
     # A read-only lake (or a link in its place): read from the sessions' files every time.
     with contextlib.suppress(OSError, NotInside):
-        write_inside(lake, relative, lambda handle: pq.write_table(whole, handle))
+        write_inside(lake, relative, lambda handle: pq.write_table(whole, handle), durable=False)

@@ -112,3 +112,14 @@ def written(entry: dict[str, Any]) -> list[str]:
     that are not text are left out: they were not written by a lake)."""
     found = entry.get("written") if isinstance(entry, dict) else None
     return [name for name in found if isinstance(name, str)] if isinstance(found, list) else []
+
+
+def prices_mark(prices: Any) -> str:
+    """A fingerprint of the prices `prices` describes (`evo_magic.cost.price_table`'s
+    argument): a group records the one its calls were priced at, and calls priced at the
+    prices asked for are not priced again (pricing is the most of reading 300,000 calls)."""
+    from evo_magic.cost import price_table
+
+    table = price_table(prices)
+    rows = repr([(model, table.lookup(model)) for model in table.models()])
+    return hashlib.sha256(rows.encode()).hexdigest()[:32]

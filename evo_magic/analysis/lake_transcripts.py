@@ -13,15 +13,17 @@ frame under `<lake>/<frame>/source=<source>/<group>.parquet`. A manifest (`lake_
 records what was read: each file's path, size, modification time and a hash of its head and
 tail. A later load reads only the groups with a new or changed file (an appended session is
 read again, an unchanged one is not) and drops the groups whose files disappeared. The
-manifest is written after each group, so a build that was interrupted goes on where it
-stopped. The small frames (`calls`, `compactions`) are also kept as one file of the whole lake,
-brought up to date group by group: a load reads one file, not thousands (`lake_consolidated`).
+manifest is written every few seconds of a build and at its end, so a build that was
+interrupted goes on about where it stopped. The small frames (`calls`, `compactions`) are
+also kept as one file of the whole lake, brought up to date group by group: a load reads one
+file, not thousands (`lake_consolidated`).
 
 File and session names are data: the lake's own files are named by hashes.
 """
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,23 +35,23 @@ from evo_magic.analysis.datafiles import (
     NotInside,
     locked,
     not_regular_inside,
-    open_inside,
     parts_of,
-    write_inside,
 )
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.frames import FRAMES
 from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
-from evo_magic.analysis.lake_consolidated import CONSOLIDATED, consolidated
+from evo_magic.analysis.lake_consolidated import CONSOLIDATED, consolidated, read_parquet_inside
 from evo_magic.analysis.lake_manifest import (
     checked,
     drop,
     known_files,
+    prices_mark,
     read_manifest,
     same_content,
     write_manifest,
     written,
 )
+from evo_magic.analysis.lake_parts import note_sessions, ranks_of, split, write_part
 from evo_magic.analysis.loader import resolve
 from evo_magic.analysis.memory import drained, gather
 
@@ -60,11 +62,17 @@ if TYPE_CHECKING:
 Transcripts = Any
 """`evo_magic.analysis.transcripts.Transcripts`: given by the caller (it imports this module)."""
 Reader = Callable[[list[Path]], Any]
-"""Reads exactly these files into a Transcripts (`transcripts.read_files`)."""
+"""Reads exactly these files as a lake keeps them: a `transcripts.Read` whose tables are
+typed as their frames, calls priced, `events` whole (`transcripts.stored`)."""
 
 STORED = (*FRAMES, "events")
+NO_CALLS = "no calls"
+"""A group's prices mark when it has no calls to price."""
+SAVE_SECONDS = 2.0
+"""A build writes its manifest when it has read for this long since it last did (and at its
+end): writing the whole manifest after every batch cost more than the batches at thousands
+of sessions, and an interrupted build reads again at most these seconds of work."""
 """The frames a lake holds for every group."""
-_SOURCES = ("evo_magic", "claude_code", "codex")
 
 
 @dataclass
@@ -106,6 +114,7 @@ def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
         drop(root, manifest["groups"].pop(key))
         done.dropped += 1
     todo: list[tuple[str, list[Path], dict[str, Any]]] = []
+    touched = False
     parts = [name for entry in manifest["groups"].values() for name in written(entry)]
     broken = not_regular_inside(root, parts)
     for key, members in by_group.items():
@@ -116,6 +125,7 @@ def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
             and same_content(entry.get("files"), mine)
             and _whole(root, entry, broken)
         ):
+            touched = touched or entry["files"] != mine
             entry["files"] = mine  # a touched file's new time, so it is not hashed again
             done.kept += 1
             continue
@@ -124,15 +134,21 @@ def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
         todo.append((key, members, mine))
     if todo or gone:  # what the lake holds changes: its consolidated frames are out of date
         manifest["generation"] = int(manifest.get("generation") or 0) + 1
-    write_manifest(root, manifest)
+    if todo or gone or touched:  # an unchanged lake is only read
+        write_manifest(root, manifest)
+    saved = time.monotonic()
     for batch in batches(todo, _files_size, BATCH_BYTES):
         made = _read_batch(root, batch, read)
         for entry in made.values():  # what a consolidated file of a later one lacks
             entry["generation"] = manifest["generation"]
         manifest["groups"].update(made)
-        write_manifest(root, manifest)
         done.read += len(batch)
         done.files_read += [name for _, _, stamps in batch for name in stamps]
+        if time.monotonic() - saved >= SAVE_SECONDS:
+            write_manifest(root, manifest)
+            saved = time.monotonic()
+    if todo:
+        write_manifest(root, manifest)
     return done
 
 
@@ -158,7 +174,8 @@ def _files_size(item: tuple[str, list[Path], dict[str, Any]]) -> int:
 def _read_batch(
     root: Path, batch: list[tuple[str, list[Path], dict[str, Any]]], read: Reader
 ) -> dict[str, dict[str, Any]]:
-    """Read the batch's files at once, then write each group's rows as its own files."""
+    """Read the batch's files at once, then write each group's rows as its own files (the
+    read's Arrow tables as they are: no DataFrame is made)."""
     entries = {}
     group_of: dict[str, str] = {}
     for key, members, stamps in batch:
@@ -166,82 +183,30 @@ def _read_batch(
         entries[key] = {"files": stamps, "name": name, "sessions": [], "written": []}
         group_of.update({str(file): key for file in members})
     try:
-        t = read([file for _, members, _ in batch for file in members])
+        got = read([file for _, members, _ in batch for file in members])
     except TranscriptError as exc:
         if "no transcript records" not in str(exc):
             raise
         for entry in entries.values():  # nothing to keep (empty files, ...): said, kept
             entry["skipped"] = {"file without records": len(entry["files"])}
+            entry["prices"] = NO_CALLS
         return entries
-    frames = {**t.frames(), "events": t.events}
-    for frame_name in STORED:
-        for key, part in _split(frames[frame_name], group_of):
-            _write_part(root, frame_name, entries[key], part)
     first = entries[batch[0][0]]
-    first["skipped"] = dict(t.skipped)  # the batch's, counted once
-    blocks = frames["blocks"]
-    if len(blocks):
-        owners = blocks["file"].astype(object).map(group_of)
-        sessions = blocks.assign(_g=owners)[["_g", "session_id"]].astype(object).drop_duplicates()
-        for key, session in sessions.itertuples(index=False):
-            entries[key]["sessions"].append(str(session))
+    first["skipped"] = dict(got.skipped)  # the batch's, counted once
+    for entry in entries.values():
+        entry["prices"] = got.prices
+    tables = got.tables
+    for frame_name in STORED:
+        table = tables.pop(frame_name)  # the tables are freed frame by frame
+        if table is None:
+            continue
+        ranks = ranks_of(table, group_of)
+        if frame_name == "blocks":
+            note_sessions(table, ranks, entries, list(dict.fromkeys(group_of.values())))
+        for key, part in split(table, ranks, group_of):
+            write_part(root, frame_name, entries[key], part)
+        del table
     return entries
-
-
-def _split(frame: pd.DataFrame, group_of: dict[str, str]) -> Iterator[tuple[str, pa.Table]]:
-    """The frame's rows per group (by each row's file), as Arrow tables: converted once, then
-    cut into contiguous slices (a group with no rows gets an empty table)."""
-    import numpy as np
-    import pyarrow as pa
-
-    owners = frame["file"].astype(object).map(group_of).to_numpy() if len(frame) else None
-    groups = list(dict.fromkeys(group_of.values()))
-    if owners is None:
-        empty = _widened(pa.Table.from_pandas(frame, preserve_index=False))
-        for key in groups:
-            yield key, empty
-        return
-    rank = {key: n for n, key in enumerate(groups)}
-    ranks = np.array([rank[owner] for owner in owners], dtype=np.int64)
-    order = np.argsort(ranks, kind="stable")
-    table = _widened(pa.Table.from_pandas(frame.iloc[order], preserve_index=False))
-    bounds = np.searchsorted(ranks[order], np.arange(len(groups) + 1))
-    for n, key in enumerate(groups):
-        yield key, table.slice(int(bounds[n]), int(bounds[n + 1] - bounds[n]))
-
-
-def _widened(table: pa.Table) -> pa.Table:
-    """The table with every category column's codes as int32: pandas picks the narrowest
-    width per frame, and files of different widths would not read back as one table."""
-    import pyarrow as pa
-
-    fields = [
-        field.with_type(pa.dictionary(pa.int32(), field.type.value_type))
-        if pa.types.is_dictionary(field.type)
-        else field
-        for field in table.schema
-    ]
-    return table.cast(pa.schema(fields, metadata=table.schema.metadata))
-
-
-def _write_part(root: Path, frame_name: str, entry: dict[str, Any], part: pa.Table) -> None:
-    """One group's rows of one frame as `<frame>/source=<source>/<group>.parquet` (written
-    through no link: a folder of the lake replaced by a link makes the build fail, never write
-    outside)."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    sources = [None]
-    if part.num_rows and "source" in part.column_names:
-        found = pc.unique(part.column("source").cast("string")).to_pylist()
-        sources = [s for s in found if s in _SOURCES] or [None]
-    for source in sources:
-        rows = part
-        if source is not None and len(sources) > 1:
-            rows = part.filter(pc.equal(part.column("source").cast("string"), source))
-        relative = f"{frame_name}/source={source or 'none'}/{entry['name']}.parquet"
-        write_inside(root, relative, lambda handle, rows=rows: pq.write_table(rows, handle))
-        entry["written"].append(relative)
 
 
 def _frame_of(relative: str) -> str | None:
@@ -255,11 +220,9 @@ def _part(lake: Path, relative: str) -> pa.Table | str:
     """The part `relative` of the lake (opened inside it, through no link), or why it cannot
     be read."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        with open_inside(lake, relative) as handle:
-            return pq.read_table(handle)
+        return read_parquet_inside(lake, relative)
     except FileNotFoundError:
         return "missing"
     except (OSError, NotInside, pa.ArrowException) as exc:
@@ -323,7 +286,11 @@ class LakeTranscripts:
         if "calls" not in self._cache:
             from evo_magic.analysis.call_costs import price_calls
 
-            self._cache["calls"] = price_calls(self._frame("calls"), self.prices)[0]
+            calls = self._frame("calls")
+            mark = prices_mark(self.prices)
+            if any(e.get("prices") not in (mark, NO_CALLS) for e in self._groups.values()):
+                calls = price_calls(calls, self.prices)[0]  # priced at other prices: again
+            self._cache["calls"] = calls
         return self._cache["calls"]
 
     @property

@@ -59,6 +59,6 @@ def format_of(source: SourceFile, single: bool, skipped: dict[str, int]) -> str 
     )
     if single:
         raise TranscriptError(message)
-    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=6)
+    warnings.warn(message + "; skipped", TranscriptWarning, stacklevel=7)
     count_skipped(skipped, "file in no known format")
     return None

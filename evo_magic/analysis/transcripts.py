@@ -15,15 +15,16 @@ import pyarrow as pa
 from evo_magic.analysis import lake
 from evo_magic.analysis.call_costs import price_calls, session_totals
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
+from evo_magic.analysis.events import events_frame, files_table
 from evo_magic.analysis.formats import Part
 from evo_magic.analysis.formats.registry import reader
 from evo_magic.analysis.frames import (
-    EVENT_COLUMNS,
     FRAMES,
     LEADING,
     to_pandas,
 )
 from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
+from evo_magic.analysis.lake_read import Read
 from evo_magic.analysis.loader import (
     Engine,
     SourceFile,
@@ -85,7 +86,7 @@ class Transcripts:
         nested objects as `<field>_<key>`). Built on first use: the files are read again, for
         the records that were there at load."""
         if self._events is None:
-            self._events = _events_frame(self._identities, self._sources)
+            self._events = events_frame(self._identities, self._sources)
         return self._events
 
     def session_ids(self) -> list[str]:
@@ -235,10 +236,15 @@ def load_transcripts(
     """
     prices = price_table(prices)  # a bad rate is refused before anything is read
     if lake is not None:
+        from evo_magic.analysis.lake_read import read_for_lake
         from evo_magic.analysis.lake_transcripts import LakeTranscripts, update_lake
 
-        def read(files: list[Path]) -> Transcripts:
-            return read_files(files, single=False, label=str(files[0]), prices=prices)
+        def read(files: list[Path]) -> Read:
+            return read_for_lake(
+                files,
+                lambda: read_tables(files, single=False, label=str(files[0]), batched=True),
+                prices,
+            )
 
         return LakeTranscripts(
             lake, Transcripts, update_lake(path, lake, read), read, prices=prices
@@ -256,9 +262,28 @@ def read_files(
 ) -> Transcripts:
     """The Transcripts of exactly `files` (see `load_transcripts`; `label` names them in an
     error, `single` says a file was named on its own)."""
+    got = read_tables(files, single=single, label=label)
+    tables = got.tables
+    frames = {name: _concat(tables.pop(name), spec) for name, spec in FRAMES.items()}
+    transcripts = Transcripts(
+        **frames,
+        files=got.files,
+        skipped=got.skipped,
+        _identities=tables.pop("events"),
+        _sources=got.sources,
+    )
+    transcripts.calls, found = price_calls(transcripts.calls, prices)
+    found.warn(stacklevel=4)
+    return transcripts
+
+
+def read_tables(files: list[Path], *, single: bool, label: str, batched: bool = False) -> Read:
+    """The rows of exactly `files`, warned about as `read_files` warns (its calls not priced
+    yet). `batched`: the files are one batch of whole sessions already (a lake's), read at
+    once rather than grouped again."""
     skipped: dict[str, int] = {}
     files = recognisable(files, single, skipped)
-    sources, parts = _read_batches(files, single, skipped)
+    sources, parts = _read_batches(files, single, skipped, batched)
     _note_bad_lines(sources, skipped)
     empty = [s.name for s in sources if len(s.numbers) == 0]
     empty += [name for part in parts for name in part.without_messages]
@@ -269,14 +294,11 @@ def read_files(
     for part in parts:
         for reason, n in part.skipped.items():
             count_skipped(skipped, reason, n)
-    transcripts = _transcripts(parts, files, skipped, sources)
-    transcripts.calls, found = price_calls(transcripts.calls, prices)
-    found.warn(stacklevel=4)
-    return transcripts
+    return Read(_tables(parts), files, skipped, sources)
 
 
 def _read_batches(
-    files: list[Path], single: bool, skipped: dict[str, int]
+    files: list[Path], single: bool, skipped: dict[str, int], batched: bool
 ) -> tuple[list[SourceFile], list[Part]]:
     """Every file read, and the rows of each format together, formats in the order first met
     (as one read gives). A batch of sessions at a time, its files' bytes released once read:
@@ -285,9 +307,9 @@ def _read_batches(
     by_kind: dict[str, list[Part]] = {}
     engine = Engine()  # one for every batch: a cursor and its settings cost a batch of few files
     try:
-        for batch in _batches(files):
+        for batch in [list(range(len(files)))] if batched else _batches(files):
             read = [SourceFile.read(i, files[i]) for i in batch]
-            engine.con.register("files", _files_table(read))
+            engine.con.register("files", files_table(read))
             for kind, group in _by_format(read, single, skipped).items():
                 by_kind.setdefault(kind, []).append(_read(engine, kind, group).settled())
             engine.con.unregister("files")
@@ -316,30 +338,23 @@ def _note_bad_lines(sources: list[SourceFile], skipped: dict[str, int]) -> None:
     """A warning per file with unreadable lines or usage counts that are not counts, and their
     counts in `skipped`."""
     for source in sources:
-        warn_bad_lines(source, stacklevel=5)
-        warn_bad_usage(source, stacklevel=5)
+        warn_bad_lines(source, stacklevel=6)
+        warn_bad_usage(source, stacklevel=6)
         if source.bad:
             count_skipped(skipped, "unreadable line", len(set(source.bad)))
         if source.bad_usage:
             count_skipped(skipped, "usage count not a count", len(source.bad_usage))
 
 
-def _transcripts(
-    parts: list[Part], files: list[Path], skipped: dict[str, int], sources: list[SourceFile]
-) -> Transcripts:
-    """The Transcripts of the formats' `parts` (the list emptied: each frame's tables are then
-    held once, and converting one frees them)."""
+def _tables(parts: list[Part]) -> dict[str, pa.Table | None]:
+    """Each frame's table of the formats' `parts` (the list emptied: each frame's tables are
+    then held once, and converting one frees them)."""
     tables = {name: [getattr(part, name) for part in parts] for name in (*FRAMES, "events")}
     parts.clear()
     events = tables.pop("events")
-    frames = {name: _concat(tables.pop(name), spec) for name, spec in FRAMES.items()}
-    return Transcripts(
-        **frames,
-        files=files,
-        skipped=skipped,
-        _identities=pa.concat_tables(events, promote_options="permissive") if events else None,
-        _sources=sources,
-    )
+    found: dict[str, pa.Table | None] = {name: drained(tables.pop(name)) for name in FRAMES}
+    found["events"] = pa.concat_tables(events, promote_options="permissive") if events else None
+    return found
 
 
 def _batches(files: list[Path]) -> list[list[int]]:
@@ -371,7 +386,7 @@ def _warn_without_messages(names: list[str]) -> None:
         f"{len(names)} file{plural} without messages (empty, a title or session metadata "
         f"only) gave no rows: {shown} (counted in .skipped)",
         TranscriptWarning,
-        stacklevel=4,
+        stacklevel=5,  # the caller of `read_files`, through `read_tables`
     )
 
 
@@ -389,20 +404,10 @@ def _read(engine: Engine, kind: str, sources: list[SourceFile]) -> Part:
     return read(engine, sources)
 
 
-def _files_table(sources: list[SourceFile]) -> pa.Table:
-    """Each file's id, name, and directory name (an evo_magic session's default id)."""
-    return pa.table(
-        {
-            "file_id": pa.array([s.file_id for s in sources], pa.int64()),
-            "file": pa.array([s.name for s in sources], pa.large_string()),
-            "directory": pa.array([s.path.parent.name for s in sources], pa.large_string()),
-        }
-    )
-
-
-def _concat(tables: list[pa.Table], spec: dict[str, str]) -> pd.DataFrame:
-    """One frame of the batches' `tables` (emptied: the frame owns what it keeps of them)."""
-    frame = to_pandas(drained(tables), spec)  # no name here holds the table while it converts
+def _concat(table: pa.Table | None, spec: dict[str, str]) -> pd.DataFrame:
+    """One frame of the batches' `table` (the caller holds it no more: the frame owns what it
+    keeps of it)."""
+    frame = to_pandas(table, spec)
     give_back()
     return frame
 
@@ -422,75 +427,3 @@ def sql(sql_text: str, where: Transcripts | str | Path) -> pd.DataFrame:
         finally:
             con.close()
     return load_transcripts(where).sql(sql_text)
-
-
-# -- events -----------------------------------------------------------------------------------
-
-_CATEGORICAL_FIELDS = frozenset(
-    {"name", "model", "reason", "trigger", "code", "type", "subtype", "role", "kind", "strategy"}
-)
-
-
-def _events_frame(identities: pa.Table | None, sources: list[SourceFile]) -> pd.DataFrame:
-    """The identity of every record, then its own fields: the files read again by DuckDB with
-    their schema detected (nested objects to one level; lists left out); a record's line is
-    known from the load, and lines added since are left out."""
-    if identities is None or identities.num_rows == 0:
-        return to_pandas(None, EVENT_COLUMNS)
-    names = set(identities.column("file").to_pylist())
-    # Only JSON-lines files are read again; a reader of whole documents (or zips) gives the
-    # fields of its events with their identities.
-    sources = [s for s in sources if s.name in names and s.path.suffix.lower() == ".jsonl"]
-    if not sources:
-        table = identities
-        extra = [n for n in table.column_names if n not in EVENT_COLUMNS]
-        return to_pandas(
-            table, {**EVENT_COLUMNS, **{n: _dtype(n, table.column(n).type) for n in extra}}
-        )
-    engine = Engine()
-    try:
-        engine.con.register("files", _files_table(sources))
-        try:
-            fields = engine.detected(sources)
-        except (RecursionError, duckdb.Error) as error:
-            # A line readable at load but nested too deep for DuckDB's JSON functions.
-            if not too_deep(error):
-                raise
-            sources = [_without_deep_lines(source) for source in sources]
-            fields = engine.detected(sources)
-        own = [n for n in fields.column_names if n not in EVENT_COLUMNS and n != "file_id"]
-        picked = ", ".join(f'd."{n}"' for n in own)
-        table = engine.query(
-            f"""select i.* exclude (n){", " + picked if picked else ""} from (
-                select *, row_number() over () as n from identities) i
-            left join (select * from fields join files using (file_id)) d using (file, line)
-            order by i.n""",
-            identities=identities,
-            fields=fields,
-        )
-    finally:
-        engine.close()
-    spec = {name: _dtype(name, table.column(name).type) for name in own}
-    return to_pandas(table, {**EVENT_COLUMNS, **spec})
-
-
-def _without_deep_lines(source: SourceFile) -> SourceFile:
-    """`source` read again, its lines nested too deep blanked (its line numbers kept)."""
-    if source.copy:
-        return source
-    fresh = SourceFile.read(source.file_id, source.path)
-    fresh.drop_deep_lines()
-    return fresh
-
-
-def _dtype(name: str, kind: pa.DataType) -> str:
-    """The dtype of a record's field: boolean, Int64, Float64, category (names) or string."""
-    if pa.types.is_boolean(kind):
-        return "boolean"
-    if pa.types.is_integer(kind):
-        return "Int64"
-    if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
-        return "Float64"
-    if name.rpartition("_")[2] in _CATEGORICAL_FIELDS:
-        return "category"
-    return "string"
