@@ -381,3 +381,28 @@ def test_events_read_beside_the_records_are_those_of_the_records_read(tmp_path: 
         t = load_transcripts(root, lake=tmp_path / "lake")
     assert "colour" not in t.events.columns
     _same(t.events, whole.events, any_order=True)
+
+
+def test_a_lake_written_under_other_columns_is_read_again(corpus: Path, tmp_path: Path):
+    # A lake an earlier evo_magic wrote: its calls parts lack a column the frames now have
+    # (turn_note came in 0.3), and its manifest holds no mark of the columns.
+    import json
+
+    import pyarrow.parquet as pq
+
+    lake = tmp_path / "lake"
+    load_transcripts(corpus, lake=lake)
+    manifest = json.loads((lake / "manifest.json").read_text())
+    del manifest["columns"]
+    (lake / "manifest.json").write_text(json.dumps(manifest))
+    for part in lake.rglob("*.parquet"):
+        table = pq.read_table(part)
+        if "turn_note" in table.column_names:
+            pq.write_table(table.drop_columns(["turn_note"]), part)
+    with pytest.warns(TranscriptWarning, match="other columns: every session is read again"):
+        t = load_transcripts(corpus, lake=lake)
+    assert t.update.read == len(manifest["groups"]) and t.update.kept == 0
+    _same(t.calls, load_transcripts(corpus).calls)
+    # Read again, the lake is current: the next load keeps every session.
+    again = load_transcripts(corpus, lake=lake)
+    assert again.update.read == 0 and "turn_note" in again.calls.columns

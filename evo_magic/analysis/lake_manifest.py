@@ -12,6 +12,7 @@ from typing import Any
 
 from evo_magic.analysis.datafiles import LOCK, NotInside, open_inside, remove_inside, write_inside
 from evo_magic.analysis.errors import TranscriptError
+from evo_magic.analysis.frames import EVENT_COLUMNS, FRAMES
 from evo_magic.analysis.groups import group_key
 
 MANIFEST = "manifest.json"
@@ -43,6 +44,14 @@ def read_manifest(root: Path) -> dict[str, Any]:
             f"version {LAKE_VERSION}: give a new folder"
         )
     return manifest
+
+
+def columns_mark() -> str:
+    """A short hash of every frame's declared columns and types. A lake whose manifest holds
+    another (written by an evo_magic with other columns) has every session read again: its
+    parts would lack a column the frames now have."""
+    declared = {**FRAMES, "events": EVENT_COLUMNS}
+    return hashlib.sha256(json.dumps(declared, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def write_manifest(root: Path, manifest: dict[str, Any]) -> None:

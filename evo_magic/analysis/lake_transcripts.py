@@ -43,6 +43,7 @@ from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
 from evo_magic.analysis.lake_consolidated import CONSOLIDATED, consolidated, read_parquet_inside
 from evo_magic.analysis.lake_manifest import (
     checked,
+    columns_mark,
     drop,
     known_files,
     prices_mark,
@@ -101,6 +102,7 @@ def update_lake(path: str | Path, lake: str | Path, read: Reader) -> LakeUpdate:
 
 def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
     manifest = read_manifest(root)
+    renewed = _renew_columns(root, manifest)
     known = known_files(manifest)
     stamps: dict[str, dict[str, Any]] = {}
     keys: dict[str, str] = {}
@@ -132,9 +134,9 @@ def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
         if entry is not None:
             drop(root, manifest["groups"].pop(key))
         todo.append((key, members, mine))
-    if todo or gone:  # what the lake holds changes: its consolidated frames are out of date
+    if todo or gone or renewed:  # what the lake holds changes: its consolidated frames too
         manifest["generation"] = int(manifest.get("generation") or 0) + 1
-    if todo or gone or touched:  # an unchanged lake is only read
+    if todo or gone or touched or renewed:  # an unchanged lake is only read
         write_manifest(root, manifest)
     saved = time.monotonic()
     for batch in batches(todo, _files_size, BATCH_BYTES):
@@ -150,6 +152,23 @@ def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
     if todo:
         write_manifest(root, manifest)
     return done
+
+
+def _renew_columns(root: Path, manifest: dict[str, Any]) -> bool:
+    """Drop every group of a lake written under other columns (see `columns_mark`), so that
+    each is read again; whether any was dropped."""
+    mark = columns_mark()
+    stale = bool(manifest["groups"]) and manifest.get("columns") != mark
+    if stale:
+        warnings.warn(
+            f"{root} was written by an evo_magic with other columns: every session is read again",
+            TranscriptWarning,
+            stacklevel=5,
+        )
+        for key in list(manifest["groups"]):
+            drop(root, manifest["groups"].pop(key))
+    manifest["columns"] = mark
+    return stale
 
 
 def _whole(root: Path, entry: dict[str, Any], broken: set[str]) -> bool:
