@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
@@ -42,7 +41,7 @@ from evo_magic.analysis.formats.documents import (
     text_of,
     timestamp,
 )
-from evo_magic.analysis.formats.openhands_folders import folder_of, read_folders
+from evo_magic.analysis.formats.openhands_folders import Said, folder_of, read_folders
 from evo_magic.analysis.formats.registry import Format, Sniff
 
 SOURCE = "openhands"
@@ -60,18 +59,6 @@ def is_openhands(sniff: Sniff) -> bool:
     return b'"source"' in head and (b'"action"' in head or b'"observation"' in head)
 
 
-@dataclass
-class _Said:
-    """What an event added to the history (kept to rebuild it after a condensation)."""
-
-    event_id: Any
-    role: str
-    kind: str
-    blocks: list[dict[str, Any]]
-    timestamp: Any
-    seq: int
-
-
 class _Events:
     """One event list being read."""
 
@@ -79,11 +66,11 @@ class _Events:
         folder = source.path.parent.name
         stem = source.path.name.removesuffix(".json")
         self.c = Conversation(SOURCE, source, f"{folder}/{stem}" if folder else stem)
-        self.history: list[_Said] = []
+        self.history: list[Said] = []
         self.responses: dict[str, int] = {}  # model response id -> its message index
         self.prompted = False
 
-    def say(self, said: _Said) -> int:
+    def say(self, said: Said) -> int:
         self.history.append(said)
         return self.c.message(said.role, said.kind, said.blocks, said.timestamp, seq=said.seq)
 
@@ -99,10 +86,10 @@ class _Events:
         elif action == "message" and source == "user":
             kind = "meta" if self.prompted else "prompt"
             self.prompted = True
-            self.say(_Said(event.get("id"), "user", kind, [text_block(_content(event))], stamp, n))
+            self.say(Said(event.get("id"), "user", kind, [text_block(_content(event))], stamp, n))
         elif action == "message" and source == "agent" and meta is None:
             index = self.say(
-                _Said(
+                Said(
                     event.get("id"),
                     "assistant",
                     "response",
@@ -124,7 +111,7 @@ class _Events:
                 "text": text_of(event.get("content")) or "",
                 "is_error": failed,
             }
-            self.say(_Said(event.get("id"), "user", "tool_result", [block], stamp, n))
+            self.say(Said(event.get("id"), "user", "tool_result", [block], stamp, n))
 
     def tool_call(self, event: dict[str, Any], meta: dict[str, Any], stamp: Any, n: int) -> None:
         response = (
@@ -149,7 +136,7 @@ class _Events:
                 "text": _arguments(reply, call_id, event),
             }
         )
-        index = self.say(_Said(event.get("id"), "assistant", "response", blocks, stamp, n))
+        index = self.say(Said(event.get("id"), "assistant", "response", blocks, stamp, n))
         if first:
             self.responses[response_id] = index
             model = response.get("model") if isinstance(response.get("model"), str) else None
@@ -176,12 +163,10 @@ class _Events:
         for said in [*kept[:at], None, *kept[at:]]:
             if said is None:
                 if summary:
-                    self.say(
-                        _Said(None, "user", "compact_summary", [text_block(summary)], stamp, n)
-                    )
+                    self.say(Said(None, "user", "compact_summary", [text_block(summary)], stamp, n))
                 continue
             kind = "compact_history" if said.kind == "prompt" else said.kind
-            self.say(_Said(said.event_id, said.role, kind, said.blocks, said.timestamp, said.seq))
+            self.say(Said(said.event_id, said.role, kind, said.blocks, said.timestamp, said.seq))
 
 
 def conversation_folder(sniff: Sniff) -> str | None:

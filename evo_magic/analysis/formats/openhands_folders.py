@@ -78,7 +78,7 @@ def folder_of(path: Path, head: bytes) -> Path | None:
 
 
 @dataclass
-class _Said:
+class Said:
     """What an event added to the history (kept to rebuild it after a condensation)."""
 
     event_id: Any
@@ -87,7 +87,7 @@ class _Said:
     blocks: list[dict[str, Any]]
     timestamp: Any
     seq: int
-    source: Any
+    source: Any = None  # the event's source (a folder's events say who acted)
 
 
 class _Folder:
@@ -97,10 +97,10 @@ class _Folder:
         self.c = Conversation(SOURCE, source, session)
         self.usage = _usages(state)
         self.model = _model(state)
-        self.history: list[_Said] = []
+        self.history: list[Said] = []
         self.response: str | None = None  # the response the last actions belong to
 
-    def say(self, said: _Said) -> int:
+    def say(self, said: Said) -> int:
         self.history.append(said)
         self.c.source = said.source
         return self.c.message(said.role, said.kind, said.blocks, said.timestamp, seq=said.seq)
@@ -110,7 +110,7 @@ class _Folder:
         kind, who = event.get("kind"), event.get("source")
         stamp = timestamp(event.get("timestamp"))
         self.c.event(str(kind), stamp, seq=n)
-        said = _Said(_text(event.get("id")), "", "", [], stamp, n, source)
+        said = Said(_text(event.get("id")), "", "", [], stamp, n, source)
         if kind in ("SystemPromptEvent", "SystemPromptUpdateEvent"):
             prompt = event.get("system_prompt")
             text = prompt.get("text") if isinstance(prompt, dict) else None
@@ -131,7 +131,7 @@ class _Folder:
         elif kind == "Condensation":
             self.condensation(event, stamp, n)
 
-    def action(self, event: dict[str, Any], said: _Said) -> None:
+    def action(self, event: dict[str, Any], said: Said) -> None:
         response = _text(event.get("llm_response_id"))
         first = response is None or response != self.response
         blocks = []
@@ -186,7 +186,7 @@ class _Folder:
             if said is None:
                 if summary:
                     self.say(  # its id as the SDK makes it: a later condensation may forget it
-                        _Said(
+                        Said(
                             f"{_text(event.get('id'))}-summary",
                             "user",
                             "compact_summary",
@@ -358,8 +358,8 @@ def _result(event: dict[str, Any], kind: str, n: int) -> dict[str, Any]:
     }
 
 
-def _with(said: _Said, role: str, kind: str, blocks: list[dict[str, Any]]) -> _Said:
-    return _Said(said.event_id, role, kind, blocks, said.timestamp, said.seq, said.source)
+def _with(said: Said, role: str, kind: str, blocks: list[dict[str, Any]]) -> Said:
+    return Said(said.event_id, role, kind, blocks, said.timestamp, said.seq, said.source)
 
 
 def _text(value: Any) -> str | None:
