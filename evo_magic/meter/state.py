@@ -26,6 +26,9 @@ class StateCache:
     compactions: list[dict[str, Any]] = field(default_factory=list)
     built: int = 0
     """States built so far (what a refresh costs, for tests)."""
+    restarts: int = 0
+    """Times the states were built again from the first row (a new scope, or rows rewritten):
+    a live view that only appended rows since must take the whole lists again."""
 
     def states(self, data: MeterData) -> tuple[list[int], list[dict[str, Any]], list[dict]]:
         """The sizes sent and the states of `data`'s own calls, and the states of its own
@@ -34,6 +37,7 @@ class StateCache:
         calls, rows = data.own_calls, data.own_compactions
         if first != self.first or len(calls) < len(self.calls) or len(rows) < len(self.compactions):
             self.first, self.sizes, self.calls, self.compactions = first, [], [], []
+            self.restarts += 1
         self.built += len(calls) - len(self.calls) + len(rows) - len(self.compactions)
         self.sizes += [point.sent.chars for point in calls[len(self.calls) :]]
         self.calls += [_call_state(point) for point in calls[len(self.calls) :]]

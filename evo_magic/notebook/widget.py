@@ -10,8 +10,16 @@ a finished cell's numbers never change afterwards. A session meter (`scope="sess
 `%agent context --live` shows) follows the session for as long as it lives.
 
 The widget's HTML and its `snapshot()` are the same rendering of the same data, so the live and
-the saved meter agree. Nothing secret is in its state or HTML: sizes, names, and texts the
-session has redacted (and everything passes the redactor once more on its way out).
+the saved meter agree. Its growing lists (`sizes`, `calls`, `compactions`) are not sent whole at
+every refresh: a refresh while an ask runs sends only the new rows, as a custom message
+`{"method": "append", "sizes": [...], "calls": [...], "compactions": [...], "at": {...}}` (`at`:
+how many rows each list held before), so what a refresh sends does not grow with the session.
+The lists go whole when a front end asks for the state (it (re)connected), when earlier rows
+changed (a new scope), at the end of each ask and after each full compaction, and when the meter
+is refreshed or shown by hand: a saved notebook's widget state keeps the whole meter.
+
+Nothing secret is in its state or HTML: sizes, names, and texts the session has redacted (and
+everything passes the redactor once more on its way out).
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ if TYPE_CHECKING:
 
 REFRESH_SECONDS = 0.2
 SCOPES = ("cell", "session")
+ROWS = ("sizes", "calls", "compactions")
+"""The synced lists that only grow while a scope lives: a live refresh appends to them."""
 
 
 class ContextMeter(widgets.VBox):
@@ -93,6 +103,8 @@ class ContextMeter(widgets.VBox):
         self._final: MeterData | None = None
         self._last_refresh = 0.0
         self._lock = threading.Lock()
+        self._appending = False
+        self._synced_restarts = -1  # the first refresh sends the lists whole
         self._unlisten = self.meter_log.listen(self.on_event)
         self.refresh()
 
@@ -102,19 +114,44 @@ class ContextMeter(widgets.VBox):
         one can come with every call, and a refresh redraws the whole meter."""
         urgent = isinstance(event, CompactionFinished | AskFinished)
         if urgent or time.monotonic() - self._last_refresh >= REFRESH_SECONDS:
-            self.refresh()
+            self.refresh(whole=urgent)
 
-    def refresh(self) -> None:
+    def refresh(self, whole: bool = True) -> None:
         """Re-read the session's size, limits and contents and update every view (a finished
-        cell's meter shows its final state)."""
+        cell's meter shows its final state). `whole=False` (a refresh while an ask runs) sends
+        the front end only the rows new since the last refresh, unless earlier rows changed."""
         with self._lock:
             self.data = data = self._final or self._data()
             state = state_of(data, self._states)
-            with self.hold_sync():
-                for name, value in state.items():
-                    setattr(self, name, value)
-                self._view.value = redact(meter_html(data, self._chart))
+            appended = None if whole else self._new_rows(state)
+            self._appending = appended is not None
+            try:
+                with self.hold_sync():
+                    for name, value in state.items():
+                        setattr(self, name, value)
+                    self._view.value = redact(meter_html(data, self._chart))
+            finally:
+                self._appending = False
+            self._synced_restarts = self._states.restarts
+            if appended is not None and any(appended[name] for name in ROWS):
+                self.send(appended)
             self._last_refresh = time.monotonic()
+
+    def _new_rows(self, state: dict[str, Any]) -> dict[str, Any] | None:
+        """The rows of `state`'s lists the front end has not got (and where each starts), or
+        None when earlier rows changed since the last refresh (the lists must go whole)."""
+        if self._states.restarts != self._synced_restarts:
+            return None
+        at = {name: len(getattr(self, name)) for name in ROWS}
+        rows = {name: state[name][at[name] :] for name in ROWS}
+        return {"method": "append", **rows, "at": at}
+
+    def _should_send_property(self, key: str, value: Any) -> bool:
+        # While a live refresh appends, the whole lists stay here: their new rows go in the
+        # "append" message (a front end asking for the state still gets them whole).
+        if self._appending and key in ROWS:
+            return False
+        return super()._should_send_property(key, value)
 
     def _data(self) -> MeterData:
         return MeterData.of_session(self.session, self.meter_log, self.span, self._tally)
