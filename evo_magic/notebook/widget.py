@@ -67,11 +67,13 @@ class ContextMeter(widgets.VBox):
     token_limit = traitlets.Int(None, allow_none=True).tag(sync=True)
     model_calls = traitlets.Int(0).tag(sync=True)
     """Model calls in the scope."""
-    sizes = traitlets.List(traitlets.Int()).tag(sync=True)
+    # The growing lists hold what `state_of` built and grow in place while the scope lives;
+    # their rows are not checked one by one at each refresh (that made a refresh O(calls)).
+    sizes = traitlets.List().tag(sync=True)
     """Characters sent per model call of the scope, in order."""
-    calls = traitlets.List(traitlets.Dict()).tag(sync=True)
+    calls = traitlets.List().tag(sync=True)
     """Per model call of the scope: call, turn, before/sent chars, tokens, cost."""
-    compactions = traitlets.List(traitlets.Dict()).tag(sync=True)
+    compactions = traitlets.List().tag(sync=True)
     """Every compaction of the scope: label, strategy, layer, trigger, focus, before/after
     messages, chars and tokens, success, error, cost."""
     composition = traitlets.List(traitlets.Dict()).tag(sync=True)
@@ -103,8 +105,8 @@ class ContextMeter(widgets.VBox):
         self._final: MeterData | None = None
         self._last_refresh = 0.0
         self._lock = threading.Lock()
-        self._appending = False
-        self._synced_restarts = -1  # the first refresh sends the lists whole
+        self._sent: tuple[int, dict[str, int]] | None = None
+        """The states' restarts and the rows of each list the front end holds."""
         self._unlisten = self.meter_log.listen(self.on_event)
         self.refresh()
 
@@ -123,33 +125,35 @@ class ContextMeter(widgets.VBox):
         with self._lock:
             self.data = data = self._final or self._data()
             state = state_of(data, self._states)
-            appended = None if whole else self._new_rows(state)
-            self._appending = appended is not None
-            try:
-                with self.hold_sync():
-                    for name, value in state.items():
+            with self.hold_sync():
+                for name, value in state.items():
+                    # The lists grow in place (the states' cache's own): set again only when
+                    # new (earlier rows changed), not checked row by row at every refresh.
+                    if name not in ROWS or getattr(self, name) is not value:
                         setattr(self, name, value)
-                    self._view.value = redact(meter_html(data, self._chart))
-            finally:
-                self._appending = False
-            self._synced_restarts = self._states.restarts
-            if appended is not None and any(appended[name] for name in ROWS):
-                self.send(appended)
+                self._view.value = redact(meter_html(data, self._chart))
+            self._send_rows(state, whole)
             self._last_refresh = time.monotonic()
 
-    def _new_rows(self, state: dict[str, Any]) -> dict[str, Any] | None:
-        """The rows of `state`'s lists the front end has not got (and where each starts), or
-        None when earlier rows changed since the last refresh (the lists must go whole)."""
-        if self._states.restarts != self._synced_restarts:
-            return None
-        at = {name: len(getattr(self, name)) for name in ROWS}
-        rows = {name: state[name][at[name] :] for name in ROWS}
-        return {"method": "append", **rows, "at": at}
+    def _send_rows(self, state: dict[str, Any], whole: bool) -> None:
+        """Send the front end the rows it has not got: appended to what it holds when it
+        holds the earlier rows and `whole` is False, else the lists whole."""
+        held = {name: len(state[name]) for name in ROWS}
+        sent = (self._states.restarts, held)
+        if sent == self._sent:
+            return
+        if whole or self._sent is None or self._sent[0] != self._states.restarts:
+            self.send_state(key=list(ROWS))
+        else:
+            at = self._sent[1]
+            rows = {name: state[name][at[name] :] for name in ROWS}
+            self.send({"method": "append", **rows, "at": at})
+        self._sent = sent
 
     def _should_send_property(self, key: str, value: Any) -> bool:
-        # While a live refresh appends, the whole lists stay here: their new rows go in the
-        # "append" message (a front end asking for the state still gets them whole).
-        if self._appending and key in ROWS:
+        # The growing lists leave only through `_send_rows` (new rows, or the lists whole) and
+        # whole in the state a front end asks for, never as a change of the trait.
+        if key in ROWS:
             return False
         return super()._should_send_property(key, value)
 
