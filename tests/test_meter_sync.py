@@ -153,3 +153,14 @@ def test_a_whole_refresh_sends_every_row(client: Any):
     (calls,) = rows_sent(sent, "calls")
     assert [c["call"] for c in calls] == list(range(1, 5_002))
     assert not [m for m in sent if m["data"]["method"] == "custom"]
+
+
+def test_the_end_of_an_ask_sends_the_whole_lists_after_appends(client: Any):
+    """Rows appended while the ask ran go whole at its end even when none is new since, so
+    a saved notebook's widget state (which keeps state updates, not custom messages) holds
+    every row."""
+    one_call_later(client, 100, True)
+    sent = run(client, "meters[100].refresh()")  # as at the end of an ask: nothing new
+    (calls,) = rows_sent(sent, "calls")
+    assert [c["call"] for c in calls] == list(range(1, 102))
+    assert not rows_sent(run(client, "meters[100].refresh()"), "calls")  # held whole now

@@ -105,8 +105,9 @@ class ContextMeter(widgets.VBox):
         self._final: MeterData | None = None
         self._last_refresh = 0.0
         self._lock = threading.Lock()
-        self._sent: tuple[int, dict[str, int]] | None = None
-        """The states' restarts and the rows of each list the front end holds."""
+        self._sent: tuple[int, dict[str, int], bool] | None = None
+        """The states' restarts and the rows of each list the front end holds, and whether
+        they came whole (not appended since)."""
         self._unlisten = self.meter_log.listen(self.on_event)
         self.refresh()
 
@@ -137,18 +138,21 @@ class ContextMeter(widgets.VBox):
 
     def _send_rows(self, state: dict[str, Any], whole: bool) -> None:
         """Send the front end the rows it has not got: appended to what it holds when it
-        holds the earlier rows and `whole` is False, else the lists whole."""
-        held = {name: len(state[name]) for name in ROWS}
-        sent = (self._states.restarts, held)
-        if sent == self._sent:
+        holds the earlier rows and `whole` is False, else the lists whole (also when rows
+        were appended since the last whole lists: a saved notebook keeps state, not the
+        custom messages)."""
+        held = (self._states.restarts, {name: len(state[name]) for name in ROWS})
+        sent = self._sent
+        if sent is not None and sent[:2] == held and (sent[2] or not whole):
             return
-        if whole or self._sent is None or self._sent[0] != self._states.restarts:
+        if whole or sent is None or sent[0] != held[0]:
             self.send_state(key=list(ROWS))
+            self._sent = (*held, True)
         else:
-            at = self._sent[1]
+            at = sent[1]
             rows = {name: state[name][at[name] :] for name in ROWS}
             self.send({"method": "append", **rows, "at": at})
-        self._sent = sent
+            self._sent = (*held, False)
 
     def _should_send_property(self, key: str, value: Any) -> bool:
         # The growing lists leave only through `_send_rows` (new rows, or the lists whole) and
