@@ -27,6 +27,7 @@ MODULES = (
     "bench_compaction",
     "bench_loop",
     "bench_percall",
+    "bench_meter_widget",
     "bench_transcripts",
     "bench_tools",
     "bench_prompt_cache",

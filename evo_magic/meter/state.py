@@ -26,24 +26,33 @@ class StateCache:
     compactions: list[dict[str, Any]] = field(default_factory=list)
     built: int = 0
     """States built so far (what a refresh costs, for tests)."""
+    restarts: int = 0
+    """Times the states were built again from the first row (a new scope, or rows rewritten):
+    a live view that only appended rows since must take the whole lists again."""
 
     def states(self, data: MeterData) -> tuple[list[int], list[dict[str, Any]], list[dict]]:
         """The sizes sent and the states of `data`'s own calls, and the states of its own
-        compactions (new lists; the rows a refresh before this one built are reused)."""
+        compactions: this cache's own lists, which later refreshes extend in place (copy one
+        to keep it as it is); the rows a refresh before this one built are reused, and
+        nothing else is read (no pass over, or copy of, the earlier rows)."""
         first = (data.scope.first_call, data.scope.first_compaction)
-        calls, rows = data.own_calls, data.own_compactions
-        if first != self.first or len(calls) < len(self.calls) or len(rows) < len(self.compactions):
+        calls, rows = len(data.calls) - first[0], len(data.compactions) - first[1]
+        if first != self.first or calls < len(self.calls) or rows < len(self.compactions):
             self.first, self.sizes, self.calls, self.compactions = first, [], [], []
-        self.built += len(calls) - len(self.calls) + len(rows) - len(self.compactions)
-        self.sizes += [point.sent.chars for point in calls[len(self.calls) :]]
-        self.calls += [_call_state(point) for point in calls[len(self.calls) :]]
-        self.compactions += [_compaction_state(row) for row in rows[len(self.compactions) :]]
-        return list(self.sizes), list(self.calls), list(self.compactions)
+            self.restarts += 1
+        self.built += calls - len(self.calls) + rows - len(self.compactions)
+        new_calls = data.calls[first[0] + len(self.calls) :]
+        self.sizes += [point.sent.chars for point in new_calls]
+        self.calls += [_call_state(point) for point in new_calls]
+        new_rows = data.compactions[first[1] + len(self.compactions) :]
+        self.compactions += [_compaction_state(row) for row in new_rows]
+        return self.sizes, self.calls, self.compactions
 
 
 def state_of(data: MeterData, cache: StateCache | None = None) -> dict[str, Any]:
     """The widget's synced state: plain JSON values of the scope's numbers (`cache`: the
-    states a live meter built at its earlier refreshes, extended with the new rows)."""
+    states a live meter built at its earlier refreshes, extended with the new rows; the lists
+    `sizes`, `calls` and `compactions` are then the cache's own, see `StateCache.states`)."""
     sizes, calls, compactions = (cache or StateCache()).states(data)
     return {
         "scope": data.scope.label,
@@ -53,7 +62,7 @@ def state_of(data: MeterData, cache: StateCache | None = None) -> dict[str, Any]
         "tokens": data.current.tokens,
         "context_limit": data.context_limit,
         "token_limit": data.token_limit,
-        "model_calls": len(data.own_calls),
+        "model_calls": len(sizes),
         "sizes": sizes,
         "calls": calls,
         "compactions": compactions,

@@ -10,8 +10,16 @@ a finished cell's numbers never change afterwards. A session meter (`scope="sess
 `%agent context --live` shows) follows the session for as long as it lives.
 
 The widget's HTML and its `snapshot()` are the same rendering of the same data, so the live and
-the saved meter agree. Nothing secret is in its state or HTML: sizes, names, and texts the
-session has redacted (and everything passes the redactor once more on its way out).
+the saved meter agree. Its growing lists (`sizes`, `calls`, `compactions`) are not sent whole at
+every refresh: a refresh while an ask runs sends only the new rows, as a custom message
+`{"method": "append", "sizes": [...], "calls": [...], "compactions": [...], "at": {...}}` (`at`:
+how many rows each list held before), so what a refresh sends does not grow with the session.
+The lists go whole when a front end asks for the state (it (re)connected), when earlier rows
+changed (a new scope), at the end of each ask and after each full compaction, and when the meter
+is refreshed or shown by hand: a saved notebook's widget state keeps the whole meter.
+
+Nothing secret is in its state or HTML: sizes, names, and texts the session has redacted (and
+everything passes the redactor once more on its way out).
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ if TYPE_CHECKING:
 
 REFRESH_SECONDS = 0.2
 SCOPES = ("cell", "session")
+ROWS = ("sizes", "calls", "compactions")
+"""The synced lists that only grow while a scope lives: a live refresh appends to them."""
 
 
 class ContextMeter(widgets.VBox):
@@ -57,11 +67,13 @@ class ContextMeter(widgets.VBox):
     token_limit = traitlets.Int(None, allow_none=True).tag(sync=True)
     model_calls = traitlets.Int(0).tag(sync=True)
     """Model calls in the scope."""
-    sizes = traitlets.List(traitlets.Int()).tag(sync=True)
+    # The growing lists hold what `state_of` built and grow in place while the scope lives;
+    # their rows are not checked one by one at each refresh (that made a refresh O(calls)).
+    sizes = traitlets.List().tag(sync=True)
     """Characters sent per model call of the scope, in order."""
-    calls = traitlets.List(traitlets.Dict()).tag(sync=True)
+    calls = traitlets.List().tag(sync=True)
     """Per model call of the scope: call, turn, before/sent chars, tokens, cost."""
-    compactions = traitlets.List(traitlets.Dict()).tag(sync=True)
+    compactions = traitlets.List().tag(sync=True)
     """Every compaction of the scope: label, strategy, layer, trigger, focus, before/after
     messages, chars and tokens, success, error, cost."""
     composition = traitlets.List(traitlets.Dict()).tag(sync=True)
@@ -93,6 +105,9 @@ class ContextMeter(widgets.VBox):
         self._final: MeterData | None = None
         self._last_refresh = 0.0
         self._lock = threading.Lock()
+        self._sent: tuple[int, dict[str, int], bool] | None = None
+        """The states' restarts and the rows of each list the front end holds, and whether
+        they came whole (not appended since)."""
         self._unlisten = self.meter_log.listen(self.on_event)
         self.refresh()
 
@@ -102,19 +117,49 @@ class ContextMeter(widgets.VBox):
         one can come with every call, and a refresh redraws the whole meter."""
         urgent = isinstance(event, CompactionFinished | AskFinished)
         if urgent or time.monotonic() - self._last_refresh >= REFRESH_SECONDS:
-            self.refresh()
+            self.refresh(whole=urgent)
 
-    def refresh(self) -> None:
+    def refresh(self, whole: bool = True) -> None:
         """Re-read the session's size, limits and contents and update every view (a finished
-        cell's meter shows its final state)."""
+        cell's meter shows its final state). `whole=False` (a refresh while an ask runs) sends
+        the front end only the rows new since the last refresh, unless earlier rows changed."""
         with self._lock:
             self.data = data = self._final or self._data()
             state = state_of(data, self._states)
             with self.hold_sync():
                 for name, value in state.items():
-                    setattr(self, name, value)
+                    # The lists grow in place (the states' cache's own): set again only when
+                    # new (earlier rows changed), not checked row by row at every refresh.
+                    if name not in ROWS or getattr(self, name) is not value:
+                        setattr(self, name, value)
                 self._view.value = redact(meter_html(data, self._chart))
+            self._send_rows(state, whole)
             self._last_refresh = time.monotonic()
+
+    def _send_rows(self, state: dict[str, Any], whole: bool) -> None:
+        """Send the front end the rows it has not got: appended to what it holds when it
+        holds the earlier rows and `whole` is False, else the lists whole (also when rows
+        were appended since the last whole lists: a saved notebook keeps state, not the
+        custom messages)."""
+        held = (self._states.restarts, {name: len(state[name]) for name in ROWS})
+        sent = self._sent
+        if sent is not None and sent[:2] == held and (sent[2] or not whole):
+            return
+        if whole or sent is None or sent[0] != held[0]:
+            self.send_state(key=list(ROWS))
+            self._sent = (*held, True)
+        else:
+            at = sent[1]
+            rows = {name: state[name][at[name] :] for name in ROWS}
+            self.send({"method": "append", **rows, "at": at})
+            self._sent = (*held, False)
+
+    def _should_send_property(self, key: str, value: Any) -> bool:
+        # The growing lists leave only through `_send_rows` (new rows, or the lists whole) and
+        # whole in the state a front end asks for, never as a change of the trait.
+        if key in ROWS:
+            return False
+        return super()._should_send_property(key, value)
 
     def _data(self) -> MeterData:
         return MeterData.of_session(self.session, self.meter_log, self.span, self._tally)
