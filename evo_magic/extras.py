@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -21,6 +20,9 @@ class MissingExtra(ImportError):
 def checkout() -> Path | None:
     """The source checkout evo_magic is installed from in editable mode, or None when it is
     installed as a package (or its install records say nothing)."""
+    # Imported here: importlib.metadata costs ~15 ms, and `%load_ext` reaches this module.
+    from importlib import metadata
+
     try:
         record = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
     except metadata.PackageNotFoundError:
