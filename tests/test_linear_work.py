@@ -518,3 +518,37 @@ def test_a_fresh_meter_builds_everything() -> None:
     state_of(data, states)
     # 300 calls in 150 columns of 2; their 150 micro-compactions in 150 marks; 450 states.
     assert (chart.built, states.built) == (150 + 150, 300 + 150)
+
+
+def test_replay_measures_each_thinking_block_once_not_the_history_per_call(monkeypatch):
+    # Replay's estimate needs the thinking characters of the whole prompt at every call; they
+    # are kept as the history grows, is rewritten in place and is replaced.
+    from evo_magic.analysis.replay import thinking as module
+    from evo_magic.messages import thinking_chars
+
+    measured: list[int] = []
+    real = module.thinking_chars
+    monkeypatch.setattr(module, "thinking_chars", lambda ms: measured.append(len(ms)) or real(ms))
+    history = History(lambda event: None)
+    follower = module.ThinkingChars()
+
+    def turn(n: int) -> None:
+        thought = {"type": "thinking", "thinking": "why " * n, "signature": "s"}
+        history.append({"role": "user", "content": f"ask {n}"})
+        history.append({"role": "assistant", "content": [thought, {"type": "text", "text": "ok"}]})
+
+    per_call = []
+    for n in range(400):
+        turn(n)
+        before = sum(measured)
+        assert follower.of(history) == thinking_chars(history.view())
+        per_call.append(sum(measured) - before)
+    assert max(per_call) == 2  # the two new messages, at 2 or at 800 messages
+    # Rewritten in place: the thinking of message 1 cleared; only that message is measured.
+    before = sum(measured)
+    history.rewrite({1: {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}})
+    assert follower.of(history) == thinking_chars(history.view())
+    assert sum(measured) - before == 1
+    # Replaced (a full compaction): measured afresh, once.
+    history.replace([{"role": "user", "content": "summary"}])
+    assert follower.of(history) == 0 and follower.of(history) == 0

@@ -17,11 +17,12 @@ from evo_magic.analysis.replay.reasoning import RETURNS_REASONING, SentReasoning
 from evo_magic.analysis.replay.recording import Recording
 from evo_magic.analysis.replay.server import ServerCall, ServerPart
 from evo_magic.analysis.replay.tally import Tally
+from evo_magic.analysis.replay.thinking import ThinkingChars
 from evo_magic.catalog import context_window
 from evo_magic.compact.compactor import Compactor
 from evo_magic.compact.server import server_strategies
 from evo_magic.history import History
-from evo_magic.messages import Message, thinking_chars
+from evo_magic.messages import Message
 from evo_magic.models.base import note_chars
 from evo_magic.prompt_cache import Spot
 from evo_magic.usage import Usage
@@ -94,6 +95,7 @@ class Calls:
         """Characters of the tool definitions the replayed strategies offer that the recorded
         requests did not hold (they are in every request while offered)."""
         self.reasoning = SentReasoning(recording.source in RETURNS_REASONING)
+        self._thinking = ThinkingChars()
         """The reasoning the next call sends back, which its characters do not show."""
 
     def replay(self, item: Call) -> None:
@@ -151,7 +153,7 @@ class Calls:
                 # counted apart (`SentReasoning`).
                 counted = prompt_recorded - reasoning
                 self.points.append((chars, counted))
-                thinking = thinking_chars(view)
+                thinking = self._thinking.of(self._history)
                 self.stretch_points.append((chars, thinking, counted, stretch))
             self.reference[number] = (digest, chars)
             self.stretch_of[number] = stretch
@@ -248,11 +250,10 @@ class Calls:
             ),
         }
 
-    @staticmethod
-    def _estimate(calibration: Calibration, item: Call, prompt: Prompt) -> int:
+    def _estimate(self, calibration: Calibration, item: Call, prompt: Prompt) -> int:
         """The fit's tokens of `prompt` alone (thinking at its own rate, see `Stretches`), with
-        the reasoning it sends back."""
-        thinking = thinking_chars(prompt.messages)
+        the reasoning it sends back (`prompt` is the history as it stands)."""
+        thinking = self._thinking.of(self._history)
         return calibration.estimate(prompt.chars, item.call, thinking) + prompt.reasoning_tokens
 
     def _window(self, model: str) -> int | None:
