@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 __all__ = ["model_family"]
 
@@ -24,6 +25,7 @@ _KIMI_K2_SNAPSHOT = re.compile(r"^kimi-k2-(?:\d{4}-preview|instruct(?:-\d{4})?)$
 _ALIASES = {"deepseek-v3": "deepseek-chat", "deepseek-r1": "deepseek-reasoner"}
 
 
+@lru_cache(maxsize=1024)  # a pure function asked once per call and lookup; ids are few
 def model_family(model: str) -> str:
     """The family id of ``model``: lower case, without snapshot date or platform decorations.
 
