@@ -10,6 +10,7 @@ marked request into the input of the modelled cache (`evo_magic.prompt_cache.sim
 from __future__ import annotations
 
 import hashlib
+import operator
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -194,11 +195,10 @@ class PrefixChain:
 
     def update(self, messages: Sequence[dict[str, Any]]) -> None:
         """Follow ``messages`` (a history's messages, treated as immutable)."""
-        first = 0
-        for old, new in zip(self._messages, messages):  # noqa: B905 (lengths differ)
-            if old is not new:
-                break
-            first += 1
+        # The first message that is not the one followed: compared by identity at C speed
+        # (`map` stops at the shorter list), since this runs at every call of a replay.
+        same = list(map(operator.is_, self._messages, messages))
+        first = same.index(False) if False in same else len(same)
         del self._messages[first:], self._keys[first:], self._ends[first:]
         key = self.key()
         end = self._ends[-1][-1] if self._ends else 0
