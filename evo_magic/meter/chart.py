@@ -219,7 +219,7 @@ class Chart:
         # per column, not once per call, so the columns before keep their places (and their
         # drawing); with a call per column, that is the newest call's.
         end = self.columns[-1].start + self.group if self.columns else last + 0.5
-        self.x1 = max(end, last + (1.0 if any(m.x > last for m in self.marks) else 0.5))
+        self.x1 = max([end, last + 0.5] + [m.x + 0.5 for m in self.marks if m.x > last])
         self.limit = data.limit_tokens
         sizes = [c.before for c in self.columns] + [
             row.before.tokens for m in self.marks if not m.micro for row in m.rows
