@@ -179,11 +179,8 @@ def _band(data: MeterData, f: Frame) -> str:
 def _columns(data: MeterData, f: Frame) -> str:
     """One column per call (or per group of calls, in a long session): what was sent, and
     behind it, as a dashed outline, the size before what was removed just before the call."""
-    drawn = f.chart.cache.drawn
-    return "".join(
-        drawn.get(id(column), (column, *f.scale), partial(_column, column, f))
-        for column in f.chart.columns
-    )
+    get, scale = f.chart.cache.drawn.get, f.scale
+    return "".join(get(id(c), (c, *scale), _column, c, f) for c in f.chart.columns)
 
 
 def _column(column: Column, f: Frame) -> str:
@@ -264,16 +261,16 @@ def _marks(data: MeterData, f: Frame) -> str:
     lines = f.chart.label_lines(
         lambda text: (LABEL_LEFT + label_width(text) + 3) / f.slot, partial(_free_until, f)
     )
-    drawn = f.chart.cache.drawn
+    get, scale = f.chart.cache.drawn.get, f.scale
     for mark, line in zip(f.chart.marks, lines, strict=True):
         x = f.x(mark.x)
         if mark.micro:
             level = stacked[x] = stacked.get(x, -1) + 1  # several at one place: stacked up
-            draw = partial(_micro_mark, mark, x, level, f.chart.cache)
-            out.append(drawn.get(id(mark), (mark, *f.scale, level), draw))
+            out.append(
+                get(id(mark), (mark, *scale, level), _micro_mark, mark, x, level, f.chart.cache)
+            )
         else:
-            draw = partial(_full_mark, mark, x, line)
-            out.append(drawn.get(id(mark), (mark, *f.scale, line), draw))
+            out.append(get(id(mark), (mark, *scale, line), _full_mark, mark, x, line))
     return "".join(out)
 
 

@@ -12,36 +12,32 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 
-def _same(kept: tuple[object, ...], sources: tuple[object, ...]) -> bool:
-    """True when `sources` are what `kept` were: the same objects, or equal ones (a string is
-    a function of its sources' values, so an equal source draws the same string)."""
-    return len(kept) == len(sources) and all(
-        a is b or a == b for a, b in zip(kept, sources, strict=True)
-    )
-
-
 @dataclass
 class Drawn:
     """The strings drawn at the last refresh, each with the sources it was drawn from."""
 
     strings: dict[Hashable, tuple[tuple[object, ...], str]] = field(default_factory=dict)
-    used: set[Hashable] = field(default_factory=set)
-    """The keys asked for since the last `forget_unused`."""
+    """What the last refresh drew (or the one before, until `forget_unused`)."""
+    used: dict[Hashable, tuple[tuple[object, ...], str]] = field(default_factory=dict)
+    """What this refresh drew or took up so far."""
     made: int = 0
     """Strings drawn so far (what a refresh costs, for tests)."""
 
-    def get(self, key: Hashable, sources: tuple[object, ...], draw: Callable[[], str]) -> str:
-        """The string kept under `key` when it was drawn from `sources` (the same objects or
-        equal ones), else `draw()`, kept under `key` from now on."""
-        self.used.add(key)
-        kept = self.strings.get(key)
-        if kept is None or not _same(kept[0], sources):
-            kept = self.strings[key] = (sources, draw())
+    def get(
+        self, key: Hashable, sources: tuple[object, ...], draw: Callable[..., str], *args: object
+    ) -> str:
+        """The string kept under `key` when it was drawn from `sources`, else `draw(*args)`,
+        kept under `key` from now on. Sources are the same when they are the same objects or
+        equal ones (a tuple's comparison: identity first): a string is a function of its
+        sources' values, so equal sources draw the same string."""
+        kept = self.used.get(key) or self.strings.get(key)
+        if kept is None or kept[0] != sources:
+            kept = (sources, draw(*args))
             self.made += 1
+        self.used[key] = kept
         return kept[1]
 
     def forget_unused(self) -> None:
-        """Forget the strings not asked for since the last call (no longer drawn), so what
-        is kept stays as small as one refresh."""
-        self.strings = {key: self.strings[key] for key in self.used if key in self.strings}
-        self.used = set()
+        """Keep only the strings asked for since the last call (the others are no longer
+        drawn), so what is kept stays as small as one refresh."""
+        self.strings, self.used = self.used, {}

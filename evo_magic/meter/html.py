@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from functools import partial
 
 from evo_magic.events import ContextSize
 from evo_magic.meter.chart import ChartCache
@@ -181,9 +180,9 @@ def _compactions(data: MeterData, drawn: Drawn) -> str:
     drawn again only when a micro-compaction joined it."""
     listed, earlier = data.listing()
     rows = [
-        drawn.get(id(item), (item, *data.holds), partial(_full_row, item, data.holds))
+        drawn.get(id(item), (item, *data.holds), _full_row, item, data.holds)
         if isinstance(item, Compaction)
-        else drawn.get(("ask", item[0]), (item[0], *item[1]), partial(_micro_row, *item))
+        else drawn.get(("ask", item[0]), (item[0], *item[1]), _micro_row, *item)
         for item in listed
     ]
     drawn.forget_unused()
