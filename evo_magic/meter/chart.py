@@ -215,10 +215,12 @@ class Chart:
         first = self.calls[0].call if self.calls else 1
         last = self.calls[-1].call if self.calls else 1
         self.x0 = first - 0.5
-        # The axis ends where the newest column's slot does: in a long session it moves once
-        # per column, not once per call, so the columns before keep their places (and their
-        # drawing); with a call per column, that is the newest call's.
-        end = self.columns[-1].start + self.group if self.columns else last + 0.5
+        # The axis ends where the newest column's slot does (and, when calls share columns,
+        # half a call on, room for a mark after its last call): in a long session it moves
+        # once per column, not once per call, so the columns before keep their places (and
+        # their drawing); with a call per column, that is the newest call's.
+        room = 0.5 if self.group > 1 else 0.0
+        end = self.columns[-1].start + self.group + room if self.columns else last + 0.5
         self.x1 = max([end, last + 0.5] + [m.x + 0.5 for m in self.marks if m.x > last])
         self.limit = data.limit_tokens
         sizes = [c.before for c in self.columns] + [
