@@ -567,6 +567,7 @@ def drawn_per_refresh(calls: int) -> int:
 def test_a_live_meter_refresh_draws_only_what_changed() -> None:
     """The newest column, its micro-compaction's mark and its ask's row: the same 3 strings
     at 1,000 and at 10,000 calls (a refresh drew its columns, as many marks, the 20 listed
-    asks and every full compaction's mark and row again: 312 and 378 strings). The call added is inside the newest
-    column, neither its first nor its last (those move the axis's end: all are drawn again)."""
+    asks and every full compaction's mark and row again: 312 and 378 strings). The call
+    added is inside the newest column, neither its first nor its last (those move the axis's
+    end: all are drawn again)."""
     assert drawn_per_refresh(1_002) == drawn_per_refresh(10_000) == 3
