@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import tracemalloc
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -552,3 +553,55 @@ def test_replay_measures_each_thinking_block_once_not_the_history_per_call(monke
     # Replaced (a full compaction): measured afresh, once.
     history.replace([{"role": "user", "content": "summary"}])
     assert follower.of(history) == 0 and follower.of(history) == 0
+
+
+def live_and_anew(log: MeterLog, scope: Any, tally: Tally, chart: ChartCache) -> None:
+    """The live meter's HTML, with what its earlier refreshes drew kept, is the fresh one."""
+    assert meter_html(meter_data(log, scope, tally), chart) == meter_html(meter_data(log, scope))
+
+
+def test_a_live_meter_draws_at_every_refresh_what_a_fresh_one_draws() -> None:
+    """Refreshed at every call through a full compaction (call 1,000), a regrouping of the
+    chart's columns (call 1,121: 8 calls a column instead of 7), the log's newest compactions
+    rewritten, and a cell's scope starting: every page is the fresh rendering, byte for byte."""
+    log = MeterLog()
+    tally, chart = Tally(), ChartCache()
+    scope = log.whole()
+    for n in range(1, 1_141):
+        meter_step(log, n)
+        if 990 <= n <= 1_010 or n >= 1_110:
+            live_and_anew(log, scope, tally, chart)
+    assert chart.drawn.strings and chart.listed.strings  # what was kept was used
+    # The newest compactions written again (fewer, other tools): nothing kept is shown stale.
+    rewritten = replace(log.compactions[-1], cleared=("grep", "bash"), after=ContextSize(1, 7, 2))
+    del log.compactions[-3:]
+    live_and_anew(log, scope, Tally(), chart)
+    log.compactions.append(rewritten)
+    live_and_anew(log, scope, Tally(), chart)
+    scope = log.mark("cell", ContextSize(1, 2, 3))
+    for n in range(1_141, 1_160):
+        meter_step(log, n)
+        live_and_anew(log, scope, tally, chart)
+
+
+def drawn_per_refresh(calls: int) -> int:
+    """HTML strings (columns, marks, listed compactions) a live meter draws at the refresh
+    after one more call, the refresh after `calls` calls having drawn everything."""
+    log = MeterLog()
+    for n in range(1, calls + 1):
+        meter_step(log, n)
+    tally, chart = Tally(), ChartCache()
+    live_and_anew(log, log.whole(), tally, chart)
+    before = chart.drawn.made + chart.listed.made
+    meter_step(log, calls + 1)  # in the newest column (a new one moves the axis: all drawn)
+    live_and_anew(log, log.whole(), tally, chart)
+    return chart.drawn.made + chart.listed.made - before
+
+
+def test_a_live_meter_refresh_draws_only_what_changed() -> None:
+    """The newest column, its micro-compaction's mark and its ask's row: the same 3 strings
+    at 1,000 and at 10,000 calls (a refresh drew its columns, as many marks, the 20 listed
+    asks and every full compaction's mark and row again: 312 and 378 strings). The call
+    added is inside the newest column, neither its first nor its last (those move the axis's
+    end: all are drawn again)."""
+    assert drawn_per_refresh(1_002) == drawn_per_refresh(10_000) == 3

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from evo_magic.meter.data import MeterData
+from evo_magic.meter.drawn import Drawn
 from evo_magic.meter.log import CallPoint, Compaction
 
 CONTEXT_CALLS = 40
@@ -127,6 +128,10 @@ class ChartCache:
     """The tooltip of each column and mark drawn last, by its id (the item kept with it, so
     the id is its own): a tooltip reads every call of its column, and a column or mark
     kept from an earlier chart has the same one."""
+    drawn: Drawn = field(default_factory=Drawn)
+    """The HTML of each column and mark drawn last (see `evo_magic.meter.chart_html`)."""
+    listed: Drawn = field(default_factory=Drawn)
+    """The HTML of each compaction the meter listed last (see `evo_magic.meter.html`)."""
 
     def tip(self, item: Column | Mark, make: Callable[[], str]) -> str:
         """The tooltip of `item`: the one made for it before, else `make()`."""
@@ -210,7 +215,13 @@ class Chart:
         first = self.calls[0].call if self.calls else 1
         last = self.calls[-1].call if self.calls else 1
         self.x0 = first - 0.5
-        self.x1 = last + (1.0 if any(m.x > last for m in self.marks) else 0.5)
+        # The axis ends where the newest column's slot does (and, when calls share columns,
+        # half a call on, room for a mark after its last call): in a long session it moves
+        # once per column, not once per call, so the columns before keep their places (and
+        # their drawing); with a call per column, that is the newest call's.
+        room = 0.5 if self.group > 1 else 0.0
+        end = self.columns[-1].start + self.group + room if self.columns else last + 0.5
+        self.x1 = max([end, last + 0.5] + [m.x + 0.5 for m in self.marks if m.x > last])
         self.limit = data.limit_tokens
         sizes = [c.before for c in self.columns] + [
             row.before.tokens for m in self.marks if not m.micro for row in m.rows

@@ -64,6 +64,11 @@ class Frame:
         """Pixels from the plot's bottom of a number of tokens."""
         return tokens / self.chart.top * PLOT_H
 
+    @property
+    def scale(self) -> tuple[float, float, float]:
+        """What places a column or a mark besides its own numbers: the axes' ends."""
+        return (self.chart.x0, self.chart.x1, self.chart.top)
+
 
 def chart_html(data: MeterData, cache: ChartCache | None = None) -> str:
     """The chart, or a line saying there is nothing to draw yet (`cache`: what this meter's
@@ -77,6 +82,7 @@ def chart_html(data: MeterData, cache: ChartCache | None = None) -> str:
     f = Frame(chart)
     plot = _band(data, f) + _grid(f) + _limit(f) + _columns(data, f) + _marks(data, f)
     chart.cache.keep_tips([*chart.columns, *chart.marks])
+    chart.cache.drawn.forget_unused()
     return (
         f"<div class='evo-chart' style='position:relative;width:{WIDTH}px;height:{HEIGHT}px;"
         "margin-top:6px;font-size:11px;color:#444;line-height:1.2'>"
@@ -173,7 +179,8 @@ def _band(data: MeterData, f: Frame) -> str:
 def _columns(data: MeterData, f: Frame) -> str:
     """One column per call (or per group of calls, in a long session): what was sent, and
     behind it, as a dashed outline, the size before what was removed just before the call."""
-    return "".join(_column(column, f) for column in f.chart.columns)
+    get, scale = f.chart.cache.drawn.get, f.scale
+    return "".join(get(id(c), (c, *scale), _column, c, f) for c in f.chart.columns)
 
 
 def _column(column: Column, f: Frame) -> str:
@@ -254,13 +261,16 @@ def _marks(data: MeterData, f: Frame) -> str:
     lines = f.chart.label_lines(
         lambda text: (LABEL_LEFT + label_width(text) + 3) / f.slot, partial(_free_until, f)
     )
+    get, scale = f.chart.cache.drawn.get, f.scale
     for mark, line in zip(f.chart.marks, lines, strict=True):
         x = f.x(mark.x)
         if mark.micro:
             level = stacked[x] = stacked.get(x, -1) + 1  # several at one place: stacked up
-            out.append(_micro_mark(mark, x, level, f.chart.cache))
+            out.append(
+                get(id(mark), (mark, *scale, level), _micro_mark, mark, x, level, f.chart.cache)
+            )
         else:
-            out.append(_full_mark(mark, x, line))
+            out.append(get(id(mark), (mark, *scale, line), _full_mark, mark, x, line))
     return "".join(out)
 
 

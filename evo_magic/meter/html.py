@@ -17,6 +17,7 @@ from evo_magic.meter.chart import ChartCache
 from evo_magic.meter.chart_html import GREY, PURPLE, RED, chart_html
 from evo_magic.meter.composition import SYSTEM, Share
 from evo_magic.meter.data import MeterData
+from evo_magic.meter.drawn import Drawn
 from evo_magic.meter.log import Compaction
 from evo_magic.meter.text import (
     change_text,
@@ -58,13 +59,14 @@ def meter_html(data: MeterData, chart: ChartCache | None = None) -> str:
     """The whole meter: header, the cell's before -> after, the fill bar, the chart, what the
     context holds, and the compactions (`chart`: what this meter's chart built at its earlier
     refreshes, a live meter's `ChartCache`)."""
+    chart = chart if chart is not None else ChartCache()
     return (
         f"<div class='evo-magic-meter {NO_MATH}' data-scope='{e(data.scope.label)}' "
         f"style='{FONT};"
         "font-size:13px;line-height:1.4;border:1px solid #ccc;border-radius:4px;"
         "padding:8px 10px;max-width:640px;color:#212121;background:#fff'>"
         f"{_header(data)}{_fill_bar(data)}{chart_html(data, chart)}{_composition(data)}"
-        f"{_compactions(data)}</div>"
+        f"{_compactions(data, chart.listed)}</div>"
     )
 
 
@@ -173,12 +175,17 @@ def _composition(data: MeterData) -> str:
 # -- the compactions ---------------------------------------------------------------------------
 
 
-def _compactions(data: MeterData) -> str:
+def _compactions(data: MeterData, drawn: Drawn) -> str:
+    """The compactions listed; `drawn`: the rows drawn at the refreshes before, an ask's
+    drawn again only when a micro-compaction joined it."""
     listed, earlier = data.listing()
     rows = [
-        _full_row(item, data.holds) if isinstance(item, Compaction) else _micro_row(*item)
+        drawn.get(id(item), (item, *data.holds), _full_row, item, data.holds)
+        if isinstance(item, Compaction)
+        else drawn.get(("ask", item[0]), (item[0], *item[1]), _micro_row, *item)
         for item in listed
     ]
+    drawn.forget_unused()
     if earlier.count:
         rows.insert(
             0,
