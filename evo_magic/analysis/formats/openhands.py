@@ -41,7 +41,12 @@ from evo_magic.analysis.formats.documents import (
     text_of,
     timestamp,
 )
-from evo_magic.analysis.formats.openhands_folders import Said, folder_of, read_folders
+from evo_magic.analysis.formats.openhands_folders import (
+    Said,
+    after_condensation,
+    folder_of,
+    read_folders,
+)
 from evo_magic.analysis.formats.registry import Format, Sniff
 
 SOURCE = "openhands"
@@ -158,15 +163,11 @@ class _Events:
             seq=n,
         )
         self.history = []
-        offset = args.get("summary_offset")
-        at = offset if isinstance(offset, int) and 0 <= offset <= len(kept) else len(kept)
-        for said in [*kept[:at], None, *kept[at:]]:
-            if said is None:
-                if summary:
-                    self.say(Said(None, "user", "compact_summary", [text_block(summary)], stamp, n))
-                continue
-            kind = "compact_history" if said.kind == "prompt" else said.kind
-            self.say(Said(said.event_id, said.role, kind, said.blocks, said.timestamp, said.seq))
+        said = Said(None, "user", "compact_summary", [text_block(summary)], stamp, n)
+        for kept_said in after_condensation(
+            kept, said if summary else None, args.get("summary_offset")
+        ):
+            self.say(kept_said)
 
 
 def conversation_folder(sniff: Sniff) -> str | None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -180,25 +180,12 @@ class _Folder:
             **spent,
         )
         self.history = []
+        # Its id as the SDK makes it: a later condensation may forget the summary.
+        said = Said(f"{_text(event.get('id'))}-summary", "user", "compact_summary",
+                    [text_block(summary)], stamp, n, self.c.source)  # fmt: skip
         offset = event.get("summary_offset")
-        at = offset if isinstance(offset, int) and 0 <= offset <= len(kept) else len(kept)
-        for said in [*kept[:at], None, *kept[at:]]:
-            if said is None:
-                if summary:
-                    self.say(  # its id as the SDK makes it: a later condensation may forget it
-                        Said(
-                            f"{_text(event.get('id'))}-summary",
-                            "user",
-                            "compact_summary",
-                            [text_block(summary)],
-                            stamp,
-                            n,
-                            self.c.source,
-                        )
-                    )
-                continue
-            kind = "compact_history" if said.kind == "prompt" else said.kind
-            self.say(_with(said, said.role, kind, said.blocks))
+        for kept_said in after_condensation(kept, said if summary else None, offset):
+            self.say(kept_said)
 
 
 def read_folders(
@@ -356,6 +343,15 @@ def _result(event: dict[str, Any], kind: str, n: int) -> dict[str, Any]:
         "text": text if isinstance(text, str) else "",
         "is_error": failed,
     }
+
+
+def after_condensation(kept: list[Said], summary: Said | None, offset: Any) -> list[Said]:
+    """The history a condensation leaves, as OpenHands rebuilds it: the kept events with the
+    summary (when there is one) at the condenser's `summary_offset` (at the end when the offset
+    is not a position in them), a kept prompt read as `compact_history`."""
+    at = offset if isinstance(offset, int) and 0 <= offset <= len(kept) else len(kept)
+    rest = [replace(s, kind="compact_history") if s.kind == "prompt" else s for s in kept]
+    return [*rest[:at], *([summary] if summary is not None else []), *rest[at:]]
 
 
 def _with(said: Said, role: str, kind: str, blocks: list[dict[str, Any]]) -> Said:
