@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.bench_formats import REAL, RUNS, TARGET_BYTES, measure
+from benchmarks.bench_formats import REAL, RUNS, TARGET_BYTES, load_rows, measure
 
 
 def conversation_folders(into: Path, target: int) -> int:
@@ -64,27 +63,7 @@ def main(megabytes: int = TARGET_BYTES >> 20) -> list[dict]:
                 f"{size / 2**20:.0f} MB, {runs[0]['calls']:,} calls, "
                 f"{runs[0]['blocks']:,} blocks; {RUNS} runs"
             )
-            figure = f"load {name} ({what_copied} copied to {megabytes} MB)"
-            rows.append(
-                {
-                    "figure": f"{figure}: time",
-                    "median": statistics.median(r["seconds"] for r in runs),
-                    "unit": "s",
-                    "target": None,
-                    "met": True,
-                    "note": what,
-                }
-            )
-            rows.append(
-                {
-                    "figure": f"{figure}: peak memory",
-                    "median": statistics.median(r["mb"] for r in runs),
-                    "unit": "MB",
-                    "target": None,
-                    "met": True,
-                    "note": "resident high-water mark (VmHWM) less the size before the load",
-                }
-            )
+            rows += load_rows(f"load {name} ({what_copied} copied to {megabytes} MB)", runs, what)
             shutil.rmtree(folder)
     return rows
 

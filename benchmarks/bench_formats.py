@@ -76,6 +76,18 @@ def measure(folder: Path) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def load_rows(figure: str, runs: list[dict], what: str) -> list[dict]:
+    """The two rows of a corpus's loads (`measure` runs): its median time and peak memory."""
+    row = {"target": None, "met": True}
+    return [
+        {**row, "figure": f"{figure}: time", "unit": "s", "note": what,
+         "median": statistics.median(r["seconds"] for r in runs)},
+        {**row, "figure": f"{figure}: peak memory", "unit": "MB",
+         "note": "resident high-water mark (VmHWM) less the size before the load",
+         "median": statistics.median(r["mb"] for r in runs)},
+    ]  # fmt: skip
+
+
 def main(megabytes: int = TARGET_BYTES >> 20) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-formats-") as work:
@@ -83,32 +95,11 @@ def main(megabytes: int = TARGET_BYTES >> 20) -> list[dict]:
             folder = Path(work) / name
             size = folder_of(name, folder, megabytes << 20)
             runs = [measure(folder) for _ in range(RUNS)]
-            seconds = statistics.median(r["seconds"] for r in runs)
-            peak = statistics.median(r["mb"] for r in runs)
             what = (
                 f"{size / 2**20:.0f} MB, {runs[0]['sessions']:,} sessions, "
                 f"{runs[0]['calls']:,} calls, {runs[0]['blocks']:,} blocks; {RUNS} runs"
             )
-            rows.append(
-                {
-                    "figure": f"load {name} (real files copied to {megabytes} MB): time",
-                    "median": seconds,
-                    "unit": "s",
-                    "target": None,
-                    "met": True,
-                    "note": what,
-                }
-            )
-            rows.append(
-                {
-                    "figure": f"load {name} (real files copied to {megabytes} MB): peak memory",
-                    "median": peak,
-                    "unit": "MB",
-                    "target": None,
-                    "met": True,
-                    "note": "resident high-water mark (VmHWM) less the size before the load",
-                }
-            )
+            rows += load_rows(f"load {name} (real files copied to {megabytes} MB)", runs, what)
             shutil.rmtree(folder)
     return rows
 
