@@ -29,6 +29,15 @@ from evo_magic.strategies import Summarise
 LIMIT = 16_000
 
 
+def _session(workspace: Path, server: FakeAnthropic, background_at: float) -> Session:
+    """A session through the fake whose summary is prepared from `background_at` of LIMIT."""
+    model = AnthropicModel(client=server.client(max_retries=0))
+    strategies = [Summarise(background_at=background_at)]
+    return Session(
+        workspace, model=model, policy=CompactPolicy(context_limit=LIMIT), strategies=strategies
+    )
+
+
 def test_an_interrupt_while_waiting_for_the_worker_keeps_the_session_usable(workspace: Path):
     answer = offline_responder()
     release = threading.Event()
@@ -41,13 +50,7 @@ def test_an_interrupt_while_waiting_for_the_worker_keeps_the_session_usable(work
         return answer(body)
 
     with FakeAnthropic(respond) as server:
-        model = AnthropicModel(client=server.client(max_retries=0))
-        session = Session(
-            workspace,
-            model=model,
-            policy=CompactPolicy(context_limit=LIMIT),
-            strategies=[Summarise(background_at=0.6)],
-        )
+        session = _session(workspace, server, 0.6)
         timers: list[threading.Timer] = []
 
         def interrupt_when_waiting(event: Any) -> None:
@@ -87,14 +90,8 @@ def _recorded_total(directory: Path) -> float:
 
 def test_a_summary_prepared_for_a_limit_never_reached_is_charged_on_a_record(workspace: Path):
     with FakeAnthropic(offline_responder()) as server:
-        model = AnthropicModel(client=server.client(max_retries=0))
         # A limit the first ask passes 60% of, but never reaches.
-        session = Session(
-            workspace,
-            model=model,
-            policy=CompactPolicy(context_limit=LIMIT),
-            strategies=[Summarise(background_at=0.1)],
-        )
+        session = _session(workspace, server, 0.1)
         session.ask("Survey the project.")
         summaries = [b for b in server.accepted if not b.get("tools")]
         assert len(summaries) == 1, "no summary was prepared"
@@ -119,13 +116,7 @@ def test_a_summary_prepared_for_a_limit_never_reached_is_charged_on_a_record(wor
 
 def test_a_summary_prepared_before_a_reset_is_charged_at_the_next_call(workspace: Path):
     with FakeAnthropic(offline_responder()) as server:
-        model = AnthropicModel(client=server.client(max_retries=0))
-        with Session(
-            workspace,
-            model=model,
-            policy=CompactPolicy(context_limit=LIMIT),
-            strategies=[Summarise(background_at=0.1)],
-        ) as session:
+        with _session(workspace, server, 0.1) as session:
             events: list[Any] = []
             session.subscribe(events.append)
             session.ask("Survey the project.")
