@@ -26,7 +26,6 @@ import inspect
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, is_dataclass
-from importlib.metadata import entry_points
 from typing import Any
 
 from evo_magic.compact.base import Strategy, check_strategy, parameters_of
@@ -43,6 +42,9 @@ class StrategySpecError(ValueError):
 def registered() -> dict[str, Callable[..., Any]]:
     """Every strategy that can be named: the built-ins, then the entry points of installed
     packages (read on each call, so a package installed since is found)."""
+    # Imported here: importlib.metadata costs ~20 ms, and `%load_ext` imports this module.
+    from importlib.metadata import entry_points
+
     found: dict[str, Callable[..., Any]] = dict(BUILTIN)
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         if entry.name not in found:
