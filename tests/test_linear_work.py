@@ -127,6 +127,20 @@ def test_a_load_parses_a_few_lines_per_file_in_python_and_a_fixed_number_of_stat
     assert counted[8]["statements"] == counted[2]["statements"]
 
 
+@pytest.mark.parametrize("fixture", ["claude-code-2.1", "codex-0.104", "openhands-events"])
+def test_statements_run_at_once_give_the_frames_a_relation_gives(
+    fixture: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A small batch's statements run at once (bound once, their Arrow copied once more), a
+    # large one's as relations: which way a statement ran must not show in any frame.
+    folder = REAL.parent / fixture
+    at_once = load_transcripts(folder)
+    monkeypatch.setattr(loader, "AT_ONCE_BYTES", 0)
+    related = load_transcripts(folder)
+    for name in ("blocks", "parts", "calls", "compactions", "events"):
+        pd.testing.assert_frame_equal(getattr(at_once, name), getattr(related, name))
+
+
 def _collections_during_load(folder: Path) -> dict[int, int]:
     """The cycle collections, by generation, that a load of `folder` ran."""
     counts = {0: 0, 1: 0, 2: 0}
