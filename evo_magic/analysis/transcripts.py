@@ -411,6 +411,7 @@ def _concat(table: pa.Table | None, spec: dict[str, str]) -> pd.DataFrame:
     """One frame of the batches' `table` (the caller holds it no more: the frame owns what it
     keeps of it)."""
     frame = to_pandas(table, spec)
+    young_cycles_freed()
     give_back()
     return frame
 
