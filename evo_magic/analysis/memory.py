@@ -90,11 +90,10 @@ def _malloc_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
 def cycles_unchecked() -> Iterator[None]:
     """Python's cycle collector paused while the block runs, then as it was. A load makes
     hundreds of thousands of short-lived records and keeps many of them: each full collection
-    walked every one of them again (a fifth of a load's time at 10 MB, an eighth at 100 MB),
-    and a load makes no reference cycles for it to find (its records are freed by their
-    counts). What cycles it does make (a batch's DuckDB results and pandas' objects hold some)
-    are freed batch by batch with `young_cycles_freed`, and by the collector once the block is
-    over."""
+    walked every one of them again (a fifth of a load's CPU at 10 MB, an eighth at 100 MB),
+    though the records hold no reference cycles (they are freed by their counts). The few
+    cycles a load does make (DuckDB's results, pandas' objects) are freed batch by batch with
+    `young_cycles_freed`, and by the collector once the block is over."""
     paused = gc.isenabled()
     gc.disable()
     try:
