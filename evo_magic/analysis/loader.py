@@ -35,6 +35,9 @@ from evo_magic.analysis.head import Head
 LOG_NAME = "session.jsonl"
 BATCH = 16_384
 """Rows per Arrow batch: DuckDB scans the batches of a table in parallel."""
+AT_ONCE_BYTES = 8 << 20
+"""Below this many bytes of files read, a batch's statements run at once (see `Engine.fetch`):
+a load's batches of sessions (`groups.BATCH_BYTES`) are."""
 
 
 @dataclass
@@ -181,6 +184,7 @@ def _parse(line: bytes) -> dict[str, Any] | None:
 
 
 _DATABASE: dict[int, duckdb.DuckDBPyConnection] = {}
+_ARROW_COPIED = "Arrow output on a DB-API result"
 
 
 class Engine:
@@ -194,6 +198,8 @@ class Engine:
             _DATABASE[pid] = duckdb.connect()
         self.con = _DATABASE[pid].cursor()
         self._links: str | None = None
+        self.at_once = False
+        """Whether the statements run now are over a small read (see `fetch`)."""
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET enable_progress_bar = false")
         self.con.execute("SET arrow_large_buffer_size = true")  # large_string, as pandas keeps
@@ -205,6 +211,7 @@ class Engine:
         `read_json` reading `columns` (name -> DuckDB type, or a dict for a struct), then
         `line` and `raw` (the line's text). A row whose `key` is null is checked against its
         line and dropped, as bad, when the line is not a JSON object."""
+        self._sized(sources)
         size = max(16 << 20, max(s.longest for s in sources) + 1)
         sql = f"""select file_index as file_id, {select} from read_json(?,
             format = 'newline_delimited', ignore_errors = true, maximum_object_size = {size},
@@ -237,8 +244,22 @@ class Engine:
         return table if keep.all() else table.filter(keep)
 
     def fetch(self, sql: str, params: list[Any] | None = None) -> pa.Table:
-        """The result of `sql` as an Arrow table in batches (scanned in parallel later)."""
-        return self.con.sql(sql, params=params).to_arrow_table(BATCH)
+        """The result of `sql` as an Arrow table in batches (scanned in parallel later).
+
+        After a read of less than `AT_ONCE_BYTES` (`at_once`), run at once (`execute`), not
+        as a relation (`sql`): a relation binds its statement once to describe it and again
+        to run it, and binding a `read_json` over typed columns costs about what reading a
+        small batch does (a third of a small load). Arrow taken from a statement run at once
+        is copied once more (DuckDB warns so), which costs more than the bind from a few MB
+        of rows on: larger reads run as relations."""
+        if not self.at_once:
+            return self.con.sql(sql, params=params).to_arrow_table(BATCH)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", _ARROW_COPIED, UserWarning)
+            return self.con.execute(sql, params).to_arrow_table(BATCH)
+
+    def _sized(self, sources: list[SourceFile]) -> None:
+        self.at_once = sum(len(s.data) for s in sources) < AT_ONCE_BYTES
 
     def query(self, sql: str, **tables: Any) -> pa.Table:
         """Run `sql` with `tables` (Arrow tables) registered under their names."""
@@ -256,6 +277,7 @@ class Engine:
         `<field>_<key>`, lists and deeper objects left out, a field whose type varies kept
         where it is a string; with each record's `file_id` and `line`. Text is never read as
         a date."""
+        self._sized(sources)
         size = max(16 << 20, max(s.longest for s in sources) + 1)
         reader = f"""read_json(?, format = 'newline_delimited', ignore_errors = true,
             maximum_object_size = {size}{{}})"""

@@ -33,7 +33,7 @@ from evo_magic.analysis.loader import (
     warn_bad_lines,
     warn_bad_usage,
 )
-from evo_magic.analysis.memory import drained, give_back
+from evo_magic.analysis.memory import cycles_unchecked, drained, give_back, young_cycles_freed
 from evo_magic.analysis.recognition import count_skipped, format_of, recognisable
 from evo_magic.analysis.session_index import SessionRows, cut
 from evo_magic.cost import price_table
@@ -262,9 +262,10 @@ def read_files(
 ) -> Transcripts:
     """The Transcripts of exactly `files` (see `load_transcripts`; `label` names them in an
     error, `single` says a file was named on its own)."""
-    got = read_tables(files, single=single, label=label)
-    tables = got.tables
-    frames = {name: _concat(tables.pop(name), spec) for name, spec in FRAMES.items()}
+    with cycles_unchecked():
+        got = read_tables(files, single=single, label=label)
+        tables = got.tables
+        frames = {name: _concat(tables.pop(name), spec) for name, spec in FRAMES.items()}
     transcripts = Transcripts(
         **frames,
         files=got.files,
@@ -283,7 +284,8 @@ def read_tables(files: list[Path], *, single: bool, label: str, batched: bool = 
     once rather than grouped again."""
     skipped: dict[str, int] = {}
     files = recognisable(files, single, skipped)
-    sources, parts = _read_batches(files, single, skipped, batched)
+    with cycles_unchecked():  # see `cycles_unchecked`: a lake's batches come here directly
+        sources, parts = _read_batches(files, single, skipped, batched)
     _note_bad_lines(sources, skipped)
     empty = [s.name for s in sources if len(s.numbers) == 0]
     empty += [name for part in parts for name in part.without_messages]
@@ -315,6 +317,7 @@ def _read_batches(
             engine.con.unregister("files")
             sources += [source.release() for source in read]
             del read
+            young_cycles_freed()
             give_back()
     finally:
         engine.close()
@@ -408,6 +411,7 @@ def _concat(table: pa.Table | None, spec: dict[str, str]) -> pd.DataFrame:
     """One frame of the batches' `table` (the caller holds it no more: the frame owns what it
     keeps of it)."""
     frame = to_pandas(table, spec)
+    young_cycles_freed()
     give_back()
     return frame
 
