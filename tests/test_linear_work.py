@@ -605,3 +605,89 @@ def test_a_live_meter_refresh_draws_only_what_changed() -> None:
     added is inside the newest column, neither its first nor its last (those move the axis's
     end: all are drawn again)."""
     assert drawn_per_refresh(1_002) == drawn_per_refresh(10_000) == 3
+
+
+def _encodings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A counter of every JSON encoding evo_magic makes (the encoder behind `to_json`)."""
+    from evo_magic import measure
+
+    count = [0]
+    encode = measure._ENCODER.encode
+
+    def counted(value: Any) -> str:
+        count[0] += 1
+        return encode(value)
+
+    monkeypatch.setattr(measure._ENCODER, "encode", counted)
+    return count
+
+
+def test_replay_encodes_each_recorded_block_once_for_every_strategy_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each run of a conversation (the calibration pass, then each setting) encoded every block
+    # it was given, in its history and in its prefix chain; the recording's blocks are now
+    # encoded once for all of them, so a setting that changes nothing encodes nothing.
+    from support.claude_code_session import write_session
+
+    from evo_magic import replay
+
+    t = load_transcripts(write_session(tmp_path, calls=80))
+    count = _encodings(monkeypatch)
+    one = replay(t, {"none": []}, model="claude-sonnet-4-5")
+    alone, count[0] = count[0], 0
+    three = replay(t, {"a": [], "b": [], "c": []}, model="claude-sonnet-4-5")
+    assert count[0] == alone
+    expected = one.calls.drop(columns="strategy")
+    for label in "abc":
+        rows = three.calls[three.calls["strategy"] == label].drop(columns="strategy")
+        pd.testing.assert_frame_equal(rows.reset_index(drop=True), expected)
+
+
+def _turns(count: int, tag: str) -> list[dict[str, Any]]:
+    return [
+        {"role": role, "content": [{"type": "text", "text": f"{tag} {role} {n}"}]}
+        for n in range(count // 2)
+        for role in ("user", "assistant")
+    ]
+
+
+def test_a_replayed_call_encodes_and_compares_only_what_changed_at_any_length(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from evo_magic.analysis.replay.pricing import Pricing
+    from evo_magic.encoded import EncodedBlocks
+    from evo_magic.prompt_cache import cache_request, start_key
+
+    count = _encodings(monkeypatch)
+    work = {}
+    for length in (200, 4_000):
+        recorded = _turns(length, "recorded")
+        encoded = EncodedBlocks.of(block for message in recorded for block in message["content"])
+        history = History(lambda event: None, encoded=encoded)
+        pricing = Pricing("claude-sonnet-4-5", None, None, None, encoded)
+        for message in recorded[:-2]:
+            history.append(message)
+        pricing.follow(history)
+        count[0], compared = 0, pricing.chain.compared
+        # A call: two recorded messages more, then a strategy's block rewritten in place (a
+        # recent one: every key after an edit changes, so what follows it is hashed again).
+        history.append(recorded[-2])
+        history.append(recorded[-1])
+        pricing.follow(history)
+        edit = {"role": "assistant", "content": [{"type": "text", "text": "x"}]}
+        history.rewrite({length - 5: edit})
+        chain = pricing.follow(history)
+        work[length] = (count[0], chain.compared - compared)
+        # The keys are the ones a whole request's walk derives (the last block marked).
+        view = [*history.view()]
+        last = {**view[-1], "content": [{**view[-1]["content"][0], "cache_control": {}}]}
+        request = cache_request(
+            {"messages": [*view[:-1], last]}, time=0.0, model="claude-sonnet-4-5"
+        )
+        assert chain.key() == request.breakpoints[-1].key
+        assert chain.start == start_key("claude-sonnet-4-5")
+    # The new block, measured by the history and hashed by the chain: the recorded ones are
+    # encoded already; the identity scan looks at what changed, not at the whole history.
+    assert work[200] == work[4_000]
+    assert work[200][0] == 2

@@ -54,7 +54,7 @@ from evo_magic.analysis.replay.options import (
     Skipped,
     warn_unrebuilt,
 )
-from evo_magic.analysis.replay.recording import Recording, recordings
+from evo_magic.analysis.replay.recording import Recording, recorded_blocks, recordings
 from evo_magic.analysis.replay.results import CALL_COLUMNS, Replay, summary_counts, totals
 from evo_magic.analysis.replay.run import Run
 from evo_magic.analysis.replay.summaries import median_summary_tokens
@@ -196,13 +196,14 @@ def _replay_recording(
 ) -> None:
     """One conversation calibrated on its recorded run, then replayed under each setting: its
     calls added to `rows`, the kinds of summary it used to `used`."""
-    reference = Run(recording, "reference", RECORDED, settings, None)
+    encoded = recorded_blocks(recording)  # each recorded block encoded once for every run
+    reference = Run(recording, "reference", RECORDED, settings, None, encoded)
     reference.run()
     pooled = TokenRate.of(reference.points)
     stretches = Stretches.fit(*reference.stretches, pooled)
     calibration = Calibration(pooled, reference.reference, stretches)
     for label, chosen in resolved.items():
-        run = Run(recording, label, chosen, settings, calibration)
+        run = Run(recording, label, chosen, settings, calibration, encoded)
         try:
             rows += run.run()
         except Skipped as exc:

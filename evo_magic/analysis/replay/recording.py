@@ -17,6 +17,7 @@ from evo_magic.analysis.conversation import Call, Compaction, Message, conversat
 from evo_magic.analysis.datafiles import NotInside, open_regular
 from evo_magic.analysis.replay.timeline import Change, read_records, read_timeline, session_file
 from evo_magic.compact.undo import UNDO
+from evo_magic.encoded import EncodedBlocks
 from evo_magic.measure import to_json
 from evo_magic.usage import Usage
 
@@ -369,3 +370,14 @@ def prefix_digests(messages: list[dict[str, Any]]) -> list[str]:
 
 def first_model(recording: Recording) -> str | None:
     return next((c["model"] for c in recording.calls.values() if c.get("model")), None)
+
+
+def recorded_blocks(recording: Recording) -> EncodedBlocks:
+    """The JSON of every block the recording's messages hold, each encoded once: what its runs
+    (the calibration pass and each strategy setting) share instead of encoding it again."""
+    return EncodedBlocks.of(
+        block
+        for item in recording.items
+        if isinstance(item, Message) and isinstance(item.content, list)
+        for block in item.content
+    )
