@@ -691,3 +691,27 @@ def test_a_replayed_call_encodes_and_compares_only_what_changed_at_any_length(
     # encoded already; the identity scan looks at what changed, not at the whole history.
     assert work[200] == work[4_000]
     assert work[200][0] == 2
+
+
+def test_replaying_many_sessions_finds_each_by_the_index_not_by_masking_every_frame(
+    tmp_path: Path,
+) -> None:
+    # Replay (and retention and rewind, through `recordings`) masked every frame for each
+    # conversation: quadratic in the number of sessions. Each session is now cut out by the
+    # index, built with one scan of each frame for all of them.
+    from evo_magic import replay
+
+    ids = _copies(tmp_path, 4)
+    t = load_transcripts(tmp_path)
+    done = replay(t, {"none": []}, model="claude-sonnet-4-5")
+    frames = [t.blocks, t.calls, t.compactions, t.parts]
+    identities = t._identities.num_rows if t._identities is not None else 0
+    total = sum(len(f) for f in frames if "session_id" in f.columns) + identities
+    assert t._rows.rows_scanned == total
+    # The oracle: each session's file replayed alone, loaded on its own.
+    assert sorted(done.calls["session_id"].unique()) == sorted(ids)
+    for sid in ids[:: len(ids) // 2]:
+        alone = replay(load_transcripts(tmp_path / f"{sid}.jsonl"), {"none": []},
+                       model="claude-sonnet-4-5").calls  # fmt: skip
+        mine = done.calls[done.calls["session_id"] == sid].reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine, alone)

@@ -60,7 +60,13 @@ class Recording:
 
 
 def recordings(t: Transcripts) -> list[Recording]:
-    """Every conversation of `t` (subagents as their own), ready for replay."""
+    """Every conversation of `t` (subagents as their own), ready for replay, session by
+    session. Each session is cut out of the frames by their index (`Transcripts.session`):
+    finding a conversation's rows by masking every frame made this quadratic in the number
+    of sessions."""
+    sessions = t.session_ids()
+    if len(sessions) > 1:
+        return [found for sid in sessions for found in recordings(t.session(sid))]
     out = []
     for session_id, agent_id in conversations(t):
         items = list(conversation(t, session_id, agent_id))
