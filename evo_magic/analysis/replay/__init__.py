@@ -168,6 +168,17 @@ def _replay_here(
     settings: ReplaySettings,
 ) -> Replay:
     """`replay` in this process, over every recording of `t`."""
+    calls, summaries = _replayed_frames(t, strategies, settings)
+    return Replay(calls, totals(calls, list(strategies)), summaries)
+
+
+def _replayed_frames(
+    t: Transcripts | LakeTranscripts,
+    strategies: Mapping[str, StrategySpec],
+    settings: ReplaySettings,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The calls of every recording of `t` under each setting, and the summaries they used
+    (`Replay.calls` and `Replay.summaries`)."""
     import pandas as pd
 
     resolved = {label: _strategies(spec) for label, spec in strategies.items()}
@@ -175,7 +186,7 @@ def _replay_here(
     model = settings.model
     priced = [model] if model else [c.get("model") for r in found for c in r.calls.values()]
     if (notice := unpriced_notice(priced, settings.prices)) is not None:
-        warnings.warn(notice, stacklevel=3)  # once for the replay: their costs are NA
+        warnings.warn(notice, stacklevel=4)  # once for the replay: their costs are NA
     rows: list[dict[str, Any]] = []
     used: list[dict[str, Any]] = []
     for recording in found:
@@ -184,7 +195,7 @@ def _replay_here(
     calls["over_window"] = calls["over_window"].astype("boolean")
     calls["context_window"] = calls["context_window"].astype("Int64")
     summaries = pd.DataFrame(used, columns=["strategy", "kind"])
-    return Replay(calls, totals(calls, list(resolved)), summary_counts(summaries, list(resolved)))
+    return calls, summary_counts(summaries, list(resolved))
 
 
 def _replay_recording(
@@ -241,9 +252,12 @@ def _replay_session(
     strategies: dict[str, StrategySpec],
     options: dict[str, Any],
 ) -> dict[str, pd.DataFrame]:
-    """One session's replay: the unit of work of a sweep (see `session_units`)."""
-    done = replay(unit_session(payload), strategies, **options)
-    return {"calls": done.calls, "summaries": done.summaries}
+    """One session's replay: the unit of work of a sweep (see `session_units`); the sweep
+    makes the totals of all sessions once."""
+    t = unit_session(payload)
+    options = {**options, "summary_tokens": options["summary_tokens"] or stand_in_summary_tokens(t)}
+    calls, summaries = _replayed_frames(t, strategies, _settings(options, None))
+    return {"calls": calls, "summaries": summaries}
 
 
 def sweep_settings(strategies: Mapping[str, StrategySpec], options: dict[str, Any]) -> str:
