@@ -20,7 +20,6 @@ from typing import Any
 
 from evo_magic.measure import to_json
 
-
 _ROLES = {role: to_json(role) for role in ("user", "assistant", "system")}
 
 
