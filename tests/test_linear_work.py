@@ -715,3 +715,24 @@ def test_replaying_many_sessions_finds_each_by_the_index_not_by_masking_every_fr
                        model="claude-sonnet-4-5").calls  # fmt: skip
         mine = done.calls[done.calls["session_id"] == sid].reset_index(drop=True)
         pd.testing.assert_frame_equal(mine, alone)
+
+
+def test_a_session_without_identity_rows_is_cut_out_like_the_others(tmp_path: Path) -> None:
+    # Inspect logs beside each other: some sessions have no row in the identities table; the
+    # empty list of positions taken from it had no type, and the cut raised.
+    import shutil
+    import warnings
+
+    inspect = Path(__file__).parent / "fixtures" / "real"
+    logs = sorted((inspect / "inspect-eval").glob("*.eval"))
+    logs += sorted((inspect / "inspect-json").glob("*.json"))
+    for path in logs:
+        shutil.copy(path, tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # models without a price
+        t = load_transcripts(tmp_path)
+    assert len(t.session_ids()) > 1
+    for sid in t.session_ids():
+        one = t.session(sid)
+        expected = t.calls[t.calls["session_id"].astype(object) == sid].reset_index(drop=True)
+        pd.testing.assert_frame_equal(one.calls, expected)
