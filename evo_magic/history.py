@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
+from evo_magic.encoded import PLAIN, EncodedBlocks
 from evo_magic.events import Event, MessageAppended, ToolResultAppended
 from evo_magic.history_snapshot import Snapshot
 from evo_magic.interrupts import interrupts_deferred
@@ -85,8 +86,10 @@ class ReadOnlyList(Sequence[T]):
 class History:
     """See the module docstring. `emit` receives every event (the session records it)."""
 
-    def __init__(self, emit: Emit, overhead_chars: int = 0):
+    def __init__(self, emit: Emit, overhead_chars: int = 0, encoded: EncodedBlocks = PLAIN):
         self._emit = emit
+        self._encoded = encoded
+        """The JSON of blocks known already (a replayed conversation's, shared by its runs)."""
         self.overhead_chars = overhead_chars
         """Characters of the system prompt and tool schemas, for token estimates."""
         self._messages: list[Message] = []
@@ -277,7 +280,7 @@ class History:
         """Add one tool_result block to the tool-results message that follows the last
         assistant turn (the first result starts it). `status` says how the tool ended."""
         with interrupts_deferred():
-            encoded = to_json(block)
+            encoded = self._encoded.block(block)
             last = self._messages[-1] if self._messages else None
             if last is not None and last["role"] == "user" and _only_results(last):
                 index = len(self._messages) - 1
@@ -361,7 +364,7 @@ class History:
             return None
         before = old["content"]
         return [
-            size if block is previous else len(to_json(block))
+            size if block is previous else len(self._encoded.block(block))
             for size, block, previous in zip(sizes, content, before, strict=True)
         ]
 
@@ -412,7 +415,7 @@ class History:
         """Append `message`; returns its JSON (measured once, reused by the caller), or ""
         when the caller gave its length in `chars` (and its blocks' in `sizes`)."""
         index = len(self._messages)
-        encoded = "" if chars is not None else to_json(message)
+        encoded = "" if chars is not None else self._encoded.message(message)
         chars = len(encoded) if chars is None else chars
         self._messages.append(message)
         self._chars.append(chars)
@@ -427,7 +430,7 @@ class History:
         """Put `message` at `index`; `chars` is its JSON's length when the caller knows it,
         `sizes` its blocks' (None: unknown)."""
         if chars is None:
-            chars = len(to_json(message))
+            chars = len(self._encoded.message(message))
         self._chars_sum += chars - self._chars[index]
         self._chars[index] = chars
         self._block_chars[index] = sizes

@@ -668,3 +668,134 @@ def test_a_live_meter_refresh_draws_only_what_changed() -> None:
     added is inside the newest column, neither its first nor its last (those move the axis's
     end: all are drawn again)."""
     assert drawn_per_refresh(1_002) == drawn_per_refresh(10_000) == 3
+
+
+def _encodings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A counter of every JSON encoding evo_magic makes (the encoder behind `to_json`)."""
+    from evo_magic import measure
+
+    count = [0]
+    encode = measure._ENCODER.encode
+
+    def counted(value: Any) -> str:
+        count[0] += 1
+        return encode(value)
+
+    monkeypatch.setattr(measure._ENCODER, "encode", counted)
+    return count
+
+
+def test_replay_encodes_each_recorded_block_once_for_every_strategy_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each run of a conversation (the calibration pass, then each setting) encoded every block
+    # it was given, in its history and in its prefix chain; the recording's blocks are now
+    # encoded once for all of them, so a setting that changes nothing encodes nothing.
+    from support.claude_code_session import write_session
+
+    from evo_magic import replay
+
+    t = load_transcripts(write_session(tmp_path, calls=80))
+    count = _encodings(monkeypatch)
+    one = replay(t, {"none": []}, model="claude-sonnet-4-5")
+    alone, count[0] = count[0], 0
+    three = replay(t, {"a": [], "b": [], "c": []}, model="claude-sonnet-4-5")
+    assert count[0] == alone
+    expected = one.calls.drop(columns="strategy")
+    for label in "abc":
+        rows = three.calls[three.calls["strategy"] == label].drop(columns="strategy")
+        pd.testing.assert_frame_equal(rows.reset_index(drop=True), expected)
+
+
+def _turns(count: int, tag: str) -> list[dict[str, Any]]:
+    return [
+        {"role": role, "content": [{"type": "text", "text": f"{tag} {role} {n}"}]}
+        for n in range(count // 2)
+        for role in ("user", "assistant")
+    ]
+
+
+def test_a_replayed_call_encodes_and_compares_only_what_changed_at_any_length(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from evo_magic.analysis.replay.pricing import Pricing
+    from evo_magic.encoded import EncodedBlocks
+    from evo_magic.prompt_cache import cache_request, start_key
+
+    count = _encodings(monkeypatch)
+    work = {}
+    for length in (200, 4_000):
+        recorded = _turns(length, "recorded")
+        encoded = EncodedBlocks.of(block for message in recorded for block in message["content"])
+        history = History(lambda event: None, encoded=encoded)
+        pricing = Pricing("claude-sonnet-4-5", None, None, None, encoded)
+        for message in recorded[:-2]:
+            history.append(message)
+        pricing.follow(history)
+        count[0], compared = 0, pricing.chain.compared
+        # A call: two recorded messages more, then a strategy's block rewritten in place (a
+        # recent one: every key after an edit changes, so what follows it is hashed again).
+        history.append(recorded[-2])
+        history.append(recorded[-1])
+        pricing.follow(history)
+        edit = {"role": "assistant", "content": [{"type": "text", "text": "x"}]}
+        history.rewrite({length - 5: edit})
+        chain = pricing.follow(history)
+        work[length] = (count[0], chain.compared - compared)
+        # The keys are the ones a whole request's walk derives (the last block marked).
+        view = [*history.view()]
+        last = {**view[-1], "content": [{**view[-1]["content"][0], "cache_control": {}}]}
+        request = cache_request(
+            {"messages": [*view[:-1], last]}, time=0.0, model="claude-sonnet-4-5"
+        )
+        assert chain.key() == request.breakpoints[-1].key
+        assert chain.start == start_key("claude-sonnet-4-5")
+    # The new block, measured by the history and hashed by the chain: the recorded ones are
+    # encoded already; the identity scan looks at what changed, not at the whole history.
+    assert work[200] == work[4_000]
+    assert work[200][0] == 2
+
+
+def test_replaying_many_sessions_finds_each_by_the_index_not_by_masking_every_frame(
+    tmp_path: Path,
+) -> None:
+    # Replay (and retention and rewind, through `recordings`) masked every frame for each
+    # conversation: quadratic in the number of sessions. Each session is now cut out by the
+    # index, built with one scan of each frame for all of them.
+    from evo_magic import replay
+
+    ids = _copies(tmp_path, 4)
+    t = load_transcripts(tmp_path)
+    done = replay(t, {"none": []}, model="claude-sonnet-4-5")
+    frames = [t.blocks, t.calls, t.compactions, t.parts]
+    identities = t._identities.num_rows if t._identities is not None else 0
+    total = sum(len(f) for f in frames if "session_id" in f.columns) + identities
+    assert t._rows.rows_scanned == total
+    # The oracle: each session's file replayed alone, loaded on its own.
+    assert sorted(done.calls["session_id"].unique()) == sorted(ids)
+    for sid in ids[:: len(ids) // 2]:
+        alone = replay(load_transcripts(tmp_path / f"{sid}.jsonl"), {"none": []},
+                       model="claude-sonnet-4-5").calls  # fmt: skip
+        mine = done.calls[done.calls["session_id"] == sid].reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine, alone)
+
+
+def test_a_session_without_identity_rows_is_cut_out_like_the_others(tmp_path: Path) -> None:
+    # Inspect logs beside each other: some sessions have no row in the identities table; the
+    # empty list of positions taken from it had no type, and the cut raised.
+    import shutil
+    import warnings
+
+    inspect = Path(__file__).parent / "fixtures" / "real"
+    logs = sorted((inspect / "inspect-eval").glob("*.eval"))
+    logs += sorted((inspect / "inspect-json").glob("*.json"))
+    for path in logs:
+        shutil.copy(path, tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # models without a price
+        t = load_transcripts(tmp_path)
+    assert len(t.session_ids()) > 1
+    for sid in t.session_ids():
+        one = t.session(sid)
+        expected = t.calls[t.calls["session_id"].astype(object) == sid].reset_index(drop=True)
+        pd.testing.assert_frame_equal(one.calls, expected)

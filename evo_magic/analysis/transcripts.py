@@ -106,7 +106,8 @@ class Transcripts:
         names: list[str] = []
         if identities is not None and identities.num_rows:
             positions = rows.table_positions("identities", identities).get(session_id)
-            identities = identities.take(pa.array([] if positions is None else positions))
+            taken = pa.array([] if positions is None else positions, type=pa.int64())
+            identities = identities.take(taken)  # typed: an empty list is of no type
             names = list(dict.fromkeys(identities.column("file").to_pylist()))
         paths = rows.named("files", self.files, str)
         sources = rows.named("sources", self._sources, lambda source: source.name)

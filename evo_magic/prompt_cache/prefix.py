@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evo_magic.catalog import model_family
+from evo_magic.encoded import PLAIN, EncodedBlocks
 from evo_magic.measure import to_json
 from evo_magic.price import Price
 from evo_magic.prompt_cache.placement import (
@@ -187,18 +188,26 @@ class PrefixChain:
     reads (`breakpoint`).
     """
 
-    def __init__(self, start: bytes):
+    def __init__(self, start: bytes, encoded: EncodedBlocks = PLAIN):
         self.start = start
+        self._encoded = encoded
+        """The JSON of blocks known already (a replayed conversation's, shared by its runs)."""
+        self.compared = 0
+        """Messages compared by identity so far, to find where the conversation changed."""
         self._messages: list[Any] = []
         self._keys: list[list[bytes]] = []
         self._ends: list[list[int]] = []
 
-    def update(self, messages: Sequence[dict[str, Any]]) -> None:
-        """Follow ``messages`` (a history's messages, treated as immutable)."""
-        # The first message that is not the one followed: compared by identity at C speed
-        # (`map` stops at the shorter list), since this runs at every call of a replay.
-        same = list(map(operator.is_, self._messages, messages))
-        first = same.index(False) if False in same else len(same)
+    def update(self, messages: Sequence[dict[str, Any]], unchanged: int = 0) -> None:
+        """Follow ``messages`` (a history's messages, treated as immutable). The caller may
+        know that the first ``unchanged`` of them are the ones followed before (a history
+        says what it changed): those are not compared again, so a call costs what changed."""
+        known = min(unchanged, len(self._messages), len(messages))
+        # The first message after those that is not the one followed: compared by identity at
+        # C speed (`map` stops at the shorter list), since this runs at every call of a replay.
+        same = list(map(operator.is_, self._messages[known:], messages[known:]))
+        self.compared += len(same)
+        first = known + (same.index(False) if False in same else len(same))
         del self._messages[first:], self._keys[first:], self._ends[first:]
         key = self.key()
         end = self._ends[-1][-1] if self._ends else 0
@@ -211,7 +220,7 @@ class PrefixChain:
             keys: list[bytes] = []
             ends: list[int] = []
             for position, block in enumerate(_message_blocks(message)):
-                encoded = to_json(_unmarked(block))
+                encoded = self._encoded.unmarked(block)
                 key = _next_key(key, prefix + encoded + "]")
                 end += len(encoded) + (position > 0)
                 keys.append(key)

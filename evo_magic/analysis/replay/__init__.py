@@ -54,7 +54,7 @@ from evo_magic.analysis.replay.options import (
     Skipped,
     warn_unrebuilt,
 )
-from evo_magic.analysis.replay.recording import Recording, recordings
+from evo_magic.analysis.replay.recording import Recording, recorded_blocks, recordings
 from evo_magic.analysis.replay.results import CALL_COLUMNS, Replay, summary_counts, totals
 from evo_magic.analysis.replay.run import Run
 from evo_magic.analysis.replay.summaries import median_summary_tokens
@@ -168,6 +168,17 @@ def _replay_here(
     settings: ReplaySettings,
 ) -> Replay:
     """`replay` in this process, over every recording of `t`."""
+    calls, summaries = _replayed_frames(t, strategies, settings)
+    return Replay(calls, totals(calls, list(strategies)), summaries)
+
+
+def _replayed_frames(
+    t: Transcripts | LakeTranscripts,
+    strategies: Mapping[str, StrategySpec],
+    settings: ReplaySettings,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The calls of every recording of `t` under each setting, and the summaries they used
+    (`Replay.calls` and `Replay.summaries`)."""
     import pandas as pd
 
     resolved = {label: _strategies(spec) for label, spec in strategies.items()}
@@ -175,7 +186,7 @@ def _replay_here(
     model = settings.model
     priced = [model] if model else [c.get("model") for r in found for c in r.calls.values()]
     if (notice := unpriced_notice(priced, settings.prices)) is not None:
-        warnings.warn(notice, stacklevel=3)  # once for the replay: their costs are NA
+        warnings.warn(notice, stacklevel=4)  # once for the replay: their costs are NA
     rows: list[dict[str, Any]] = []
     used: list[dict[str, Any]] = []
     for recording in found:
@@ -184,7 +195,7 @@ def _replay_here(
     calls["over_window"] = calls["over_window"].astype("boolean")
     calls["context_window"] = calls["context_window"].astype("Int64")
     summaries = pd.DataFrame(used, columns=["strategy", "kind"])
-    return Replay(calls, totals(calls, list(resolved)), summary_counts(summaries, list(resolved)))
+    return calls, summary_counts(summaries, list(resolved))
 
 
 def _replay_recording(
@@ -196,13 +207,14 @@ def _replay_recording(
 ) -> None:
     """One conversation calibrated on its recorded run, then replayed under each setting: its
     calls added to `rows`, the kinds of summary it used to `used`."""
-    reference = Run(recording, "reference", RECORDED, settings, None)
+    encoded = recorded_blocks(recording)  # each recorded block encoded once for every run
+    reference = Run(recording, "reference", RECORDED, settings, None, encoded)
     reference.run()
     pooled = TokenRate.of(reference.points)
     stretches = Stretches.fit(*reference.stretches, pooled)
     calibration = Calibration(pooled, reference.reference, stretches)
     for label, chosen in resolved.items():
-        run = Run(recording, label, chosen, settings, calibration)
+        run = Run(recording, label, chosen, settings, calibration, encoded)
         try:
             rows += run.run()
         except Skipped as exc:
@@ -240,9 +252,12 @@ def _replay_session(
     strategies: dict[str, StrategySpec],
     options: dict[str, Any],
 ) -> dict[str, pd.DataFrame]:
-    """One session's replay: the unit of work of a sweep (see `session_units`)."""
-    done = replay(unit_session(payload), strategies, **options)
-    return {"calls": done.calls, "summaries": done.summaries}
+    """One session's replay: the unit of work of a sweep (see `session_units`); the sweep
+    makes the totals of all sessions once."""
+    t = unit_session(payload)
+    options = {**options, "summary_tokens": options["summary_tokens"] or stand_in_summary_tokens(t)}
+    calls, summaries = _replayed_frames(t, strategies, _settings(options, None))
+    return {"calls": calls, "summaries": summaries}
 
 
 def sweep_settings(strategies: Mapping[str, StrategySpec], options: dict[str, Any]) -> str:

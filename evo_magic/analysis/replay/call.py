@@ -107,7 +107,7 @@ class Calls:
         view = history.view()
         chars = history.size().chars
         reasoning = self.reasoning.tokens
-        sent, exact = self._measure(item.call, view, (chars, reasoning), recorded)
+        sent, exact = self._measure(item.call, (chars, reasoning), recorded)
         if added := self._added_tool_chars():  # (negative: fewer tools than recorded)
             sent, exact = sent + round(added * self._pricing.rate), False
             self.identical = False
@@ -130,7 +130,6 @@ class Calls:
     def _measure(
         self,
         call: int | None,
-        view: Sequence[Message],
         size: tuple[int, int],
         recorded: dict[str, Any],
     ) -> tuple[int, bool]:
@@ -138,8 +137,7 @@ class Calls:
         and whether they are the recorded count: on the calibration pass the recorded ones
         (noted to calibrate on), else calibrated."""
         chars, reasoning = size
-        chain = self._pricing.chain
-        chain.update(view)
+        chain = self._pricing.follow(self._history)
         digest = chain.key().hex()
         # The whole prompt as sent: the recorded usage is the message iteration's when the
         # server compacted during the call (its compaction iteration read the prompt).

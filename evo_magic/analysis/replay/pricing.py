@@ -11,6 +11,7 @@ from typing import Any
 
 from evo_magic.analysis.replay.calibration import Calibration
 from evo_magic.cost import Price, PriceTable, call_cost
+from evo_magic.encoded import PLAIN, EncodedBlocks
 from evo_magic.history import History
 from evo_magic.measure import TokenAnchor, TokenRate
 from evo_magic.prompt_cache import (
@@ -49,8 +50,10 @@ class Pricing:
         prices: PriceTable | None,
         cache_settings: CacheSettings | None,
         calibration: Calibration | None,
+        encoded: EncodedBlocks = PLAIN,
     ):
         self.model = model
+        self._encoded = encoded
         self.cache_settings = cache_settings or CacheSettings()
         self.prices = prices or _default_prices()
         self.decision_prices = self.prices
@@ -58,8 +61,9 @@ class Pricing:
         self.now = 0.0
         """The time of the latest call (the recorded clock, never moved back)."""
         self.tracker = PrefixTracker(clock=lambda: self.now)
-        self.chain = PrefixChain(start_key(model))
-        self.served_chain = PrefixChain(start_key(model))
+        self.chain = PrefixChain(start_key(model), encoded)
+        self.served_chain = PrefixChain(start_key(model), encoded)
+        self._followed = _Followed()
         self.cache = PrefixCache(min_tokens=min_cacheable_tokens(model) or 0)
         self._prices_seen: dict[tuple[int, str], Price | None] = {}
 
@@ -67,9 +71,15 @@ class Pricing:
         """The request's tools changed (added, removed or reordered): the prompt starts
         differently, so no cached prefix of the conversation matches any more."""
         start = prefix_key(start_key(self.model), "tools", list(names))
-        self.chain = PrefixChain(start)
-        self.served_chain = PrefixChain(start)
+        self.chain = PrefixChain(start, self._encoded)
+        self.served_chain = PrefixChain(start, self._encoded)
         self.tracker.replaced()  # what cache-aware strategies weigh: nothing cached (as live)
+
+    def follow(self, history: History) -> PrefixChain:
+        """The conversation as sent (`chain`), brought up to `history` as it stands: only the
+        messages the history changed since the last call are looked at."""
+        self.chain.update(history.view(), self._followed.unchanged(history))
+        return self.chain
 
     def advance(self, timestamp: float | None) -> None:
         """The clock at a call recorded at `timestamp` (None: not recorded)."""
@@ -124,7 +134,7 @@ class Pricing:
         if not len(history) or not history.is_whole(messages):
             return None
         view = history.view()
-        self.chain.update(view)
+        self.follow(history)
         spots = self.spots(view, mark_newest=False)
         usage = self.usage(history.size().tokens, spots, instructions)
         return replace(usage, output_tokens=output)
@@ -151,6 +161,27 @@ class Pricing:
         if key not in self._prices_seen:
             self._prices_seen[key] = self.decision_prices.lookup(model)
         return self._prices_seen[key]
+
+
+class _Followed:
+    """Where a history stood when last followed: how many of its first messages are still
+    the same objects (none after it was replaced; up to the first one changed in place)."""
+
+    def __init__(self) -> None:
+        self._history: int | None = None
+        self._generation = -1
+        self._edits = 0
+        self._length = 0
+
+    def unchanged(self, history: History) -> int:
+        """Messages of `history` unchanged since the last call (and note where it stands)."""
+        count = 0
+        if id(history) == self._history and history.generation == self._generation:
+            count = min(history.edited_since(self._edits), default=self._length)
+            count = min(count, self._length)
+        self._history, self._generation = id(history), history.generation
+        self._edits, self._length = history.edit_count, len(history)
+        return count
 
 
 def _default_prices() -> PriceTable:

@@ -17,6 +17,7 @@ from evo_magic.analysis.conversation import Call, Compaction, Message, conversat
 from evo_magic.analysis.datafiles import NotInside, open_regular
 from evo_magic.analysis.replay.timeline import Change, read_records, read_timeline, session_file
 from evo_magic.compact.undo import UNDO
+from evo_magic.encoded import EncodedBlocks
 from evo_magic.measure import to_json
 from evo_magic.usage import Usage
 
@@ -59,7 +60,13 @@ class Recording:
 
 
 def recordings(t: Transcripts) -> list[Recording]:
-    """Every conversation of `t` (subagents as their own), ready for replay."""
+    """Every conversation of `t` (subagents as their own), ready for replay, session by
+    session. Each session is cut out of the frames by their index (`Transcripts.session`):
+    finding a conversation's rows by masking every frame made this quadratic in the number
+    of sessions."""
+    sessions = t.session_ids()
+    if len(sessions) > 1:
+        return [found for sid in sessions for found in recordings(t.session(sid))]
     out = []
     for session_id, agent_id in conversations(t):
         items = list(conversation(t, session_id, agent_id))
@@ -369,3 +376,14 @@ def prefix_digests(messages: list[dict[str, Any]]) -> list[str]:
 
 def first_model(recording: Recording) -> str | None:
     return next((c["model"] for c in recording.calls.values() if c.get("model")), None)
+
+
+def recorded_blocks(recording: Recording) -> EncodedBlocks:
+    """The JSON of every block the recording's messages hold, each encoded once: what its runs
+    (the calibration pass and each strategy setting) share instead of encoding it again."""
+    return EncodedBlocks.of(
+        block
+        for item in recording.items
+        if isinstance(item, Message) and isinstance(item.content, list)
+        for block in item.content
+    )

@@ -30,6 +30,7 @@ from evo_magic.compact.pins import carried_texts
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.compact.undo import UNDO
 from evo_magic.compacted import is_pin_text
+from evo_magic.encoded import PLAIN, EncodedBlocks
 from evo_magic.events import CompactionFinished
 from evo_magic.history import History
 from evo_magic.messages import Message, blocks_of_type, first_text
@@ -63,15 +64,17 @@ class Run:
         chosen: Chosen,
         settings: ReplaySettings,
         calibration: Calibration | None,
+        encoded: EncodedBlocks = PLAIN,
     ):
+        """`encoded`: the JSON of the recording's blocks, made once for all its runs."""
         self.recording = recording
         self.recorded_mode = chosen == RECORDED
         self.calibration = calibration
         model = settings.model or first_model(recording) or ""
         policy = settings.policy or CompactPolicy()
-        self.pricing = Pricing(model, settings.prices, settings.cache, calibration)
+        self.pricing = Pricing(model, settings.prices, settings.cache, calibration, encoded)
         self.tally = Tally(self.pricing.summary_cost)
-        self.history = History(self.tally.observe)
+        self.history = History(self.tally.observe, encoded=encoded)
         self.summaries = Summaries(
             recording.summaries,
             settings.stand_in_tokens,
