@@ -22,7 +22,7 @@ from evo_magic.compact.compactor import CompactionServices, Compactor
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.history import History
 from evo_magic.measure import ContextSize
-from evo_magic.meter.chart import ChartCache
+from evo_magic.meter.chart import MAX_COLUMNS, ChartCache
 from evo_magic.meter.composition import HistoryComposition, composition
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.html import meter_html
@@ -605,3 +605,35 @@ def test_a_live_meter_refresh_draws_only_what_changed() -> None:
     added is inside the newest column, neither its first nor its last (those move the axis's
     end: all are drawn again)."""
     assert drawn_per_refresh(1_002) == drawn_per_refresh(10_000) == 3
+
+
+def calls_read_at_a_regrouping(calls: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Calls' token counts a live meter reads at the refresh where the chart's columns regroup
+    (the call after `calls` makes each column hold one call more)."""
+    log = MeterLog()
+    for n in range(1, calls + 1):
+        meter_step(log, n)
+    tally, chart = Tally(), ChartCache()
+    live_and_anew(log, log.whole(), tally, chart)
+    read = [0]
+    real = CallPoint.tokens
+
+    def counted(point: CallPoint) -> int:
+        read[0] += 1
+        return real.fget(point)  # type: ignore[attr-defined,no-any-return]
+
+    meter_step(log, calls + 1)
+    with monkeypatch.context() as patched:
+        patched.setattr(CallPoint, "tokens", property(counted))
+        meter_html(meter_data(log, log.whole(), tally), chart)
+    return read[0]
+
+
+def test_a_regrouping_refresh_reads_each_columns_largest_call_not_every_call(monkeypatch):
+    """When the calls per column grow (every 160 calls) every column is built again: from the
+    largest of each run of calls kept as calls come, not by reading the session's calls (it
+    read every call twice or more: some 20,000 reads at 9,600 calls)."""
+    small = calls_read_at_a_regrouping(1_120, monkeypatch)  # 7 calls a column, then 8
+    large = calls_read_at_a_regrouping(9_600, monkeypatch)  # 60, then 61
+    # A read per column (its largest call, for its tooltip) and the new call's.
+    assert small <= MAX_COLUMNS + 5 and large <= MAX_COLUMNS + 5, (small, large)

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.drawn import Drawn
 from evo_magic.meter.log import CallPoint, Compaction
+from evo_magic.meter.ranges import CallRanges
+from evo_magic.meter.ranges import before_tokens as before_tokens  # where it was defined
 
 CONTEXT_CALLS = 40
 """A cell's chart shows its own calls and at most this many before them."""
@@ -51,12 +53,6 @@ def position(row: Compaction, calls: Sequence[CallPoint]) -> float:
     return calls[min(row.after_call, len(calls)) - 1].call + 0.5
 
 
-def before_tokens(point: CallPoint) -> int:
-    """The prompt's tokens before the strategies that ran just before the call (its own
-    tokens when they removed nothing): the call's count plus what they removed, estimated."""
-    return point.tokens + max(point.before.tokens - point.sent.tokens, 0)
-
-
 @dataclass(frozen=True)
 class Column:
     """One column of the chart: one call, or consecutive calls in a long session."""
@@ -72,6 +68,10 @@ class Column:
     """The prompt before the strategies that ran just before (>= `tokens`)."""
     own: bool
     """True when it holds a call of the scope (a cell's own calls are drawn darker)."""
+    biggest: CallPoint
+    """The call that sent the most (the first of those that sent as much)."""
+    asks: tuple[int, int]
+    """The first and the last ask of its calls."""
 
     @property
     def removed(self) -> int:
@@ -132,6 +132,8 @@ class ChartCache:
     """The HTML of each column and mark drawn last (see `evo_magic.meter.chart_html`)."""
     listed: Drawn = field(default_factory=Drawn)
     """The HTML of each compaction the meter listed last (see `evo_magic.meter.html`)."""
+    ranges: CallRanges = field(default_factory=CallRanges)
+    """The largest of any run of the calls (a column's numbers without reading its calls)."""
 
     def tip(self, item: Column | Mark, make: Callable[[], str]) -> str:
         """The tooltip of `item`: the one made for it before, else `make()`."""
@@ -206,10 +208,12 @@ class Chart:
         self.start = 0
         if data.scope.label == "cell":
             self.start = max(data.scope.first_call - CONTEXT_CALLS, 0)
-        self.calls = data.calls[self.start :]
+        # The data's list is its own copy: the whole session's chart reads it as it is.
+        self.calls = data.calls[self.start :] if self.start else data.calls
         self.group = max(math.ceil(len(self.calls) / MAX_COLUMNS), 1)
         self.cache = cache = cache if cache is not None else ChartCache()
         cache.follow((self.start, self.group, data.scope.first_call, data.scope.first_compaction))
+        cache.ranges.follow(data.calls)
         self.columns = cache.columns(self.calls, self._column)
         self.marks = cache.marks(data, self.start, self.group)
         first = self.calls[0].call if self.calls else 1
@@ -237,13 +241,17 @@ class Chart:
 
     def _column(self, number: int, group: tuple[CallPoint, ...]) -> Column:
         own = self.start + (number + 1) * self.group > self.data.scope.first_call
+        first = self.start + number * self.group  # its calls' place in `data.calls`
+        end, ranges = first + len(group), self.cache.ranges
         return Column(
             group,
             group[0].call - 0.5,
             float(len(group)),
-            max(p.tokens for p in group),
-            max(before_tokens(p) for p in group),
+            ranges.tokens.largest(first, end)[0],
+            ranges.before.largest(first, end),
             own,
+            self.data.calls[ranges.biggest(first, end)],
+            ranges.asks(first, end),
         )
 
     def label_lines(

@@ -210,8 +210,8 @@ def _column(column: Column, f: Frame) -> str:
 
 def _column_tooltip(column: Column) -> str:
     first = column.calls[0]
-    if len(column.calls) > 1:
-        return group_tooltip(column.calls)
+    if len(column.calls) > 1:  # from the column's numbers: its calls are not read again
+        return _group_text(first, column.calls[-1], column.biggest, column.asks)
     if column.own:
         return point_tooltip(first)
     # Before the cell: the numbers only (the cell above has the whole story).
@@ -221,10 +221,16 @@ def _column_tooltip(column: Column) -> str:
 def group_tooltip(group: Sequence[CallPoint]) -> str:
     """The tooltip of a column that stands for several calls."""
     biggest = max(group, key=lambda p: p.tokens)
-    asks = sorted({p.turn for p in group})
-    span = f"ask {asks[0]}" if len(asks) == 1 else f"asks {asks[0]}-{asks[-1]}"
+    turns = [p.turn for p in group]
+    return _group_text(group[0], group[-1], biggest, (min(turns), max(turns)))
+
+
+def _group_text(
+    first: CallPoint, last: CallPoint, biggest: CallPoint, asks: tuple[int, int]
+) -> str:
+    span = f"ask {asks[0]}" if asks[0] == asks[1] else f"asks {asks[0]}-{asks[1]}"
     return (
-        f"calls {group[0].call}-{group[-1].call} ({span})\n"
+        f"calls {first.call}-{last.call} ({span})\n"
         f"largest: call {biggest.call}, {biggest.tokens:,} tokens, {biggest.sent.chars:,} chars"
     )
 
