@@ -607,33 +607,43 @@ def test_a_live_meter_refresh_draws_only_what_changed() -> None:
     assert drawn_per_refresh(1_002) == drawn_per_refresh(10_000) == 3
 
 
-def calls_read_at_a_regrouping(calls: int, monkeypatch: pytest.MonkeyPatch) -> int:
-    """Calls' token counts a live meter reads at the refresh where the chart's columns regroup
-    (the call after `calls` makes each column hold one call more)."""
+def read_at_a_regrouping(calls: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """Calls' token counts and compactions' freed characters a live meter reads at the refresh
+    where the chart's columns regroup (the call after `calls` makes each column hold one call
+    more)."""
     log = MeterLog()
     for n in range(1, calls + 1):
         meter_step(log, n)
     tally, chart = Tally(), ChartCache()
     live_and_anew(log, log.whole(), tally, chart)
-    read = [0]
-    real = CallPoint.tokens
+    read = {CallPoint: 0, Compaction: 0}
 
-    def counted(point: CallPoint) -> int:
-        read[0] += 1
-        return real.fget(point)  # type: ignore[attr-defined,no-any-return]
+    def counting(kind: type, name: str) -> property:
+        real = getattr(kind, name).fget
+
+        def counted(row: Any) -> int:
+            read[kind] += 1
+            return real(row)  # type: ignore[no-any-return]
+
+        return property(counted)
 
     meter_step(log, calls + 1)
     with monkeypatch.context() as patched:
-        patched.setattr(CallPoint, "tokens", property(counted))
+        patched.setattr(CallPoint, "tokens", counting(CallPoint, "tokens"))
+        patched.setattr(Compaction, "freed_chars", counting(Compaction, "freed_chars"))
         meter_html(meter_data(log, log.whole(), tally), chart)
-    return read[0]
+    return read[CallPoint], read[Compaction]
 
 
-def test_a_regrouping_refresh_reads_each_columns_largest_call_not_every_call(monkeypatch):
-    """When the calls per column grow (every 160 calls) every column is built again: from the
-    largest of each run of calls kept as calls come, not by reading the session's calls (it
-    read every call twice or more: some 20,000 reads at 9,600 calls)."""
-    small = calls_read_at_a_regrouping(1_120, monkeypatch)  # 7 calls a column, then 8
-    large = calls_read_at_a_regrouping(9_600, monkeypatch)  # 60, then 61
-    # A read per column (its largest call, for its tooltip) and the new call's.
-    assert small <= MAX_COLUMNS + 5 and large <= MAX_COLUMNS + 5, (small, large)
+def test_a_regrouping_refresh_reads_each_columns_largest_call_not_every_row(monkeypatch):
+    """When the calls per column grow (every 160 calls) every column and micro-compaction
+    mark is made again: from the largest of each run of calls and the running sums of the
+    micro-compactions, kept as rows come, not by reading the session's rows (it read every
+    call twice or more and every micro-compaction: some 29,000 and 4,800 reads at 9,600
+    calls)."""
+    small = read_at_a_regrouping(1_120, monkeypatch)  # 7 calls a column, then 8
+    large = read_at_a_regrouping(9_600, monkeypatch)  # 60, then 61
+    # A read per column (its largest call, for its tooltip) and the new call's; the new
+    # micro-compaction's, as it is summed and listed.
+    assert small[0] <= MAX_COLUMNS + 5 and large[0] <= MAX_COLUMNS + 5, (small, large)
+    assert small[1] <= 10 and large[1] <= 10, (small, large)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.drawn import Drawn
 from evo_magic.meter.log import CallPoint, Compaction
+from evo_magic.meter.micro_marks import MicroRows, Sums
 from evo_magic.meter.ranges import CallRanges
 from evo_magic.meter.ranges import before_tokens as before_tokens  # where it was defined
 
@@ -87,6 +88,8 @@ class Mark:
     x: float
     own: bool
     """True when one of them is the scope's own (the others are drawn faint)."""
+    sums: Sums | None = None
+    """What its micro-compactions did, summed (micro-compactions only)."""
 
     @property
     def micro(self) -> bool:
@@ -117,9 +120,10 @@ class ChartCache:
     """The columns whose calls are all there (every one but the newest)."""
     full: list[Mark] = field(default_factory=list)
     """A mark per full compaction, in order."""
-    micro: dict[int, list[tuple[Compaction, bool]]] = field(default_factory=dict)
-    """The micro-compactions of each mark (a column, or one each), and whether each is own."""
+    micro: MicroRows = field(default_factory=MicroRows)
+    """The micro-compactions in the window (a mark is one of them, or a column's)."""
     micro_marks: dict[int, Mark] = field(default_factory=dict)
+    """The micro-compactions' marks, by compaction (one each) or by column of calls."""
     seen: int = 0
     """Compactions of the log looked at."""
     built: int = 0
@@ -147,10 +151,15 @@ class ChartCache:
         self.tips = {id(i): self.tips[id(i)] for i in items if id(i) in self.tips}
 
     def follow(self, window: tuple[int, ...]) -> None:
-        """Start afresh when the chart's window or grouping is not the cached one's."""
-        if window != self.window:
-            self.window, self.whole, self.full, self.seen = window, [], [], 0
-            self.micro, self.micro_marks = {}, {}
+        """Start afresh when the chart's window is not the cached one's; when only the calls
+        per column grew, the columns and micro-compaction marks are made again from what is
+        kept (the compactions in the window and the full compactions' marks stay)."""
+        if window == self.window:
+            return
+        regrouped = window[:1] + window[2:] == self.window[:1] + self.window[2:]
+        self.window, self.whole, self.micro_marks = window, [], {}
+        if not regrouped:
+            self.full, self.seen, self.micro = [], 0, MicroRows()
 
     def columns(
         self, calls: Sequence[CallPoint], column: Callable[[int, tuple[CallPoint, ...]], Column]
@@ -182,19 +191,24 @@ class ChartCache:
                 continue
             own = index >= data.scope.first_compaction
             if row.micro:
-                # One mark each; in a long session one per column of calls.
-                key = max(row.after_call - start, 0) // group if group > 1 else index
-                self.micro.setdefault(key, []).append((row, own))
-                changed[key] = None
+                self.micro.add(row, own)
+                if group == 1:  # one mark each
+                    sums = Sums(len(row.cleared), row.freed_chars, row.freed_tokens)
+                    mark = Mark((row,), position(row, data.calls), own, sums)
+                    self.micro_marks[index] = mark
+                    self.built += 1
+                else:  # in a long session one per column of calls
+                    changed[(row.after_call - start) // group] = None
             else:
                 self.full.append(Mark((row,), position(row, data.calls), own))
                 self.built += 1
         self.seen = len(data.compactions)
-        for key in changed:
-            rows = tuple(row for row, _ in self.micro[key])
-            own = any(o for _, o in self.micro[key])
-            self.micro_marks[key] = Mark(rows, position(rows[0], data.calls), own)
-        self.built += len(changed)
+        if group > 1 and (changed or (self.micro.rows and not self.micro_marks)):
+            keys = list(changed) if self.micro_marks else None  # None: regrouped, every one
+            for key, run in self.micro.runs(start, group, keys).items():
+                x = position(run.rows[0], data.calls)
+                self.micro_marks[key] = Mark(run.rows, x, run.own, run.sums)
+                self.built += 1
         return self.full + list(self.micro_marks.values())
 
 

@@ -30,6 +30,7 @@ from evo_magic.meter.chart import (
 )
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.log import CallPoint, Compaction
+from evo_magic.meter.micro_marks import Sums, sums_of
 from evo_magic.meter.words import LAYERS, TRIGGERS, counted
 from evo_magic.render import clip, plural, size, usd
 
@@ -333,7 +334,7 @@ def _micro_mark(mark: Mark, x: float, level: int, cache: ChartCache) -> str:
 
 def _micro_tooltip(mark: Mark) -> str:
     if len(mark.rows) > 1:
-        return micro_group_tooltip(mark.rows)
+        return _micro_group_text(mark.rows, mark.sums or sums_of(mark.rows))
     if mark.own:
         return compaction_tooltip(mark.rows[0])
     return f"micro-compaction before call {mark.rows[0].after_call + 1}"
@@ -350,11 +351,14 @@ def _faint(own: bool) -> str:
 
 def micro_group_tooltip(rows: Sequence[Compaction]) -> str:
     """The tooltip of a mark that stands for several micro-compactions (a long session)."""
-    freed = sum(row.freed_chars for row in rows)
+    return _micro_group_text(rows, sums_of(rows))
+
+
+def _micro_group_text(rows: Sequence[Compaction], sums: Sums) -> str:
     return (
         f"{plural(len(rows), 'micro-compaction')} before calls {rows[0].after_call + 1}-"
-        f"{rows[-1].after_call + 1}: {plural(sum(len(r.cleared) for r in rows), 'tool result')}"
-        f" rewritten, freed {freed:,} chars (~{sum(r.freed_tokens for r in rows):,} tokens)"
+        f"{rows[-1].after_call + 1}: {plural(sums.cleared, 'tool result')} rewritten, "
+        f"freed {sums.freed_chars:,} chars (~{sums.freed_tokens:,} tokens)"
     )
 
 
