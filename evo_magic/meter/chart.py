@@ -19,7 +19,7 @@ from evo_magic.meter.data import MeterData
 from evo_magic.meter.drawn import Drawn
 from evo_magic.meter.log import CallPoint, Compaction
 from evo_magic.meter.micro_marks import MicroRows, Sums
-from evo_magic.meter.ranges import CallRanges
+from evo_magic.meter.ranges import CallNumbers
 from evo_magic.meter.ranges import before_tokens as before_tokens  # where it was defined
 
 CONTEXT_CALLS = 40
@@ -136,8 +136,8 @@ class ChartCache:
     """The HTML of each column and mark drawn last (see `evo_magic.meter.chart_html`)."""
     listed: Drawn = field(default_factory=Drawn)
     """The HTML of each compaction the meter listed last (see `evo_magic.meter.html`)."""
-    ranges: CallRanges = field(default_factory=CallRanges)
-    """The largest of any run of the calls (a column's numbers without reading its calls)."""
+    numbers: CallNumbers = field(default_factory=CallNumbers)
+    """The calls' numbers (a column's read from them at C speed, not call by call)."""
 
     def tip(self, item: Column | Mark, make: Callable[[], str]) -> str:
         """The tooltip of `item`: the one made for it before, else `make()`."""
@@ -147,8 +147,11 @@ class ChartCache:
         return kept[1]
 
     def keep_tips(self, items: Sequence[Column | Mark]) -> None:
-        """Forget the tooltips of the items no longer drawn."""
-        self.tips = {id(i): self.tips[id(i)] for i in items if id(i) in self.tips}
+        """Forget the tooltips of the items no longer drawn, once they are as many as those
+        drawn (a refresh replaces one or two: a pass over all at each would cost more than
+        what it draws; a kept tooltip holds its item, so no id is reused meanwhile)."""
+        if len(self.tips) > 2 * len(items) + 16:
+            self.tips = {id(i): self.tips[id(i)] for i in items if id(i) in self.tips}
 
     def follow(self, window: tuple[int, ...]) -> None:
         """Start afresh when the chart's window is not the cached one's; when only the calls
@@ -227,7 +230,7 @@ class Chart:
         self.group = max(math.ceil(len(self.calls) / MAX_COLUMNS), 1)
         self.cache = cache = cache if cache is not None else ChartCache()
         cache.follow((self.start, self.group, data.scope.first_call, data.scope.first_compaction))
-        cache.ranges.follow(data.calls)
+        cache.numbers.follow(data.calls)
         self.columns = cache.columns(self.calls, self._column)
         self.marks = cache.marks(data, self.start, self.group)
         first = self.calls[0].call if self.calls else 1
@@ -256,30 +259,35 @@ class Chart:
     def _column(self, number: int, group: tuple[CallPoint, ...]) -> Column:
         own = self.start + (number + 1) * self.group > self.data.scope.first_call
         first = self.start + number * self.group  # its calls' place in `data.calls`
-        end, ranges = first + len(group), self.cache.ranges
+        run = self.cache.numbers.run(first, first + len(group))
         return Column(
             group,
             group[0].call - 0.5,
             float(len(group)),
-            ranges.tokens.largest(first, end)[0],
-            ranges.before.largest(first, end),
+            run.tokens,
+            run.before,
             own,
-            self.data.calls[ranges.biggest(first, end)],
-            ranges.asks(first, end),
+            self.data.calls[run.biggest],
+            run.asks,
         )
 
     def label_lines(
-        self, width: Callable[[str], float], free_until: Callable[[int], float] | None = None
+        self,
+        width: Callable[[str], float],
+        free_until: Callable[[int], float] | None = None,
+        marks: Sequence[Mark] | None = None,
     ) -> list[int]:
-        """For each of `marks`, the line its label goes on, 0 the top one: the first line where
-        it starts after the labels already there end and ends before `free_until(line)` (where
-        the limit's label takes that line, if it does), `width(label)` being a label's width in
-        calls (with its gap). So labels never overprint: a failed and a successful compaction
+        """For each of `marks` (None: the chart's), the line its label goes on, 0 the top one
+        (a micro-compaction's: 0, it has none): the first line where it starts after the
+        labels already there end and ends before `free_until(line)` (where the limit's label
+        takes that line, if it does), `width(label)` being a label's width in calls (with its
+        gap). So labels never overprint: a failed and a successful compaction
         before one call stack, the failed one first."""
+        marks = self.marks if marks is None else marks
         ends: list[float] = []  # where the last label on each line ends
-        lines = [0] * len(self.marks)
-        for index in sorted(range(len(self.marks)), key=lambda i: self.marks[i].x):
-            mark = self.marks[index]
+        lines = [0] * len(marks)
+        for index in sorted(range(len(marks)), key=lambda i: marks[i].x):
+            mark = marks[index]
             if mark.micro:
                 continue
             end = mark.x + width(mark.label)

@@ -179,9 +179,18 @@ def _band(data: MeterData, f: Frame) -> str:
 
 def _columns(data: MeterData, f: Frame) -> str:
     """One column per call (or per group of calls, in a long session): what was sent, and
-    behind it, as a dashed outline, the size before what was removed just before the call."""
+    behind it, as a dashed outline, the size before what was removed just before the call.
+    The whole columns (all but the newest) are kept as one string while they and the axes
+    stay, so a call into the newest column draws that one only, not a join of them all."""
+    cache, columns = f.chart.cache, f.chart.columns
+    whole = columns[: len(cache.whole)]  # the chart's columns are the cache's whole ones first
+    kept = cache.drawn.get("whole columns", (*f.scale, *whole), _each_column, whole, f)
+    return kept + _each_column(columns[len(whole) :], f)
+
+
+def _each_column(columns: Sequence[Column], f: Frame) -> str:
     get, scale = f.chart.cache.drawn.get, f.scale
-    return "".join(get(id(c), (c, *scale), _column, c, f) for c in f.chart.columns)
+    return "".join(get(id(c), (c, *scale), _column, c, f) for c in columns)
 
 
 def _column(column: Column, f: Frame) -> str:
@@ -262,22 +271,38 @@ def point_tooltip(point: CallPoint) -> str:
 def _marks(data: MeterData, f: Frame) -> str:
     """Every compaction in the chart's window: a line for a full one, a triangle for a
     micro-compaction (one per column when calls share columns); those before the scope are
-    drawn faint."""
-    out = []
-    stacked: dict[float, int] = {}
+    drawn faint. The full compactions' marks, and in a long session all micro-compactions'
+    marks but the newest, are kept as one string each while they and the axes stay."""
+    chart = f.chart
+    full, micro = chart.marks[: len(chart.cache.full)], chart.marks[len(chart.cache.full) :]
+    get, limit = chart.cache.drawn.get, (chart.limit, chart.limit_label())
+    out = get("full marks", (*f.scale, *limit, *full), _full_marks, full, f)
+    if chart.group == 1 or not micro:  # several may stand at one call: stacked together
+        return out + _micro_marks(micro, f)
+    # One a column: each at its own place (never stacked), the newest apart.
+    out += get("micro marks", (*f.scale, *micro[:-1]), _micro_marks, micro[:-1], f)
+    return out + _micro_marks(micro[-1:], f)
+
+
+def _full_marks(marks: Sequence[Mark], f: Frame) -> str:
     lines = f.chart.label_lines(
-        lambda text: (LABEL_LEFT + label_width(text) + 3) / f.slot, partial(_free_until, f)
+        lambda text: (LABEL_LEFT + label_width(text) + 3) / f.slot, partial(_free_until, f), marks
     )
     get, scale = f.chart.cache.drawn.get, f.scale
-    for mark, line in zip(f.chart.marks, lines, strict=True):
+    return "".join(
+        get(id(mark), (mark, *scale, line), _full_mark, mark, f.x(mark.x), line)
+        for mark, line in zip(marks, lines, strict=True)
+    )
+
+
+def _micro_marks(marks: Sequence[Mark], f: Frame) -> str:
+    out = []
+    stacked: dict[float, int] = {}
+    get, scale = f.chart.cache.drawn.get, f.scale
+    for mark in marks:
         x = f.x(mark.x)
-        if mark.micro:
-            level = stacked[x] = stacked.get(x, -1) + 1  # several at one place: stacked up
-            out.append(
-                get(id(mark), (mark, *scale, level), _micro_mark, mark, x, level, f.chart.cache)
-            )
-        else:
-            out.append(get(id(mark), (mark, *scale, line), _full_mark, mark, x, line))
+        level = stacked[x] = stacked.get(x, -1) + 1  # several at one place: stacked up
+        out.append(get(id(mark), (mark, *scale, level), _micro_mark, mark, x, level, f.chart.cache))
     return "".join(out)
 
 
