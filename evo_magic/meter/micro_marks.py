@@ -85,7 +85,9 @@ class MicroRows:
             out[key] = Run(tuple(self.rows[low:high]), self.own[high - 1], sums)
         return out
 
-    def _runs_row_by_row(self, start: int, group: int, keys: Sequence[int] | None) -> dict:
+    def _runs_row_by_row(
+        self, start: int, group: int, keys: Sequence[int] | None
+    ) -> dict[int, Run]:
         found: dict[int, list[int]] = {}
         for index, after in enumerate(self.after):
             found.setdefault((after - start) // group, []).append(index)
