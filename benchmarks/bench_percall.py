@@ -6,9 +6,14 @@ side in one run (each pair timed in turns, so a burst of load hits both alike).
    (`place_breakpoints(..., copy=True)` and the note appended to a new list).
 2. `MicroCompact` run before every call outside a session through `Context.for_messages`, its
    memo kept between calls, against a new context per call (a scan of every tool result).
-3. The live meter's refresh (the data, the HTML and the widget's state) with what earlier
-   refreshes built kept, against a rendering anew, at 100, 1,000 and 10,000 calls (some 200,
-   2,000 and 20,000 messages; from 160 calls on the chart draws all its columns).
+3. The live meter's refresh (the data, the HTML and the widget's state) after one more call,
+   with what earlier refreshes built kept, against a rendering anew, at 100 and 10,000 calls
+   (some 200 and 20,000 messages), the sizes in turns, one call per timed refresh. What a
+   refresh draws depends on what the call does to the chart, so each change is also timed on
+   its own at 1,000 and 10,000 calls (2,000 and 20,000 messages: both charts draw all their
+   160 columns): a call into the newest column, a call that starts a column (the axis moves:
+   every column drawn again) and a call that regroups the columns (every 160 calls). At 100
+   calls every call starts a column.
 
     python -m benchmarks.bench_percall
 
@@ -17,6 +22,7 @@ side in one run (each pair timed in turns, so a burst of load hits both alike).
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -25,7 +31,7 @@ from typing import Any
 from evo_magic.compact.base import Context
 from evo_magic.events import ContextSize
 from evo_magic.history import History
-from evo_magic.meter.chart import ChartCache
+from evo_magic.meter.chart import MAX_COLUMNS, ChartCache
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.html import meter_html
 from evo_magic.meter.log import CallPoint, Compaction, MeterLog
@@ -139,25 +145,67 @@ def meter_call(log: MeterLog, n: int) -> None:
         )  # fmt: skip
 
 
-def meter_times(calls: int) -> tuple[float, float]:
-    log = MeterLog()
-    for n in range(1, calls + 1):
-        meter_call(log, n)
-    tally, states, chart = Tally(), StateCache(), ChartCache()
-    count = [calls]
-    now = ContextSize(9, 10**6, 10**5)
+def columns_group(calls: int) -> int:
+    """Calls per chart column in a session of `calls` calls (`evo_magic.meter.chart`)."""
+    return max(math.ceil(calls / MAX_COLUMNS), 1)
 
-    def refresh(live: bool) -> None:
-        count[0] += 1
-        meter_call(log, count[0])  # a call since the last refresh
-        kept = tally if live else None
-        data = MeterData.of(log, log.whole(), "s", 10**9, None, now, tally=kept)
-        meter_html(data, chart if live else None)
-        state_of(data, states if live else None)
 
-    refresh(True)
-    after, before = timed(lambda: refresh(True), lambda: refresh(False), repeats=21)
-    return median_us(after), median_us(before)
+def chart_change(call: int) -> str:
+    """What call number `call` does to the chart when it joins: "regroup" (the calls per
+    column grow: every column built again), "column" (it starts a column: the axis moves and
+    every column is drawn again) or "grow" (it joins the newest column: that one is drawn)."""
+    group = columns_group(call)
+    if group != columns_group(call - 1):
+        return "regroup"
+    return "column" if (call - 1) % group == 0 else "grow"
+
+
+class LiveMeter:
+    """A live meter's log and what its refreshes keep, refreshed after every call."""
+
+    def __init__(self, calls: int) -> None:
+        self.log = MeterLog()
+        for n in range(1, calls + 1):
+            meter_call(self.log, n)
+        self.tally, self.states, self.chart = Tally(), StateCache(), ChartCache()
+        self.refresh()
+
+    def refresh(self, live: bool = True) -> None:
+        """The data, the HTML and the widget's state (`live`: with what earlier refreshes
+        built; else anew)."""
+        log, now = self.log, ContextSize(9, 10**6, 10**5)
+        data = MeterData.of(
+            log, log.whole(), "s", 10**9, None, now, tally=self.tally if live else None
+        )
+        meter_html(data, self.chart if live else None)
+        state_of(data, self.states if live else None)
+
+    def call(self) -> None:
+        meter_call(self.log, len(self.log.calls) + 1)
+
+    def until(self, change: str | None) -> None:
+        """Calls joined and refreshed (untimed) until the next call makes `change` (None:
+        whatever the next call makes)."""
+        while change is not None and chart_change(len(self.log.calls) + 1) != change:
+            self.call()
+            self.refresh()
+
+
+def meter_times(
+    sizes: tuple[int, ...], change: str | None, repeats: int, live: bool = True
+) -> list[float]:
+    """Microseconds per refresh after one call joined, the call making `change` to the chart,
+    at each size (medians; the sizes in turns)."""
+    meters = [LiveMeter(calls) for calls in sizes]
+    times: list[list[float]] = [[] for _ in sizes]
+    for _ in range(repeats):
+        for meter, samples in zip(meters, times, strict=True):
+            meter.until(change)
+            meter.call()
+            started = time.perf_counter()
+            meter.refresh(live)
+            samples.append(time.perf_counter() - started)
+    return [median_us(samples) for samples in times]
 
 
 def _row(figure: str, median: float, unit: str, target: str | None, met: bool | None) -> dict:
@@ -175,17 +223,39 @@ def _rows(name: str, small: tuple[float, float], large: tuple[float, float]) -> 
     ]
 
 
+def _ratio_row(figure: str, times: list[float]) -> dict:
+    ratio = times[1] / times[0]
+    return _row(figure, ratio, "ratio", f"<= {RATIO_TARGET:g}", ratio <= RATIO_TARGET)
+
+
+def meter_rows() -> list[dict]:
+    """The live refresh at 200 and 20,000 messages as it comes, and each chart change at
+    2,000 and 20,000 (both charts full: the same columns and marks to draw)."""
+    small, large = CALLS[SMALL], CALLS[LARGE]
+    anew = meter_times((small, large), None, 5, live=False)
+    typical = meter_times((small, large), None, REPEATS)
+    name = "live meter refresh"
+    rows = _rows(f"{name} (the next call)", (typical[0], anew[0]), (typical[1], anew[1]))
+    note = {
+        "grow": "a call into the newest column (most calls)",
+        "column": "a call that starts a column (all drawn again)",
+        "regroup": f"a call that regroups the columns (one in {MAX_COLUMNS})",
+    }
+    for change, what in note.items():
+        repeats = 11 if change == "regroup" else REPEATS
+        times = meter_times((CALLS[PLATEAU], large), change, repeats)
+        rows += [
+            _row(f"{name}, {what}, {PLATEAU:,} messages", times[0], "us", None, None),
+            _row(f"{name}, {what}, {LARGE:,} messages", times[1], "us", None, None),
+            _ratio_row(f"{name}, {what}, {LARGE:,} vs {PLATEAU:,} messages", times),
+        ]
+    return rows
+
+
 def main() -> list[dict[str, Any]]:
     rows = _rows("request build (adapter)", request_times(SMALL), request_times(LARGE))
     rows += _rows("MicroCompact outside a session", outside_times(SMALL), outside_times(LARGE))
-    small, large = meter_times(CALLS[SMALL]), meter_times(CALLS[LARGE])
-    rows += _rows("live meter refresh", small, large)
-    # Past 160 calls the chart has all its columns and the list all its asks: what a refresh
-    # draws stops growing, and so should its time.
-    drawn = meter_times(CALLS[PLATEAU])
-    ratio = large[0] / drawn[0]
-    figure = f"live meter refresh, {LARGE:,} vs {PLATEAU:,} messages (all columns drawn)"
-    return [*rows, _row(figure, ratio, "ratio", f"<= {RATIO_TARGET:g}", ratio <= RATIO_TARGET)]
+    return rows + meter_rows()
 
 
 if __name__ == "__main__":

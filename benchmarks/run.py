@@ -28,6 +28,7 @@ MODULES = (
     "bench_loop",
     "bench_percall",
     "bench_meter_widget",
+    "bench_strategies",
     "bench_transcripts",
     "bench_tools",
     "bench_prompt_cache",

@@ -24,7 +24,7 @@ from evo_magic.compact.compactor import CompactionServices, Compactor
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.history import History
 from evo_magic.measure import ContextSize
-from evo_magic.meter.chart import ChartCache
+from evo_magic.meter.chart import MAX_COLUMNS, ChartCache
 from evo_magic.meter.composition import HistoryComposition, composition
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.html import meter_html
@@ -799,3 +799,76 @@ def test_a_session_without_identity_rows_is_cut_out_like_the_others(tmp_path: Pa
         one = t.session(sid)
         expected = t.calls[t.calls["session_id"].astype(object) == sid].reset_index(drop=True)
         pd.testing.assert_frame_equal(one.calls, expected)
+
+
+def read_at_a_regrouping(calls: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """Calls' token counts and compactions' freed characters a live meter reads at the refresh
+    where the chart's columns regroup (the call after `calls` makes each column hold one call
+    more)."""
+    log = MeterLog()
+    for n in range(1, calls + 1):
+        meter_step(log, n)
+    tally, chart = Tally(), ChartCache()
+    live_and_anew(log, log.whole(), tally, chart)
+    read = {CallPoint: 0, Compaction: 0}
+
+    def counting(kind: type, name: str) -> property:
+        real = getattr(kind, name).fget
+
+        def counted(row: Any) -> int:
+            read[kind] += 1
+            return real(row)  # type: ignore[no-any-return]
+
+        return property(counted)
+
+    meter_step(log, calls + 1)
+    with monkeypatch.context() as patched:
+        patched.setattr(CallPoint, "tokens", counting(CallPoint, "tokens"))
+        patched.setattr(Compaction, "freed_chars", counting(Compaction, "freed_chars"))
+        meter_html(meter_data(log, log.whole(), tally), chart)
+    return read[CallPoint], read[Compaction]
+
+
+def test_a_regrouping_refresh_reads_each_columns_largest_call_not_every_row(monkeypatch):
+    """When the calls per column grow (every 160 calls) every column and micro-compaction
+    mark is made again: from the calls' numbers and the micro-compactions' running sums,
+    kept as rows come, not by reading the session's rows (it read every call twice or more
+    and every micro-compaction: some 29,000 and 4,800 reads at 9,600 calls)."""
+    small = read_at_a_regrouping(1_120, monkeypatch)  # 7 calls a column, then 8
+    large = read_at_a_regrouping(9_600, monkeypatch)  # 60, then 61
+    # A read per column (its largest call, for its tooltip) and the new call's; the new
+    # micro-compaction's, as it is summed and listed.
+    assert small[0] <= MAX_COLUMNS + 5 and large[0] <= MAX_COLUMNS + 5, (small, large)
+    assert small[1] <= 10 and large[1] <= 10, (small, large)
+
+
+def looked_up_per_refresh(calls: int) -> int:
+    """Kept strings a live meter looks up at the refresh after one more call (into the
+    newest column), the refresh after `calls` calls having drawn everything."""
+    log = MeterLog()
+    for n in range(1, calls + 1):
+        meter_step(log, n)
+    tally, chart = Tally(), ChartCache()
+    live_and_anew(log, log.whole(), tally, chart)
+    looked = [0]
+    for drawn in (chart.drawn, chart.listed):
+        real = drawn.get
+
+        def counted(*args: Any, real: Any = real) -> str:
+            looked[0] += 1
+            return real(*args)  # type: ignore[no-any-return]
+
+        drawn.get = counted  # type: ignore[method-assign]
+    meter_step(log, calls + 1)
+    meter_html(meter_data(log, log.whole(), tally), chart)
+    return looked[0]
+
+
+def test_a_live_meter_refresh_looks_up_what_changed_not_every_column_and_mark() -> None:
+    """The whole columns, the full compactions' marks and the micro-compactions' marks but
+    the newest are kept as one string each: a call into the newest column looks up those,
+    the newest column and mark, and the listed rows (the 20 newest asks' and every full
+    compaction's, one each 500 calls here), at 1,000 as at 10,000 calls (it looked up each
+    of the 160 columns and as many marks too: some 360 at each)."""
+    small, large = looked_up_per_refresh(1_002), looked_up_per_refresh(10_000)
+    assert small - 1_002 // 500 == large - 10_000 // 500 <= 30, (small, large)

@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.drawn import Drawn
 from evo_magic.meter.log import CallPoint, Compaction
+from evo_magic.meter.micro_marks import MicroRows, Sums
+from evo_magic.meter.ranges import CallNumbers
+from evo_magic.meter.ranges import before_tokens as before_tokens  # where it was defined
 
 CONTEXT_CALLS = 40
 """A cell's chart shows its own calls and at most this many before them."""
@@ -51,12 +54,6 @@ def position(row: Compaction, calls: Sequence[CallPoint]) -> float:
     return calls[min(row.after_call, len(calls)) - 1].call + 0.5
 
 
-def before_tokens(point: CallPoint) -> int:
-    """The prompt's tokens before the strategies that ran just before the call (its own
-    tokens when they removed nothing): the call's count plus what they removed, estimated."""
-    return point.tokens + max(point.before.tokens - point.sent.tokens, 0)
-
-
 @dataclass(frozen=True)
 class Column:
     """One column of the chart: one call, or consecutive calls in a long session."""
@@ -72,6 +69,10 @@ class Column:
     """The prompt before the strategies that ran just before (>= `tokens`)."""
     own: bool
     """True when it holds a call of the scope (a cell's own calls are drawn darker)."""
+    biggest: CallPoint
+    """The call that sent the most (the first of those that sent as much)."""
+    asks: tuple[int, int]
+    """The first and the last ask of its calls."""
 
     @property
     def removed(self) -> int:
@@ -87,6 +88,8 @@ class Mark:
     x: float
     own: bool
     """True when one of them is the scope's own (the others are drawn faint)."""
+    sums: Sums | None = None
+    """What its micro-compactions did, summed (micro-compactions only)."""
 
     @property
     def micro(self) -> bool:
@@ -117,9 +120,10 @@ class ChartCache:
     """The columns whose calls are all there (every one but the newest)."""
     full: list[Mark] = field(default_factory=list)
     """A mark per full compaction, in order."""
-    micro: dict[int, list[tuple[Compaction, bool]]] = field(default_factory=dict)
-    """The micro-compactions of each mark (a column, or one each), and whether each is own."""
+    micro: MicroRows = field(default_factory=MicroRows)
+    """The micro-compactions in the window (a mark is one of them, or a column's)."""
     micro_marks: dict[int, Mark] = field(default_factory=dict)
+    """The micro-compactions' marks, by compaction (one each) or by column of calls."""
     seen: int = 0
     """Compactions of the log looked at."""
     built: int = 0
@@ -132,6 +136,8 @@ class ChartCache:
     """The HTML of each column and mark drawn last (see `evo_magic.meter.chart_html`)."""
     listed: Drawn = field(default_factory=Drawn)
     """The HTML of each compaction the meter listed last (see `evo_magic.meter.html`)."""
+    numbers: CallNumbers = field(default_factory=CallNumbers)
+    """The calls' numbers (a column's read from them at C speed, not call by call)."""
 
     def tip(self, item: Column | Mark, make: Callable[[], str]) -> str:
         """The tooltip of `item`: the one made for it before, else `make()`."""
@@ -141,14 +147,22 @@ class ChartCache:
         return kept[1]
 
     def keep_tips(self, items: Sequence[Column | Mark]) -> None:
-        """Forget the tooltips of the items no longer drawn."""
-        self.tips = {id(i): self.tips[id(i)] for i in items if id(i) in self.tips}
+        """Forget the tooltips of the items no longer drawn, once they are as many as those
+        drawn (a refresh replaces one or two: a pass over all at each would cost more than
+        what it draws; a kept tooltip holds its item, so no id is reused meanwhile)."""
+        if len(self.tips) > 2 * len(items) + 16:
+            self.tips = {id(i): self.tips[id(i)] for i in items if id(i) in self.tips}
 
     def follow(self, window: tuple[int, ...]) -> None:
-        """Start afresh when the chart's window or grouping is not the cached one's."""
-        if window != self.window:
-            self.window, self.whole, self.full, self.seen = window, [], [], 0
-            self.micro, self.micro_marks = {}, {}
+        """Start afresh when the chart's window is not the cached one's; when only the calls
+        per column grew, the columns and micro-compaction marks are made again from what is
+        kept (the compactions in the window and the full compactions' marks stay)."""
+        if window == self.window:
+            return
+        regrouped = window[:1] + window[2:] == self.window[:1] + self.window[2:]
+        self.window, self.whole, self.micro_marks = window, [], {}
+        if not regrouped:
+            self.full, self.seen, self.micro = [], 0, MicroRows()
 
     def columns(
         self, calls: Sequence[CallPoint], column: Callable[[int, tuple[CallPoint, ...]], Column]
@@ -180,19 +194,24 @@ class ChartCache:
                 continue
             own = index >= data.scope.first_compaction
             if row.micro:
-                # One mark each; in a long session one per column of calls.
-                key = max(row.after_call - start, 0) // group if group > 1 else index
-                self.micro.setdefault(key, []).append((row, own))
-                changed[key] = None
+                self.micro.add(row, own)
+                if group == 1:  # one mark each
+                    sums = Sums(len(row.cleared), row.freed_chars, row.freed_tokens)
+                    mark = Mark((row,), position(row, data.calls), own, sums)
+                    self.micro_marks[index] = mark
+                    self.built += 1
+                else:  # in a long session one per column of calls
+                    changed[(row.after_call - start) // group] = None
             else:
                 self.full.append(Mark((row,), position(row, data.calls), own))
                 self.built += 1
         self.seen = len(data.compactions)
-        for key in changed:
-            rows = tuple(row for row, _ in self.micro[key])
-            own = any(o for _, o in self.micro[key])
-            self.micro_marks[key] = Mark(rows, position(rows[0], data.calls), own)
-        self.built += len(changed)
+        if group > 1 and (changed or (self.micro.rows and not self.micro_marks)):
+            keys = list(changed) if self.micro_marks else None  # None: regrouped, every one
+            for key, run in self.micro.runs(start, group, keys).items():
+                x = position(run.rows[0], data.calls)
+                self.micro_marks[key] = Mark(run.rows, x, run.own, run.sums)
+                self.built += 1
         return self.full + list(self.micro_marks.values())
 
 
@@ -206,10 +225,12 @@ class Chart:
         self.start = 0
         if data.scope.label == "cell":
             self.start = max(data.scope.first_call - CONTEXT_CALLS, 0)
-        self.calls = data.calls[self.start :]
+        # The data's list is its own copy: the whole session's chart reads it as it is.
+        self.calls = data.calls[self.start :] if self.start else data.calls
         self.group = max(math.ceil(len(self.calls) / MAX_COLUMNS), 1)
         self.cache = cache = cache if cache is not None else ChartCache()
         cache.follow((self.start, self.group, data.scope.first_call, data.scope.first_compaction))
+        cache.numbers.follow(data.calls)
         self.columns = cache.columns(self.calls, self._column)
         self.marks = cache.marks(data, self.start, self.group)
         first = self.calls[0].call if self.calls else 1
@@ -237,27 +258,36 @@ class Chart:
 
     def _column(self, number: int, group: tuple[CallPoint, ...]) -> Column:
         own = self.start + (number + 1) * self.group > self.data.scope.first_call
+        first = self.start + number * self.group  # its calls' place in `data.calls`
+        run = self.cache.numbers.run(first, first + len(group))
         return Column(
             group,
             group[0].call - 0.5,
             float(len(group)),
-            max(p.tokens for p in group),
-            max(before_tokens(p) for p in group),
+            run.tokens,
+            run.before,
             own,
+            self.data.calls[run.biggest],
+            run.asks,
         )
 
     def label_lines(
-        self, width: Callable[[str], float], free_until: Callable[[int], float] | None = None
+        self,
+        width: Callable[[str], float],
+        free_until: Callable[[int], float] | None = None,
+        marks: Sequence[Mark] | None = None,
     ) -> list[int]:
-        """For each of `marks`, the line its label goes on, 0 the top one: the first line where
-        it starts after the labels already there end and ends before `free_until(line)` (where
-        the limit's label takes that line, if it does), `width(label)` being a label's width in
-        calls (with its gap). So labels never overprint: a failed and a successful compaction
+        """For each of `marks` (None: the chart's), the line its label goes on, 0 the top one
+        (a micro-compaction's: 0, it has none): the first line where it starts after the
+        labels already there end and ends before `free_until(line)` (where the limit's label
+        takes that line, if it does), `width(label)` being a label's width in calls (with its
+        gap). So labels never overprint: a failed and a successful compaction
         before one call stack, the failed one first."""
+        marks = self.marks if marks is None else marks
         ends: list[float] = []  # where the last label on each line ends
-        lines = [0] * len(self.marks)
-        for index in sorted(range(len(self.marks)), key=lambda i: self.marks[i].x):
-            mark = self.marks[index]
+        lines = [0] * len(marks)
+        for index in sorted(range(len(marks)), key=lambda i: marks[i].x):
+            mark = marks[index]
             if mark.micro:
                 continue
             end = mark.x + width(mark.label)

@@ -30,6 +30,7 @@ from evo_magic.meter.chart import (
 )
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.log import CallPoint, Compaction
+from evo_magic.meter.micro_marks import Sums, sums_of
 from evo_magic.meter.words import LAYERS, TRIGGERS, counted
 from evo_magic.render import clip, plural, size, usd
 
@@ -178,9 +179,18 @@ def _band(data: MeterData, f: Frame) -> str:
 
 def _columns(data: MeterData, f: Frame) -> str:
     """One column per call (or per group of calls, in a long session): what was sent, and
-    behind it, as a dashed outline, the size before what was removed just before the call."""
+    behind it, as a dashed outline, the size before what was removed just before the call.
+    The whole columns (all but the newest) are kept as one string while they and the axes
+    stay, so a call into the newest column draws that one only, not a join of them all."""
+    cache, columns = f.chart.cache, f.chart.columns
+    whole = columns[: len(cache.whole)]  # the chart's columns are the cache's whole ones first
+    kept = cache.drawn.get("whole columns", (*f.scale, *whole), _each_column, whole, f)
+    return kept + _each_column(columns[len(whole) :], f)
+
+
+def _each_column(columns: Sequence[Column], f: Frame) -> str:
     get, scale = f.chart.cache.drawn.get, f.scale
-    return "".join(get(id(c), (c, *scale), _column, c, f) for c in f.chart.columns)
+    return "".join(get(id(c), (c, *scale), _column, c, f) for c in columns)
 
 
 def _column(column: Column, f: Frame) -> str:
@@ -210,8 +220,8 @@ def _column(column: Column, f: Frame) -> str:
 
 def _column_tooltip(column: Column) -> str:
     first = column.calls[0]
-    if len(column.calls) > 1:
-        return group_tooltip(column.calls)
+    if len(column.calls) > 1:  # from the column's numbers: its calls are not read again
+        return _group_text(first, column.calls[-1], column.biggest, column.asks)
     if column.own:
         return point_tooltip(first)
     # Before the cell: the numbers only (the cell above has the whole story).
@@ -221,10 +231,16 @@ def _column_tooltip(column: Column) -> str:
 def group_tooltip(group: Sequence[CallPoint]) -> str:
     """The tooltip of a column that stands for several calls."""
     biggest = max(group, key=lambda p: p.tokens)
-    asks = sorted({p.turn for p in group})
-    span = f"ask {asks[0]}" if len(asks) == 1 else f"asks {asks[0]}-{asks[-1]}"
+    turns = [p.turn for p in group]
+    return _group_text(group[0], group[-1], biggest, (min(turns), max(turns)))
+
+
+def _group_text(
+    first: CallPoint, last: CallPoint, biggest: CallPoint, asks: tuple[int, int]
+) -> str:
+    span = f"ask {asks[0]}" if asks[0] == asks[1] else f"asks {asks[0]}-{asks[1]}"
     return (
-        f"calls {group[0].call}-{group[-1].call} ({span})\n"
+        f"calls {first.call}-{last.call} ({span})\n"
         f"largest: call {biggest.call}, {biggest.tokens:,} tokens, {biggest.sent.chars:,} chars"
     )
 
@@ -255,22 +271,38 @@ def point_tooltip(point: CallPoint) -> str:
 def _marks(data: MeterData, f: Frame) -> str:
     """Every compaction in the chart's window: a line for a full one, a triangle for a
     micro-compaction (one per column when calls share columns); those before the scope are
-    drawn faint."""
-    out = []
-    stacked: dict[float, int] = {}
+    drawn faint. The full compactions' marks, and in a long session all micro-compactions'
+    marks but the newest, are kept as one string each while they and the axes stay."""
+    chart = f.chart
+    full, micro = chart.marks[: len(chart.cache.full)], chart.marks[len(chart.cache.full) :]
+    get, limit = chart.cache.drawn.get, (chart.limit, chart.limit_label())
+    out = get("full marks", (*f.scale, *limit, *full), _full_marks, full, f)
+    if chart.group == 1 or not micro:  # several may stand at one call: stacked together
+        return out + _micro_marks(micro, f)
+    # One a column: each at its own place (never stacked), the newest apart.
+    out += get("micro marks", (*f.scale, *micro[:-1]), _micro_marks, micro[:-1], f)
+    return out + _micro_marks(micro[-1:], f)
+
+
+def _full_marks(marks: Sequence[Mark], f: Frame) -> str:
     lines = f.chart.label_lines(
-        lambda text: (LABEL_LEFT + label_width(text) + 3) / f.slot, partial(_free_until, f)
+        lambda text: (LABEL_LEFT + label_width(text) + 3) / f.slot, partial(_free_until, f), marks
     )
     get, scale = f.chart.cache.drawn.get, f.scale
-    for mark, line in zip(f.chart.marks, lines, strict=True):
+    return "".join(
+        get(id(mark), (mark, *scale, line), _full_mark, mark, f.x(mark.x), line)
+        for mark, line in zip(marks, lines, strict=True)
+    )
+
+
+def _micro_marks(marks: Sequence[Mark], f: Frame) -> str:
+    out = []
+    stacked: dict[float, int] = {}
+    get, scale = f.chart.cache.drawn.get, f.scale
+    for mark in marks:
         x = f.x(mark.x)
-        if mark.micro:
-            level = stacked[x] = stacked.get(x, -1) + 1  # several at one place: stacked up
-            out.append(
-                get(id(mark), (mark, *scale, level), _micro_mark, mark, x, level, f.chart.cache)
-            )
-        else:
-            out.append(get(id(mark), (mark, *scale, line), _full_mark, mark, x, line))
+        level = stacked[x] = stacked.get(x, -1) + 1  # several at one place: stacked up
+        out.append(get(id(mark), (mark, *scale, level), _micro_mark, mark, x, level, f.chart.cache))
     return "".join(out)
 
 
@@ -327,7 +359,7 @@ def _micro_mark(mark: Mark, x: float, level: int, cache: ChartCache) -> str:
 
 def _micro_tooltip(mark: Mark) -> str:
     if len(mark.rows) > 1:
-        return micro_group_tooltip(mark.rows)
+        return _micro_group_text(mark.rows, mark.sums or sums_of(mark.rows))
     if mark.own:
         return compaction_tooltip(mark.rows[0])
     return f"micro-compaction before call {mark.rows[0].after_call + 1}"
@@ -344,11 +376,14 @@ def _faint(own: bool) -> str:
 
 def micro_group_tooltip(rows: Sequence[Compaction]) -> str:
     """The tooltip of a mark that stands for several micro-compactions (a long session)."""
-    freed = sum(row.freed_chars for row in rows)
+    return _micro_group_text(rows, sums_of(rows))
+
+
+def _micro_group_text(rows: Sequence[Compaction], sums: Sums) -> str:
     return (
         f"{plural(len(rows), 'micro-compaction')} before calls {rows[0].after_call + 1}-"
-        f"{rows[-1].after_call + 1}: {plural(sum(len(r.cleared) for r in rows), 'tool result')}"
-        f" rewritten, freed {freed:,} chars (~{sum(r.freed_tokens for r in rows):,} tokens)"
+        f"{rows[-1].after_call + 1}: {plural(sums.cleared, 'tool result')} rewritten, "
+        f"freed {sums.freed_chars:,} chars (~{sums.freed_tokens:,} tokens)"
     )
 
 

@@ -97,13 +97,15 @@ def _header(data: MeterData) -> str:
         )
     else:
         story = f"now {now}"
-    calls = data.own_calls
-    span = f" ({calls[0].call}–{calls[-1].call})" if len(calls) > 1 else ""
-    if len(calls) == 1:
-        span = f" (call {calls[0].call})"
+    first = data.scope.first_call
+    count = max(len(data.calls) - first, 0)
+    calls = data.calls  # the scope's own are those from `first` on (not copied: read three)
+    span = f" ({calls[first].call}–{calls[-1].call})" if count > 1 else ""
+    if count == 1:
+        span = f" (call {calls[first].call})"
     full = [row for row in data.full if row.success]
     failed = len(data.full) - len(full)
-    counts = [plural(len(calls), "model call") + span, plural(len(full), "full compaction")]
+    counts = [plural(count, "model call") + span, plural(len(full), "full compaction")]
     if failed:
         counts.append(f"{failed} failed")
     counts.append(plural(data.micro_count, "micro-compaction"))
