@@ -41,6 +41,7 @@ from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.frames import FRAMES
 from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
 from evo_magic.analysis.lake_consolidated import CONSOLIDATED, consolidated, read_parquet_inside
+from evo_magic.analysis.lake_events import PENDING, complete, complete_locked, marked, waits
 from evo_magic.analysis.lake_manifest import (
     checked,
     columns_mark,
@@ -223,6 +224,9 @@ def _read_batch(
         if frame_name == "blocks":
             note_sessions(table, ranks, entries, list(dict.fromkeys(group_of.values())))
         for key, part in split(table, ranks, group_of):
+            if frame_name == "events" and waits(entries[key], part):
+                part = marked(part)  # its own fields are read on first use (`lake_events`)
+                entries[key][PENDING] = True
             write_part(root, frame_name, entries[key], part)
         del table
     return entries
@@ -371,6 +375,8 @@ class LakeTranscripts:
         `compactions`, `events`); DuckDB reads only the files and columns it needs."""
         from evo_magic.analysis import lake
 
+        if "events" in query.lower():
+            self._complete(list(self._groups))
         con = lake.connect(self.lake)
         try:
             return con.sql(query).df()
@@ -395,6 +401,8 @@ class LakeTranscripts:
     def _read(self, name: str, keys: list[str], session_id: str | None) -> pd.DataFrame:
         import pandas as pd
 
+        if name == "events":
+            self._complete(keys)
         tables = gather(table for _, table in self._tables(name, keys))
         whole = drained(tables)
         if whole is None:
@@ -403,6 +411,12 @@ class LakeTranscripts:
         if session_id is not None and "session_id" in frame.columns:
             frame = frame[frame["session_id"].astype(object) == session_id]
         return pd.DataFrame(frame).reset_index(drop=True)
+
+    def _complete(self, keys: list[str]) -> None:
+        """The groups' events made whole where they wait for their own fields (see
+        `lake_events`)."""
+        if any(self._groups[key].get(PENDING) is True for key in keys):
+            self._groups.update(complete(self.lake, keys))
 
     def _tables(self, name: str, keys: list[str]) -> Iterator[tuple[str, pa.Table]]:
         """The groups' files of frame `name`, in the order of `keys`."""
@@ -433,6 +447,8 @@ class LakeTranscripts:
                 fresh["generation"] = manifest["generation"]
                 manifest["groups"][key] = fresh
                 write_manifest(self.lake, manifest)
+                if name == "events":
+                    fresh = complete_locked(self.lake, manifest, [key]).get(key, fresh)
         except (OSError, TranscriptError) as exc:
             warnings.warn(
                 f"{shown}: its session cannot be read again from its files ({exc}); its rows "
