@@ -17,13 +17,14 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evo_magic.analysis.datafiles import NotInside, locked, parts_of
+from evo_magic.analysis.datafiles import NotInside, locked, open_regular, parts_of
+from evo_magic.analysis.errors import TranscriptError
 from evo_magic.analysis.events import events_table
 from evo_magic.analysis.frames import typed
 from evo_magic.analysis.groups import BATCH_BYTES, batches
 from evo_magic.analysis.lake_consolidated import read_parquet_inside
-from evo_magic.analysis.lake_manifest import read_manifest, write_manifest, written
-from evo_magic.analysis.lake_parts import ranks_of, split, write_part
+from evo_magic.analysis.lake_manifest import MANIFEST, read_manifest, write_manifest, written
+from evo_magic.analysis.lake_parts import split, write_part
 from evo_magic.analysis.loader import SourceFile
 from evo_magic.analysis.memory import drained
 
@@ -64,6 +65,17 @@ def complete(root: Path, keys: list[str]) -> dict[str, dict[str, Any]]:
         return complete_locked(root, manifest, keys)
 
 
+def complete_lake(root: Path) -> None:
+    """Every group's events of the lake at `root` made whole, for SQL over its folder; a
+    folder without a manifest (written by `Transcripts.to_parquet`), or a lake that cannot
+    be written or whose manifest is refused, keeps its events as they are."""
+    if not (root / MANIFEST).is_file():
+        return
+    with contextlib.suppress(OSError, NotInside, TranscriptError), locked(root):
+        manifest = read_manifest(root)
+        complete_locked(root, manifest, list(manifest["groups"]))
+
+
 def complete_locked(
     root: Path, manifest: dict[str, Any], keys: list[str]
 ) -> dict[str, dict[str, Any]]:
@@ -94,11 +106,14 @@ def _events_parts(entry: dict[str, Any]) -> list[str]:
 def _complete_batch(root: Path, groups: dict[str, dict[str, Any]], batch: list[str]) -> None:
     """Read the own fields of the batch's groups' files at once, and write each group's whole
     events part. A group whose part cannot be read is left as it is (its read finds it
-    damaged and reads the group again)."""
+    damaged and reads the group again). Only the files the manifest lists for the group are
+    read, never a name found in a part (a part is data, as the files it names)."""
+    import numpy as np
     import pyarrow as pa
 
     identities: list[pa.Table] = []
-    group_of: dict[str, str] = {}
+    ranks: list[np.ndarray] = []
+    stamps: dict[str, dict[str, Any]] = {}
     done: list[str] = []
     for key in batch:
         entry = groups[key]
@@ -110,27 +125,47 @@ def _complete_batch(root: Path, groups: dict[str, dict[str, Any]], batch: list[s
         waiting = [p for p in parts if (p.schema.metadata or {}).get(IDENTITIES)]
         if not waiting or len(waiting) != len(parts):
             continue  # whole already (an interrupted read wrote it), or nothing to add
-        done.append(key)
+        ranks += [np.full(p.num_rows, len(done)) for p in parts]
         identities += [p.replace_schema_metadata(None) for p in parts]
-        group_of.update({name: key for name in entry.get("files") or {}})
+        stamps.update(_files(entry))
+        done.append(key)
     whole = drained(identities)
     if whole is None:
         return
-    table, spec = events_table(whole, _sources(group_of))
+    table, spec = events_table(whole, _sources(stamps))
     del whole
-    table = typed(table, spec)
-    for key, part in split(table, ranks_of(table, group_of), group_of):
+    order = np.concatenate(ranks)
+    if table is None or table.num_rows != len(order):
+        return  # not the rows of the parts (never expected): they stay as they are
+    for key, part in split(typed(table, spec), order, {key: key for key in done}):
         entry = groups[key]
         old = set(_events_parts(entry))  # written again under the same names
         entry["written"] = [r for r in written(entry) if r not in old]
         write_part(root, "events", entry, part)
 
 
-def _sources(group_of: dict[str, str]) -> list[SourceFile]:
-    """The groups' files as the load read them (a file gone since is left out: its records
-    keep their identities, without fields)."""
+def _files(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    files = entry.get("files")
+    if not isinstance(files, dict):
+        return {}
+    return {name: stamp for name, stamp in files.items() if isinstance(stamp, dict)}
+
+
+def _sources(stamps: dict[str, dict[str, Any]]) -> list[SourceFile]:
+    """The files as the load read them: regular files only, opened without following a
+    link or blocking, of the size the lake read (a file gone or changed since is left out:
+    its records keep their identities, without fields)."""
     sources = []
-    for name in group_of:
-        with contextlib.suppress(OSError):
-            sources.append(SourceFile.read(len(sources), Path(name)))
+    for name, stamp in stamps.items():
+        path = Path(name)
+        try:
+            with open_regular(path) as handle:
+                data = handle.read()
+        except (OSError, NotInside):
+            continue
+        if len(data) != stamp.get("size"):
+            continue
+        source = SourceFile(len(sources), path, data)
+        source.drop_edge_lines()
+        sources.append(source)
     return sources

@@ -53,7 +53,7 @@ from evo_magic.analysis.lake_manifest import (
     write_manifest,
     written,
 )
-from evo_magic.analysis.lake_parts import note_sessions, ranks_of, split, write_part
+from evo_magic.analysis.lake_parts import Writes, note_sessions, ranks_of, split, write_part
 from evo_magic.analysis.loader import resolve
 from evo_magic.analysis.memory import drained, gather
 
@@ -140,16 +140,18 @@ def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
     if todo or gone or touched or renewed:  # an unchanged lake is only read
         write_manifest(root, manifest)
     saved = time.monotonic()
-    for batch in batches(todo, _files_size, BATCH_BYTES):
-        made = _read_batch(root, batch, read)
-        for entry in made.values():  # what a consolidated file of a later one lacks
-            entry["generation"] = manifest["generation"]
-        manifest["groups"].update(made)
-        done.read += len(batch)
-        done.files_read += [name for _, _, stamps in batch for name in stamps]
-        if time.monotonic() - saved >= SAVE_SECONDS:
-            write_manifest(root, manifest)
-            saved = time.monotonic()
+    with Writes() as writes:  # a batch's parts are written while the next one is read
+        for batch in batches(todo, _files_size, BATCH_BYTES):
+            made = _read_batch(root, batch, read, writes)
+            for entry in made.values():  # what a consolidated file of a later one lacks
+                entry["generation"] = manifest["generation"]
+            manifest["groups"].update(made)
+            done.read += len(batch)
+            done.files_read += [name for _, _, stamps in batch for name in stamps]
+            if time.monotonic() - saved >= SAVE_SECONDS:
+                writes.wait()  # the manifest names only parts written
+                write_manifest(root, manifest)
+                saved = time.monotonic()
     if todo:
         write_manifest(root, manifest)
     return done
@@ -192,10 +194,14 @@ def _files_size(item: tuple[str, list[Path], dict[str, Any]]) -> int:
 
 
 def _read_batch(
-    root: Path, batch: list[tuple[str, list[Path], dict[str, Any]]], read: Reader
+    root: Path,
+    batch: list[tuple[str, list[Path], dict[str, Any]]],
+    read: Reader,
+    writes: Writes | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Read the batch's files at once, then write each group's rows as its own files (the
-    read's Arrow tables as they are: no DataFrame is made)."""
+    read's Arrow tables as they are: no DataFrame is made), by `writes` when given (the
+    previous batch's parts written first), else at once."""
     entries = {}
     group_of: dict[str, str] = {}
     for key, members, stamps in batch:
@@ -216,6 +222,8 @@ def _read_batch(
     for entry in entries.values():
         entry["prices"] = got.prices
     tables = got.tables
+    if writes is not None:
+        writes.wait()  # one batch's parts waiting at most: memory stays that of two batches
     for frame_name in STORED:
         table = tables.pop(frame_name)  # the tables are freed frame by frame
         if table is None:
@@ -227,7 +235,7 @@ def _read_batch(
             if frame_name == "events" and waits(entries[key], part):
                 part = marked(part)  # its own fields are read on first use (`lake_events`)
                 entries[key][PENDING] = True
-            write_part(root, frame_name, entries[key], part)
+            write_part(root, frame_name, entries[key], part, writes)
         del table
     return entries
 

@@ -421,6 +421,10 @@ def sql(sql_text: str, where: Transcripts | str | Path) -> pd.DataFrame:
         return where.sql(sql_text)
     root = Path(where).expanduser()
     if lake.has_lake(root):
+        if "events" in sql_text.lower():  # a lake's events read their own fields on first use
+            from evo_magic.analysis.lake_events import complete_lake
+
+            complete_lake(root)
         con = lake.connect(root)
         try:
             return con.sql(sql_text).df()
