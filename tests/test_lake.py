@@ -406,7 +406,9 @@ def test_a_build_reads_each_file_once_and_the_events_fields_on_first_use(
     whole = whole[0]
     one = whole.session_ids()[0]
     files = {str(f) for f in whole.session(one).files}
-    # One session's events: only its own files are read for their fields.
+    # A session cut out of the lake (what replay takes) reads no file for its events until
+    # they are asked for; then only its own files are read for their fields.
+    assert not _opens_of(lambda: len(t[0].session(one).blocks), sources)
     assert set(_opens_of(lambda: t[0].session(one).events, sources)) == files
     _same(t[0].session(one).events, whole.session(one).events, any_order=True)
     events: list[pd.DataFrame] = []

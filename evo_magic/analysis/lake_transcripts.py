@@ -27,6 +27,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -374,9 +375,10 @@ class LakeTranscripts:
             raise KeyError(f"no session {session_id!r} in the lake {self.lake}")
         frames = {name: self._read(name, keys, session_id) for name in ("blocks", "parts", "calls")}
         frames["compactions"] = self._read("compactions", keys, session_id)
-        events = self._read("events", keys, session_id)
         files = [Path(name) for key in keys for name in self._groups[key]["files"]]
-        return self._make(**frames, files=files, skipped={}, _events=events)
+        # Its events are read when asked for (their own fields may wait: `lake_events`).
+        events = partial(self._read, "events", keys, session_id)
+        return self._make(**frames, files=files, skipped={}, _events_of=events)
 
     def sql(self, query: str) -> pd.DataFrame:
         """Run a DuckDB SQL query over the lake's frames (`blocks`, `parts`, `calls`,
