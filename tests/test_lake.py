@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from evo_magic import load_transcripts, replay
 from evo_magic.analysis import lake_transcripts, transcripts
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.lake_transcripts import LakeTranscripts
+from evo_magic.analysis.transcripts import Transcripts
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.session import Session
 from evo_magic.strategies import ObservationMasking
@@ -369,9 +371,9 @@ def test_calls_priced_at_the_prices_asked_for_are_not_priced_again(corpus: Path,
 
 
 def test_events_read_beside_the_records_are_those_of_the_records_read(tmp_path: Path):
-    # The events' own fields are read in a thread from every JSON-lines file of a batch while
-    # its records are parsed; a file the load skipped (in no known format) has no events, and
-    # its fields must not become columns of the lake's events.
+    # The events' own fields are read from the JSON-lines files of the groups whose events are
+    # asked for; a file the load skipped (in no known format) has no events, and its fields
+    # must not become columns of the lake's events.
     root = tmp_path / "corpus"
     _sessions(root, tmp_path / "made", 2)
     (root / "projects" / "notes.jsonl").write_text('{"name": "x", "colour": "blue"}\n')
@@ -381,6 +383,85 @@ def test_events_read_beside_the_records_are_those_of_the_records_read(tmp_path: 
         t = load_transcripts(root, lake=tmp_path / "lake")
     assert "colour" not in t.events.columns
     _same(t.events, whole.events, any_order=True)
+
+
+def _opens_of(step: Callable[[], object], names: set[str]) -> Counter[str]:
+    """How many times `step` opened each of the files `names`."""
+    return Counter(name for name, _ in _opened_by(step) if name in names)
+
+
+def test_a_build_reads_each_file_once_and_the_events_fields_on_first_use(
+    corpus: Path, tmp_path: Path
+):
+    # A load without a lake reads the events' own fields only when `events` is asked for; the
+    # build did it for every batch, reading every file a second time.
+    lake = tmp_path / "lake"
+    sources = {str(f) for f in corpus.rglob("*.jsonl")}
+    t: list[LakeTranscripts] = []
+    built = _opens_of(lambda: t.append(load_transcripts(corpus, lake=lake)), sources)
+    whole: list[Transcripts] = []
+    plain = _opens_of(lambda: whole.append(load_transcripts(corpus)), sources)
+    # Each file opened as a load opens it, and once more for its fingerprint (head and tail).
+    assert built == {name: count + 1 for name, count in plain.items()}
+    whole = whole[0]
+    one = whole.session_ids()[0]
+    files = {str(f) for f in whole.session(one).files}
+    # A session cut out of the lake (what replay takes) reads no file for its events until
+    # they are asked for; then only its own files are read for their fields.
+    assert not _opens_of(lambda: len(t[0].session(one).blocks), sources)
+    assert set(_opens_of(lambda: t[0].session(one).events, sources)) == files
+    _same(t[0].session(one).events, whole.session(one).events, any_order=True)
+    events: list[pd.DataFrame] = []
+    rest = set(plain) - files  # the files a load reads (not its snapshots)
+    assert set(_opens_of(lambda: events.append(t[0].events), sources)) == rest
+    _same(events[0], whole.events, any_order=True)
+    # Kept in the lake: a reload's events open no session file.
+    again = load_transcripts(corpus, lake=lake)
+    assert not _opens_of(lambda: again.events, sources)
+    _same(again.events, whole.events, any_order=True)
+    assert not any(e.get("events_pending") for e in again._groups.values())
+
+
+def test_events_whole_but_still_marked_waiting_are_kept_as_they_are(corpus: Path, tmp_path: Path):
+    # A read of the events interrupted after a part was written whole, before the manifest
+    # said so: the part's own mark is gone, so it is kept, not given its fields twice.
+    import json
+
+    lake = tmp_path / "lake"
+    len(load_transcripts(corpus, lake=lake).events)
+    manifest = json.loads((lake / "manifest.json").read_text())
+    for entry in manifest["groups"].values():
+        entry["events_pending"] = True
+    (lake / "manifest.json").write_text(json.dumps(manifest))
+    sources = {str(f) for f in corpus.rglob("*.jsonl")}
+    t = load_transcripts(corpus, lake=lake)
+    assert not _opens_of(lambda: t.events, sources)
+    _same(t.events, load_transcripts(corpus).events, any_order=True)
+
+
+def test_sql_over_a_lakes_events_has_their_own_fields(corpus: Path, tmp_path: Path):
+    # The events of a lake just built wait for their own fields: a query reads them first.
+    from evo_magic import sql
+
+    own = set(load_transcripts(corpus).events.columns)
+    t = load_transcripts(corpus, lake=tmp_path / "lake")
+    assert own <= set(t.sql("select * from events").columns)
+    load_transcripts(corpus, lake=tmp_path / "other")
+    assert own <= set(sql("select * from events", tmp_path / "other").columns)
+
+
+def test_the_files_a_build_writes_per_session_do_not_grow_with_the_folder(tmp_path: Path):
+    # Each session's parts are written once, whatever else the folder holds: the build's
+    # writes are linear in the sessions (the manifest and the lock aside).
+    def writes(count: int) -> int:
+        root = tmp_path / f"corpus{count}"
+        _sessions(root, tmp_path / f"made{count}", count)
+        lake = tmp_path / f"lake{count}"
+        opened = _opened_by(lambda: load_transcripts(root, lake=lake))
+        names = [Path(name).name for name, writes in opened if writes]
+        return len([n for n in names if "manifest" not in n and n != ".lock"])
+
+    assert writes(4) == 2 * writes(2) > 0
 
 
 def test_a_lake_written_under_other_columns_is_read_again(corpus: Path, tmp_path: Path):

@@ -4,6 +4,7 @@ file) into contiguous slices, each written as `<frame>/source=<source>/<group>.p
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,12 +84,13 @@ def widened(table: pa.Table) -> pa.Table:
     return table.cast(pa.schema(fields, metadata=table.schema.metadata))
 
 
-def write_part(root: Path, frame_name: str, entry: dict[str, Any], part: pa.Table) -> None:
-    """One group's rows of one frame as `<frame>/source=<source>/<group>.parquet` (written
-    through no link: a folder of the lake replaced by a link makes the build fail, never write
-    outside)."""
+def write_part(
+    root: Path, frame_name: str, entry: dict[str, Any], part: pa.Table, writes: Writes | None = None
+) -> None:
+    """One group's rows of one frame as `<frame>/source=<source>/<group>.parquet`, named in
+    `entry["written"]` now and written by `writes` (at once without it). Written through no
+    link: a folder of the lake replaced by a link makes the build fail, never write outside."""
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     if part.num_rows == 0:
         return  # nothing to read back: a frame without rows in any group is typed by its spec
@@ -101,9 +103,50 @@ def write_part(root: Path, frame_name: str, entry: dict[str, Any], part: pa.Tabl
         if source is not None and len(sources) > 1:
             rows = part.filter(pc.equal(part.column("source").cast("string"), source))
         relative = f"{frame_name}/source={source or 'none'}/{entry['name']}.parquet"
-        # Not flushed file by file (a flush each cost more than the write): a part a crash
-        # tore is found unreadable when read, and its session read again (`_reread`).
-        write_inside(
-            root, relative, lambda handle, rows=rows: pq.write_table(rows, handle), durable=False
-        )
         entry["written"].append(relative)
+        if writes is None:
+            _write(root, relative, rows)
+        else:
+            writes.submit(root, relative, rows)
+
+
+def _write(root: Path, relative: str, rows: pa.Table) -> None:
+    import pyarrow.parquet as pq
+
+    # Not flushed file by file (a flush each cost more than the write): a part a crash tore
+    # is found unreadable when read, and its session read again (`_reread`).
+    write_inside(root, relative, lambda handle: pq.write_table(rows, handle), durable=False)
+
+
+class Writes:
+    """Parts written in a thread of their own while the next batch is read: a write waits
+    mostly on the disk, the read mostly on the processor, so the two overlap even on one
+    core. At most one batch's parts wait to be written (`wait` before the next batch's),
+    and the first write that failed raises from `wait`; `close` waits for all of them."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="evo-lake-write")
+        self._pending: list[Future[None]] = []
+
+    def submit(self, root: Path, relative: str, rows: pa.Table) -> None:
+        self._pending.append(self._pool.submit(_write, root, relative, rows))
+
+    def wait(self) -> None:
+        """Every part submitted so far written (the first failure raised)."""
+        pending, self._pending = self._pending, []
+        for future in pending:
+            future.result()
+
+    def close(self) -> None:
+        """Wait for every write (even after a failure elsewhere: none may go on after the
+        lake's lock is released), then stop the thread."""
+        try:
+            self.wait()
+        finally:
+            self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> Writes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,23 +1,18 @@
 """What a lake's build reads of a batch of files: the read's Arrow tables as the lake keeps
-them (`stored`), with the records' own fields of the events read by DuckDB in a thread of their
-own while the batch's records are parsed (`read_for_lake`): DuckDB works without Python's lock,
-so the two overlap, and the events cost a build little beyond the load."""
+them (`stored`). The events are their records' identities, as a load without a lake keeps
+them until `events` is asked for: their own fields are read on first use (`lake_events`)."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import duckdb
 import pyarrow as pa
 
 from evo_magic.analysis.call_costs import price_calls
-from evo_magic.analysis.errors import TranscriptError
-from evo_magic.analysis.events import Fields, event_fields, events_table
+from evo_magic.analysis.events import events_table
 from evo_magic.analysis.frames import FRAMES, to_pandas, typed
 from evo_magic.analysis.lake_manifest import prices_mark
 from evo_magic.analysis.loader import SourceFile
@@ -42,10 +37,10 @@ class Read:
     priced)."""
 
 
-def stored(got: Read, prices: PriceTable | Overrides | None, fields: Fields | None) -> Read:
+def stored(got: Read, prices: PriceTable | Overrides | None) -> Read:
     """`got` as a lake keeps it: every frame's table typed as its frame (`frames.typed`), the
-    calls priced (as `read_files` prices them) and `events` the events' rows, not only their
-    identities (`events_table`, given the `fields` read already, if any)."""
+    calls priced (as `read_files` prices them) and `events` the records' identities (with the
+    fields a reader of whole documents gives with them; see `lake_events`)."""
     tables = got.tables
     if tables["calls"] is not None:
         calls, found = price_calls(to_pandas(tables.pop("calls"), FRAMES["calls"]), prices)
@@ -54,7 +49,7 @@ def stored(got: Read, prices: PriceTable | Overrides | None, fields: Fields | No
     got.prices = prices_mark(prices)
     for name, spec in FRAMES.items():
         tables[name] = None if tables[name] is None else typed(tables[name], spec)
-    events, spec = events_table(tables.pop("events"), got.sources, fields)
+    events, spec = events_table(tables.pop("events"), [])  # no file read again here
     tables["events"] = None if events is None else typed(events, spec)
     return got
 
@@ -62,29 +57,5 @@ def stored(got: Read, prices: PriceTable | Overrides | None, fields: Fields | No
 def read_for_lake(
     files: list[Path], read: Callable[[], Read], prices: PriceTable | Overrides | None
 ) -> Read:
-    """`read()` (the Read of exactly `files`) as a lake keeps it (`stored`), the events' own
-    fields of the files read meanwhile in a thread."""
-    with ThreadPoolExecutor(1, thread_name_prefix="evo-lake-events") as pool:
-        early = pool.submit(_fields_of, files)
-        got = read()
-        return stored(got, prices, _result(early))
-
-
-def _fields_of(files: list[Path]) -> Fields | None:
-    """The own fields of the records of the JSON-lines `files` (None: none, or one could not be
-    read: then the events are read after the load, as without a lake)."""
-    try:
-        sources = [
-            SourceFile.read(i, file)
-            for i, file in enumerate(files)
-            if file.suffix.lower() == ".jsonl"
-        ]
-        return event_fields(sources) if sources else None
-    except (OSError, RecursionError, TranscriptError, duckdb.Error, pa.ArrowException):
-        return None
-
-
-def _result(early: Future[Fields | None]) -> Fields | None:
-    with contextlib.suppress(Exception):  # whatever it was, the events are read again after
-        return early.result()
-    return None
+    """`read()` (the Read of exactly `files`) as a lake keeps it (`stored`)."""
+    return stored(read(), prices)

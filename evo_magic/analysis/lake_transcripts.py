@@ -27,6 +27,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.frames import FRAMES
 from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
 from evo_magic.analysis.lake_consolidated import CONSOLIDATED, consolidated, read_parquet_inside
+from evo_magic.analysis.lake_events import PENDING, complete, complete_locked, marked, waits
 from evo_magic.analysis.lake_manifest import (
     checked,
     columns_mark,
@@ -52,7 +54,7 @@ from evo_magic.analysis.lake_manifest import (
     write_manifest,
     written,
 )
-from evo_magic.analysis.lake_parts import note_sessions, ranks_of, split, write_part
+from evo_magic.analysis.lake_parts import Writes, note_sessions, ranks_of, split, write_part
 from evo_magic.analysis.loader import resolve
 from evo_magic.analysis.memory import drained, gather
 
@@ -139,16 +141,18 @@ def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
     if todo or gone or touched or renewed:  # an unchanged lake is only read
         write_manifest(root, manifest)
     saved = time.monotonic()
-    for batch in batches(todo, _files_size, BATCH_BYTES):
-        made = _read_batch(root, batch, read)
-        for entry in made.values():  # what a consolidated file of a later one lacks
-            entry["generation"] = manifest["generation"]
-        manifest["groups"].update(made)
-        done.read += len(batch)
-        done.files_read += [name for _, _, stamps in batch for name in stamps]
-        if time.monotonic() - saved >= SAVE_SECONDS:
-            write_manifest(root, manifest)
-            saved = time.monotonic()
+    with Writes() as writes:  # a batch's parts are written while the next one is read
+        for batch in batches(todo, _files_size, BATCH_BYTES):
+            made = _read_batch(root, batch, read, writes)
+            for entry in made.values():  # what a consolidated file of a later one lacks
+                entry["generation"] = manifest["generation"]
+            manifest["groups"].update(made)
+            done.read += len(batch)
+            done.files_read += [name for _, _, stamps in batch for name in stamps]
+            if time.monotonic() - saved >= SAVE_SECONDS:
+                writes.wait()  # the manifest names only parts written
+                write_manifest(root, manifest)
+                saved = time.monotonic()
     if todo:
         write_manifest(root, manifest)
     return done
@@ -191,10 +195,14 @@ def _files_size(item: tuple[str, list[Path], dict[str, Any]]) -> int:
 
 
 def _read_batch(
-    root: Path, batch: list[tuple[str, list[Path], dict[str, Any]]], read: Reader
+    root: Path,
+    batch: list[tuple[str, list[Path], dict[str, Any]]],
+    read: Reader,
+    writes: Writes | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Read the batch's files at once, then write each group's rows as its own files (the
-    read's Arrow tables as they are: no DataFrame is made)."""
+    read's Arrow tables as they are: no DataFrame is made), by `writes` when given (the
+    previous batch's parts written first), else at once."""
     entries = {}
     group_of: dict[str, str] = {}
     for key, members, stamps in batch:
@@ -215,6 +223,8 @@ def _read_batch(
     for entry in entries.values():
         entry["prices"] = got.prices
     tables = got.tables
+    if writes is not None:
+        writes.wait()  # one batch's parts waiting at most: memory stays that of two batches
     for frame_name in STORED:
         table = tables.pop(frame_name)  # the tables are freed frame by frame
         if table is None:
@@ -223,7 +233,10 @@ def _read_batch(
         if frame_name == "blocks":
             note_sessions(table, ranks, entries, list(dict.fromkeys(group_of.values())))
         for key, part in split(table, ranks, group_of):
-            write_part(root, frame_name, entries[key], part)
+            if frame_name == "events" and waits(entries[key], part):
+                part = marked(part)  # its own fields are read on first use (`lake_events`)
+                entries[key][PENDING] = True
+            write_part(root, frame_name, entries[key], part, writes)
         del table
     return entries
 
@@ -362,15 +375,18 @@ class LakeTranscripts:
             raise KeyError(f"no session {session_id!r} in the lake {self.lake}")
         frames = {name: self._read(name, keys, session_id) for name in ("blocks", "parts", "calls")}
         frames["compactions"] = self._read("compactions", keys, session_id)
-        events = self._read("events", keys, session_id)
         files = [Path(name) for key in keys for name in self._groups[key]["files"]]
-        return self._make(**frames, files=files, skipped={}, _events=events)
+        # Its events are read when asked for (their own fields may wait: `lake_events`).
+        events = partial(self._read, "events", keys, session_id)
+        return self._make(**frames, files=files, skipped={}, _events_of=events)
 
     def sql(self, query: str) -> pd.DataFrame:
         """Run a DuckDB SQL query over the lake's frames (`blocks`, `parts`, `calls`,
         `compactions`, `events`); DuckDB reads only the files and columns it needs."""
         from evo_magic.analysis import lake
 
+        if "events" in query.lower():
+            self._complete(list(self._groups))
         con = lake.connect(self.lake)
         try:
             return con.sql(query).df()
@@ -395,6 +411,8 @@ class LakeTranscripts:
     def _read(self, name: str, keys: list[str], session_id: str | None) -> pd.DataFrame:
         import pandas as pd
 
+        if name == "events":
+            self._complete(keys)
         tables = gather(table for _, table in self._tables(name, keys))
         whole = drained(tables)
         if whole is None:
@@ -403,6 +421,12 @@ class LakeTranscripts:
         if session_id is not None and "session_id" in frame.columns:
             frame = frame[frame["session_id"].astype(object) == session_id]
         return pd.DataFrame(frame).reset_index(drop=True)
+
+    def _complete(self, keys: list[str]) -> None:
+        """The groups' events made whole where they wait for their own fields (see
+        `lake_events`)."""
+        if any(self._groups[key].get(PENDING) is True for key in keys):
+            self._groups.update(complete(self.lake, keys))
 
     def _tables(self, name: str, keys: list[str]) -> Iterator[tuple[str, pa.Table]]:
         """The groups' files of frame `name`, in the order of `keys`."""
@@ -433,6 +457,8 @@ class LakeTranscripts:
                 fresh["generation"] = manifest["generation"]
                 manifest["groups"][key] = fresh
                 write_manifest(self.lake, manifest)
+                if name == "events":
+                    fresh = complete_locked(self.lake, manifest, [key]).get(key, fresh)
         except (OSError, TranscriptError) as exc:
             warnings.warn(
                 f"{shown}: its session cannot be read again from its files ({exc}); its rows "

@@ -39,6 +39,8 @@ from evo_magic.analysis.session_index import SessionRows, cut
 from evo_magic.cost import price_table
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from evo_magic.analysis.lake_transcripts import LakeTranscripts
     from evo_magic.cost import Overrides, PriceTable
 
@@ -71,6 +73,8 @@ class Transcripts:
     _identities: pa.Table | None = field(default=None, repr=False)
     _sources: list[SourceFile] = field(default_factory=list, repr=False)
     _events: pd.DataFrame | None = field(default=None, repr=False)
+    _events_of: Callable[[], pd.DataFrame] | None = field(default=None, repr=False, compare=False)
+    """Makes `events` on first use when given (a lake's session: read from the lake)."""
     _rows: SessionRows = field(default_factory=SessionRows, repr=False, compare=False)
 
     @property
@@ -85,6 +89,8 @@ class Transcripts:
         `line`, then the record's own fields lightly flattened (scalars, and one level of
         nested objects as `<field>_<key>`). Built on first use: the files are read again, for
         the records that were there at load."""
+        if self._events is None and self._events_of is not None:
+            self._events = self._events_of()
         if self._events is None:
             self._events = events_frame(self._identities, self._sources)
         return self._events
@@ -120,8 +126,8 @@ class Transcripts:
             skipped=dict(self.skipped),
             _identities=identities,
             _sources=[sources[n] for n in names if n in sources],
-            _events=cut(rows, "events", self._events, session_id)
-            if self._events is not None
+            _events=cut(rows, "events", self.events, session_id)
+            if self._events is not None or self._events_of is not None
             else None,
         )
 
@@ -426,6 +432,10 @@ def sql(sql_text: str, where: Transcripts | str | Path) -> pd.DataFrame:
         return where.sql(sql_text)
     root = Path(where).expanduser()
     if lake.has_lake(root):
+        if "events" in sql_text.lower():  # a lake's events read their own fields on first use
+            from evo_magic.analysis.lake_events import complete_lake
+
+            complete_lake(root)
         con = lake.connect(root)
         try:
             return con.sql(sql_text).df()
