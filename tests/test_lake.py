@@ -422,6 +422,20 @@ def test_a_build_reads_each_file_once_and_the_events_fields_on_first_use(
     assert not any(e.get("events_pending") for e in again._groups.values())
 
 
+def test_events_of_a_file_gone_since_the_build_say_their_fields_are_lost(
+    corpus: Path, tmp_path: Path
+):
+    # The build keeps each record's identity and reads its own fields on first use: a file
+    # removed in between cannot give them, and the user is told which, not given less silently.
+    t = load_transcripts(corpus, lake=tmp_path / "lake")
+    one = t.session_ids()[0]
+    gone = sorted(load_transcripts(corpus).session(one).files)[0]
+    Path(gone).unlink()
+    with pytest.warns(TranscriptWarning, match=re.escape(f"{gone}: the file is gone")):
+        events = t.session(one).events
+    assert len(events) > 0  # the identities are kept
+
+
 def test_events_whole_but_still_marked_waiting_are_kept_as_they_are(corpus: Path, tmp_path: Path):
     # A read of the events interrupted after a part was written whole, before the manifest
     # said so: the part's own mark is gone, so it is kept, not given its fields twice.

@@ -14,11 +14,12 @@ whose own mark is gone is whole already (written before a build was interrupted)
 from __future__ import annotations
 
 import contextlib
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evo_magic.analysis.datafiles import NotInside, locked, open_regular, parts_of
-from evo_magic.analysis.errors import TranscriptError
+from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.events import events_table
 from evo_magic.analysis.frames import typed
 from evo_magic.analysis.groups import BATCH_BYTES, batches
@@ -153,8 +154,8 @@ def _files(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def _sources(stamps: dict[str, dict[str, Any]]) -> list[SourceFile]:
     """The files as the load read them: regular files only, opened without following a
-    link or blocking, of the size the lake read (a file gone or changed since is left out:
-    its records keep their identities, without fields)."""
+    link or blocking, of the size the lake read (a file gone or changed since is left out,
+    with a warning naming it: its records keep their identities, without fields)."""
     sources = []
     for name, stamp in stamps.items():
         path = Path(name)
@@ -162,10 +163,23 @@ def _sources(stamps: dict[str, dict[str, Any]]) -> list[SourceFile]:
             with open_regular(path) as handle:
                 data = handle.read()
         except (OSError, NotInside):
+            _fields_lost(path, "is gone or no longer a regular file")
             continue
         if len(data) != stamp.get("size"):
+            _fields_lost(path, "changed")
             continue
         source = SourceFile(len(sources), path, data)
         source.drop_edge_lines()
         sources.append(source)
     return sources
+
+
+def _fields_lost(path: Path, what: str) -> None:
+    # The lake keeps every record's identity, but its own fields are read from the file on
+    # first use: say so rather than give events that silently lack them.
+    warnings.warn(
+        f"{path}: the file {what} since the lake read it; its events keep their identities "
+        "only (load the folder again to read it anew)",
+        TranscriptWarning,
+        stacklevel=2,
+    )
