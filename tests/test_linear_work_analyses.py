@@ -1,6 +1,7 @@
 """Linear-time properties of the analyses guarded by counting work, not seconds (their speed at
 1x, 10x and 100x lives in benchmarks/bench_scale_analyses.py): what `rewind` looks at of the
-frames over n sessions grows with n, not with n squared."""
+frames over n sessions grows with n, not with n squared; `after_compaction` judges each tool
+call a fixed number of times, however many sessions there are."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from evo_magic import load_transcripts, rewind
+from evo_magic import after_compaction, load_transcripts, rewind
+from evo_magic.analysis.after_compaction.measure import Memory
 
 # The modules themselves (their packages export functions of the same names).
 conversation = importlib.import_module("evo_magic.analysis.conversation")
@@ -92,3 +94,27 @@ def test_rewind_of_copies_gives_each_copy_the_same_rows(
     assert all(len(rows) == 2 for rows in per_copy)  # one point x two strategies
     for rows in per_copy[1:]:
         pd.testing.assert_frame_equal(rows, per_copy[0])
+
+
+@pytest.mark.filterwarnings("ignore:.*usage_partial")
+def test_after_compaction_judges_each_tool_call_at_most_twice_over_all_sessions(
+    copies: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder, ids = copies
+    t = load_transcripts(folder)
+    judged: list[int] = []
+    assess = Memory.assess
+
+    def counted(self: Memory, *args: Any) -> Any:
+        judged.append(1)
+        return assess(self, *args)
+
+    monkeypatch.setattr(Memory, "assess", counted)
+    a = after_compaction(t)
+    assert len(a.compactions) == len(ids)  # each copy's compaction measured
+    # Each tool call judged against all before it, and once more after a compaction against
+    # what the boundary held: at most twice each, however many sessions the folder holds.
+    blocks = t.blocks
+    uses = blocks[(blocks["block_type"] == "tool_use") & ~blocks["abandoned"].astype(bool)]
+    after = uses[uses["epoch"] > 0]  # each copy compacted once: epoch 1 follows it
+    assert len(judged) == len(uses) + len(after)
