@@ -41,6 +41,7 @@ MODULES = (
     "bench_behaviour",
     "bench_estimate",
     "bench_scale",
+    "bench_scale_analyses",
 )
 
 
