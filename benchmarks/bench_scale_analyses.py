@@ -182,6 +182,8 @@ def sweep() -> dict[str, Any]:
     """The six settings `bench_behaviour` rewinds under (its declaration, evaluated)."""
     from evo_magic.strategies import ClearToolUses, ObservationMasking, SummariseOlder
 
+    # bench_behaviour declares them as the source its child process runs: evaluated here, with
+    # only the three strategy classes in scope, so that the six settings are written once.
     names = {"ClearToolUses": ClearToolUses, "ObservationMasking": ObservationMasking}
     return eval(bench_behaviour.SWEEP, {**names, "SummariseOlder": SummariseOlder})
 
