@@ -42,6 +42,7 @@ MODULES = (
     "bench_behaviour",
     "bench_estimate",
     "bench_scale",
+    "bench_scale_analyses",
 )
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import functools
 import pickle
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from evo_magic.analysis.atomic import id_name
 from evo_magic.analysis.engine import Engine, engine_of, split_options
-from evo_magic.analysis.replay import StrategySpec, recordings, stand_in_summary_tokens
+from evo_magic.analysis.replay import Recording, StrategySpec, recordings, stand_in_summary_tokens
 from evo_magic.analysis.replay import _strategies as resolve_strategies
 from evo_magic.analysis.replay.options import ReplaySettings
 from evo_magic.analysis.retention.facts import Fact, as_fact
@@ -73,15 +73,14 @@ def rewind(
     t = transcripts_of(source)
     spec = _spec(t, strategies, checked, model, reader, replicates, cache_dir, given)
     chosen = engine_of(engine, engine_options, apart=is_lake(source))
-    units = session_units(t)
-    alone = len(units) <= 1 or chosen.workers == 1
+    alone = chosen.workers == 1 or len(t.session_ids()) <= 1
     if chosen.kind == "local" and chosen.out is None and alone and not is_lake(t):
         frames = _measure(t, spec, resolved)  # nothing to share out: in this process
         return Rewind(frames["points"], frames["probes"], frame([], FAILURE_COLUMNS))
     if spec["reader"] is not None and (chosen.kind == "dask" or chosen.workers != 1):
         _check_picklable(spec["reader"])
     work = functools.partial(_measure_unit, spec=spec)
-    return _gathered(chosen.map(units, work, settings=_settings(spec)))
+    return _gathered(chosen.map(session_units(t), work, settings=_settings(spec)))
 
 
 def _gathered(swept: Any) -> Rewind:
@@ -148,7 +147,7 @@ def _measure(
     plan = Plan(resolved, spec["at"], settings, prober, spec["replicates"], spec["facts"])
     points: list[dict[str, Any]] = []
     probes: list[dict[str, Any]] = []
-    for recording in recordings(t):
+    for recording in _recordings(t):
         rows, asked = rewound(recording, plan)
         points += rows
         probes += asked
@@ -156,6 +155,19 @@ def _measure(
         name: frame(rows, columns)
         for (name, columns), rows in zip(FRAMES.items(), (points, probes), strict=True)
     }
+
+
+def _recordings(t: Any) -> Iterator[Recording]:
+    """Every conversation of `t`, a session at a time: each session cut out by the frames'
+    index (every frame scanned once for all sessions), so that the rows looked at grow with
+    the sessions, where building every recording from the whole frames masked them once per
+    conversation (the work grew with the square of the sessions)."""
+    ids = t.session_ids()
+    if len(ids) <= 1:
+        yield from recordings(t)
+        return
+    for session_id in ids:
+        yield from recordings(t.session(session_id))
 
 
 def _given(facts: Any) -> tuple[Fact, ...] | None:
