@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import functools
 import pickle
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from evo_magic.analysis.atomic import id_name
 from evo_magic.analysis.engine import Engine, engine_of, split_options
-from evo_magic.analysis.replay import Recording, StrategySpec, recordings, stand_in_summary_tokens
+from evo_magic.analysis.replay import StrategySpec, recordings, stand_in_summary_tokens
 from evo_magic.analysis.replay import _strategies as resolve_strategies
 from evo_magic.analysis.replay.options import ReplaySettings
 from evo_magic.analysis.retention.facts import Fact, as_fact
@@ -147,7 +147,8 @@ def _measure(
     plan = Plan(resolved, spec["at"], settings, prober, spec["replicates"], spec["facts"])
     points: list[dict[str, Any]] = []
     probes: list[dict[str, Any]] = []
-    for recording in _recordings(t):
+    # `recordings` cuts each session out by the frames' index (linear in the sessions).
+    for recording in recordings(t):
         rows, asked = rewound(recording, plan)
         points += rows
         probes += asked
@@ -155,19 +156,6 @@ def _measure(
         name: frame(rows, columns)
         for (name, columns), rows in zip(FRAMES.items(), (points, probes), strict=True)
     }
-
-
-def _recordings(t: Any) -> Iterator[Recording]:
-    """Every conversation of `t`, a session at a time: each session cut out by the frames'
-    index (every frame scanned once for all sessions), so that the rows looked at grow with
-    the sessions, where building every recording from the whole frames masked them once per
-    conversation (the work grew with the square of the sessions)."""
-    ids = t.session_ids()
-    if len(ids) <= 1:
-        yield from recordings(t)
-        return
-    for session_id in ids:
-        yield from recordings(t.session(session_id))
 
 
 def _given(facts: Any) -> tuple[Fact, ...] | None:
