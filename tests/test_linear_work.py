@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from support.fake_api import FakeAnthropic
@@ -76,6 +77,28 @@ def test_cutting_every_session_out_scans_each_frame_once(tmp_path: Path) -> None
     identities = t._identities.num_rows if t._identities is not None else 0
     total = sum(len(f) for f in frames.values() if "session_id" in f.columns) + identities
     assert t._rows.rows_scanned == total
+
+
+def test_a_session_cut_from_interleaved_rows_or_one_run_is_its_rows_and_its_own(
+    tmp_path: Path,
+) -> None:
+    # A load keeps each session's rows in one run, which is cut as a slice; rows of sessions
+    # interleaved (frames a user sorted, say) are taken by position. Both give the session's
+    # rows in order, and a cut the user changes leaves the loaded frames as they were.
+    _copies(tmp_path, 2)
+    t = load_transcripts(tmp_path)
+    order = np.argsort(np.arange(len(t.blocks)) % 3, kind="stable")  # sessions interleaved
+    mixed = replace(t, blocks=t.blocks.iloc[order].reset_index(drop=True))
+    for source in (t, mixed):
+        for sid in source.session_ids():
+            frame = source.blocks
+            expected = frame[frame["session_id"].astype(object) == sid].reset_index(drop=True)
+            cut = source.session(sid).blocks
+            pd.testing.assert_frame_equal(cut, expected)
+            before = frame.copy()
+            cut.loc[0, "text"] = "changed after the cut"
+            cut.loc[0, "chars"] = -1
+            pd.testing.assert_frame_equal(source.blocks, before)
 
 
 def test_a_frame_replaced_after_a_cut_is_indexed_again(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ from evo_magic.analysis.loader import (
 )
 from evo_magic.analysis.memory import cycles_unchecked, drained, give_back, young_cycles_freed
 from evo_magic.analysis.recognition import count_skipped, format_of, recognisable
-from evo_magic.analysis.session_index import SessionRows, cut
+from evo_magic.analysis.session_index import SessionRows, cut, taken
 from evo_magic.cost import price_table
 
 if TYPE_CHECKING:
@@ -112,8 +112,7 @@ class Transcripts:
         names: list[str] = []
         if identities is not None and identities.num_rows:
             positions = rows.table_positions("identities", identities).get(session_id)
-            taken = pa.array([] if positions is None else positions, type=pa.int64())
-            identities = identities.take(taken)  # typed: an empty list is of no type
+            identities = taken(identities, positions)
             names = list(dict.fromkeys(identities.column("file").to_pylist()))
         paths = rows.named("files", self.files, str)
         sources = rows.named("sources", self._sources, lambda source: source.name)
