@@ -7,12 +7,16 @@ Markers (registered in pyproject.toml) adjust a fixture for a test or a module:
 `provokes_rejections` (its `fake` does not fail the test for requests it rejected),
 `agent_config(name=value, ...)` (the `ip` shell's AgentMagics settings) and
 `responder.with_args(function)` (how `api` answers).
+
+`dask_cluster` is one Dask cluster for the whole run, for the tests that compare an engine's
+numbers (starting one costs seconds, and they do not change it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from support.fake_api import FakeAnthropic
@@ -20,6 +24,9 @@ from support.responders import offline_responder
 
 from evo_magic.demo import make_demo_workspace
 from evo_magic.models import AnthropicModel
+
+if TYPE_CHECKING:
+    from evo_magic.analysis.engine.cluster import LocalDaskCluster
 
 
 @pytest.fixture(autouse=True)
@@ -91,3 +98,15 @@ def ip(workspace: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.Fixture
     yield shell
     shell.run_line_magic("unload_ext", "evo_magic")
     shell.config.pop("AgentMagics", None)
+
+
+@pytest.fixture(scope="session")
+def dask_cluster() -> Iterator[LocalDaskCluster]:
+    """A cluster of two workers started as `engine="dask"` starts its own (authenticated,
+    without credentials), shared by the tests that compare the numbers a sweep gives on it:
+    they pass its `client=` and leave it as it was. A test that kills a worker, or that is
+    about the cluster a sweep starts and closes, starts its own (`engine="dask"` alone)."""
+    from evo_magic.analysis.engine.cluster import start_cluster  # only where a test wants it
+
+    with start_cluster(workers=2) as cluster:
+        yield cluster

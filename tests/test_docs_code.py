@@ -19,7 +19,10 @@ ROOT = Path(__file__).parent.parent
 DOCS = ROOT / "docs"
 FIXTURES = ROOT / "tests" / "fixtures"
 PAGES = sorted(DOCS.glob("*.md"))
-SLOW = {"many-sessions.md"}  # starts a sweep's process pool
+SLOW = {
+    "many-sessions.md",  # starts a sweep's process pool
+    "experiments.md",  # runs the built-in suite twice: seconds on its own
+}
 
 
 def _prepared(folder: Path) -> None:

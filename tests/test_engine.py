@@ -15,6 +15,7 @@ from support.sweep_work import reader, square
 
 from evo_magic import Engine, replay, retention
 from evo_magic.analysis.engine import OPTIONS, EngineOptions, SweepError, Unit
+from evo_magic.analysis.engine.cluster import LocalDaskCluster
 from evo_magic.analysis.sweep import run_sweep
 from evo_magic.models import FunctionModel
 from evo_magic.strategies import ObservationMasking
@@ -92,9 +93,12 @@ def _same(left: pd.DataFrame, right: pd.DataFrame) -> None:
 
 
 @pytest.mark.slow  # a Dask cluster and process pools
-def test_an_engine_value_gives_what_its_keywords_give(corpus: Path, tmp_path: Path):
+def test_an_engine_value_gives_what_its_keywords_give(
+    corpus: Path, tmp_path: Path, dask_cluster: LocalDaskCluster
+):
     model = "claude-sonnet-4-5"
-    on_dask = Engine("dask", workers=2, out=tmp_path / "value", progress=False)
+    client = dask_cluster.client
+    on_dask = Engine("dask", workers=2, client=client, out=tmp_path / "value", progress=False)
     by_value = replay(corpus, STRATEGIES, model=model, engine=on_dask)
     by_keywords = replay(
         corpus,
@@ -102,6 +106,7 @@ def test_an_engine_value_gives_what_its_keywords_give(corpus: Path, tmp_path: Pa
         model=model,
         engine="dask",
         workers=2,
+        client=client,
         out=tmp_path / "kw",
         progress=False,
     )

@@ -18,6 +18,7 @@ from support.experiment_checks import broken, dotted, half, wrote_hello
 
 from evo_magic import Task, experiment, tasks
 from evo_magic.analysis.engine import SweepError
+from evo_magic.analysis.engine.cluster import LocalDaskCluster
 from evo_magic.analysis.intervals import bootstrap_mean, wilson
 from evo_magic.experiments.task import TaskError
 from evo_magic.models import FunctionModel
@@ -288,13 +289,13 @@ def test_agent_experiment_lists_the_kernels_experiments(ip, template: Path, tmp_
 
 
 @pytest.mark.slow  # a process pool and a Dask cluster
-def test_local_and_dask_engines_agree(tmp_path: Path):
+def test_local_and_dask_engines_agree(tmp_path: Path, dask_cluster: LocalDaskCluster):
     suite = tasks.builtin()[:3]
     labels = {"seed": "default", "window": KEEPS_FIRST}
     # outputs name the run's folder (a traceback's path): two folders of one length
     local = experiment(suite, labels, replicates=1, engine="local", workers=2,
                        out=tmp_path / "local" / "out")  # fmt: skip
-    dask = experiment(suite, labels, replicates=1, engine="dask", workers=2,
+    dask = experiment(suite, labels, replicates=1, engine="dask", client=dask_cluster.client,
                       out=tmp_path / "dask_" / "out")  # fmt: skip
     same = ["task", "strategy", "replicate", "success", "score", "calls", "cost_usd",
             "peak_context_tokens", "compactions", "error"]  # fmt: skip

@@ -126,6 +126,7 @@ def test_fold_files_folds_every_language_read_live_and_in_replay(workspace: Path
     assert_replays(s, server, [strategy])
 
 
+@pytest.mark.slow  # a child Python running a session
 def test_without_a_grammar_the_file_is_left_out_with_one_line_and_python_still_folds(
     workspace: Path,
 ):

@@ -81,7 +81,15 @@ def _assert_same_frames(path: Path, lake: Path) -> None:
                 assert set(mine[column].cat.categories) == set(theirs[column].cat.categories)
 
 
-@pytest.mark.parametrize("fixture", ["real", "codex", "samples", "edges"])
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        pytest.param("real", marks=pytest.mark.slow),  # every real session, seconds on its own
+        "codex",
+        "samples",
+        "edges",
+    ],
+)
 def test_frames_over_a_lake_equal_frames_without_dtypes_and_missing_values_too(
     tmp_path: Path, fixture: str, monkeypatch: pytest.MonkeyPatch
 ):

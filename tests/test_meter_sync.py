@@ -5,7 +5,6 @@ that asks for the state, or a refresh at the end of an ask, gets the whole lists
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -94,15 +93,23 @@ def rows_sent(messages: list[dict[str, Any]], name: str) -> list[list[Any]]:
     return found
 
 
-@pytest.fixture
-def client(tmp_path: Path) -> Any:
-    workspace = tmp_path
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One kernel for the module (a start costs seconds), with the helpers defined."""
+    workspace = tmp_path_factory.mktemp("meter-sync")
     (workspace / "work").mkdir()
     with kernel(workspace) as (_, kc):
         run(kc, SETUP)
-        for calls in (100, 1_000, 5_000):
-            run(kc, f"grown({calls})")
         yield kc
+
+
+@pytest.fixture
+def client(started: Any) -> Any:
+    """The kernel with meters of 100, 1,000 and 5,000 calls made anew for the test: a test
+    adds calls to them, so none sees another's."""
+    for calls in (100, 1_000, 5_000):
+        run(started, f"grown({calls})")
+    return started
 
 
 def test_a_live_refresh_sends_the_same_at_100_and_5000_calls(client: Any):

@@ -13,6 +13,7 @@ from support.claude_code_session import SID, write_session
 from support.compacting_session import compacting_session
 
 from evo_magic import load_transcripts, rewind
+from evo_magic.analysis.engine.cluster import LocalDaskCluster
 from evo_magic.analysis.retention import Fact
 from evo_magic.models import FunctionModel, ModelRequest
 
@@ -190,7 +191,7 @@ def test_probes_are_asked_one_at_a_time_and_summaries_cached(evo_session: Path, 
 
 
 @pytest.mark.slow
-def test_engines_give_the_same_rows(tmp_path: Path):
+def test_engines_give_the_same_rows(tmp_path: Path, dask_cluster: LocalDaskCluster):
     root = write_session(tmp_path / "cc", calls=70)
     other = "7e57a000-0000-4000-8000-0000000000bb"  # a second session: the same, renamed
     for path in [p for p in root.rglob("*.jsonl")]:
@@ -199,7 +200,8 @@ def test_engines_give_the_same_rows(tmp_path: Path):
         renamed.write_text(path.read_text().replace(SID, other))
     here = rewind(root, STRATEGIES, reader="offline", engine="local", workers=1)
     local = rewind(root, STRATEGIES, reader="offline", engine="local", workers=2, progress=False)
-    dask = rewind(root, STRATEGIES, reader="offline", engine="dask", workers=2, progress=False)
+    on_dask = {"engine": "dask", "client": dask_cluster.client, "progress": False}
+    dask = rewind(root, STRATEGIES, reader="offline", **on_dask)
     assert set(here.points["session_id"]) == {SID, other}
     assert len(here.points) > len(STRATEGIES)
     for other in (local, dask):

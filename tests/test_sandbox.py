@@ -583,6 +583,7 @@ def test_only_the_cgroup_decides_that_a_fork_was_refused(empty_workspace: Path) 
     assert text.endswith("[exit code: 0]") and not is_error
 
 
+@pytest.mark.slow  # its processes hold memory for seconds on purpose
 @pytest.mark.parametrize("mode", ["require", "off"])
 def test_the_memory_bound_holds_for_all_processes_of_a_command(
     empty_workspace: Path, mode: str

@@ -15,6 +15,7 @@ from support.claude_code_session import SID, write_session
 from support.sweep_work import die_once, reader, square
 
 from evo_magic import load_transcripts, replay, retention
+from evo_magic.analysis.engine.cluster import LocalDaskCluster
 from evo_magic.analysis.sweep import SweepError, Unit, run_sweep
 from evo_magic.compact.policy import CompactPolicy
 from evo_magic.models import FunctionModel
@@ -74,7 +75,9 @@ def _same(left: pd.DataFrame, right: pd.DataFrame) -> None:
 
 
 @pytest.mark.slow
-def test_a_sweep_gives_the_numbers_of_one_replay_on_every_engine(corpus: Path, tmp_path: Path):
+def test_a_sweep_gives_the_numbers_of_one_replay_on_every_engine(
+    corpus: Path, tmp_path: Path, dask_cluster: LocalDaskCluster
+):
     whole = replay(corpus, STRATEGIES, model="claude-sonnet-4-5")
     assert whole.calls["session_id"].nunique() == 5
     local = replay(
@@ -85,7 +88,7 @@ def test_a_sweep_gives_the_numbers_of_one_replay_on_every_engine(corpus: Path, t
         STRATEGIES,
         model="claude-sonnet-4-5",
         engine="dask",
-        workers=2,
+        client=dask_cluster.client,
         out=tmp_path / "sweep",
         progress=False,
     )
@@ -220,7 +223,7 @@ def _same_retention(left, right) -> None:
 
 @pytest.mark.slow
 def test_a_retention_sweep_gives_the_numbers_of_one_retention_on_every_engine(
-    corpus: Path, tmp_path: Path
+    corpus: Path, tmp_path: Path, dask_cluster: LocalDaskCluster
 ):
     options = {
         "strategies": {"none": [], "seed": None, "masking-3": [ObservationMasking(3)]},
@@ -232,9 +235,8 @@ def test_a_retention_sweep_gives_the_numbers_of_one_retention_on_every_engine(
     assert whole.facts["session_id"].nunique() == 5 and len(whole.probes) > 0
     assert whole.totals["probe_cost_usd"].notna().all()  # the reader's calls are priced
     local = retention(corpus, engine="local", workers=2, progress=False, **options)
-    dask = retention(
-        corpus, engine="dask", workers=2, out=tmp_path / "sweep", progress=False, **options
-    )
+    on_dask = {"engine": "dask", "client": dask_cluster.client, "progress": False}
+    dask = retention(corpus, out=tmp_path / "sweep", **on_dask, **options)
     lake = retention(load_transcripts(corpus, lake=tmp_path / "lake"), **options)
     for swept in (local, dask, lake):
         assert swept.failures is not None and swept.failures.empty
@@ -242,7 +244,7 @@ def test_a_retention_sweep_gives_the_numbers_of_one_retention_on_every_engine(
     # The offline reader goes to the workers too.
     offline = {**options, "reader": "offline"}
     _same_retention(
-        retention(corpus, engine="dask", workers=2, progress=False, **offline),
+        retention(corpus, **on_dask, **offline),
         retention(corpus, **offline),
     )
 

@@ -8,7 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lab_harness import CHROMIUM_ENV, CHROMIUM_FLAGS, SCREENSHOTS_ENV, LabHome, find_chromium
+from lab_harness import (
+    CHROMIUM_ENV,
+    CHROMIUM_FLAGS,
+    SCREENSHOTS_ENV,
+    LabHome,
+    RunningLab,
+    find_chromium,
+    jupyterlab,
+)
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 
@@ -56,3 +64,13 @@ def lab_home(tmp_path: Path) -> LabHome:
     home = LabHome(tmp_path / "lab")
     home.prepare()
     return home
+
+
+@pytest.fixture(scope="session")
+def running_lab(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]:
+    """One JupyterLab server (a start costs seconds) for the tests that only run notebooks of
+    their own in it; a test about starting, stopping or reopening starts its own."""
+    home = LabHome(tmp_path_factory.mktemp("shared-lab"))
+    home.prepare()
+    with jupyterlab(home) as server:
+        yield RunningLab(home, server)

@@ -125,6 +125,15 @@ class LabServer:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
+@dataclass
+class RunningLab:
+    """A JupyterLab server running in its own home, kept up for several tests: each writes
+    and opens notebooks of its own names, each on a kernel of its own."""
+
+    home: LabHome
+    server: LabServer
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -29,6 +29,7 @@ from lab_harness import (
     REPO,
     LabHome,
     LabServer,
+    RunningLab,
     jupyterlab,
 )
 from playwright.sync_api import Locator, Page, expect
@@ -175,9 +176,9 @@ after Apply to show the summaries and the history."""
 
 @pytest.mark.timeout(300)
 def test_a_summary_is_edited_in_a_text_area_and_applied(
-    lab_home: LabHome, page: Page, screenshots: Path
+    running_lab: RunningLab, page: Page, screenshots: Path
 ):
-    with run_cells(lab_home, page, "edit-summary.ipynb", EDIT_CELLS):
+    with run_cells(running_lab, page, "edit-summary.ipynb", EDIT_CELLS):
         editor = cell(page, 2).locator(".evo-summary-editor")
         expect(editor).to_contain_text("Proposed summary (summarise; focus “the TODOs”)")
         expect(editor).to_contain_text("Nothing has changed yet. Edit it, then Apply.")
@@ -212,19 +213,22 @@ def test_a_summary_is_edited_in_a_text_area_and_applied(
 
 
 @contextmanager
-def run_cells(lab_home: LabHome, page: Page, name: str, cells: list[str]) -> Iterator[Plan]:
-    """A notebook of `cells` (code) written under the lab's root as `name`, opened in a
-    JupyterLab server on the python3 kernel and run whole; the server stays up inside."""
+def run_cells(lab: RunningLab, page: Page, name: str, cells: list[str]) -> Iterator[Plan]:
+    """A notebook of `cells` (code) written under the lab's root as `name`, opened in the
+    running JupyterLab on a python3 kernel of its own and run whole (the kernel ends with the
+    server)."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, lab_home.root / name)
+    nbformat.write(nb, lab.home.root / name)
     plan = Plan.of(nb)
-    with jupyterlab(lab_home) as server:
-        open_notebook(page, server, name, plan)
-        wait_for_kernel(page, server, "python3")
-        menu(page, "Run", "runmenu:run-all")
-        wait_until_all_ran(page, plan)
-        yield plan
+    # A workspace of its own: the server restores a workspace's open notebooks, and another
+    # test's notebook open beside this one would add its cells to the page's.
+    page.goto(lab.server.url(f"lab/workspaces/{Path(name).stem}/tree/{name}"))
+    expect(page.locator(".jp-Notebook .jp-Cell")).to_have_count(plan.cells)
+    wait_for_kernel(page, lab.server, "python3")
+    menu(page, "Run", "runmenu:run-all")
+    wait_until_all_ran(page, plan)
+    yield plan
 
 
 def open_notebook(page: Page, server: LabServer, name: str, plan: Plan) -> None:

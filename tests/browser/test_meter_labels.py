@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from lab_harness import LabHome
+from lab_harness import RunningLab
 from playwright.sync_api import Locator, Page, expect
 from test_jupyterlab import cell, meter, run_cells
 
@@ -64,9 +64,9 @@ def overlapping(boxes: list[tuple[str, float, float, float, float]]) -> list[tup
 
 @pytest.mark.timeout(300)
 def test_labels_of_a_failed_and_a_successful_compaction_at_one_call_do_not_overlap(
-    lab_home: LabHome, page: Page, screenshots: Path
+    running_lab: RunningLab, page: Page, screenshots: Path
 ):
-    with run_cells(lab_home, page, "labels.ipynb", CELLS) as plan:
+    with run_cells(running_lab, page, "labels.ipynb", CELLS) as plan:
         expect(cell(page, plan.compact[0])).to_contain_text("out of ideas")
         for index, shot in ((plan.compact[0], "12"), (plan.context[0], "13")):
             shown = meter(page, index)
