@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evo_magic.analysis.conversation import Call, Compaction, Message, conversation, conversations
+from evo_magic.analysis.conversation import Call, Compaction, Message, conversation_of
+from evo_magic.analysis.conversation_rows import ConversationRows, Key
 from evo_magic.analysis.datafiles import NotInside, open_regular
 from evo_magic.analysis.replay.timeline import Change, read_records, read_timeline, session_file
 from evo_magic.compact.undo import UNDO
@@ -22,8 +23,6 @@ from evo_magic.measure import to_json
 from evo_magic.usage import Usage
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from evo_magic.analysis.transcripts import Transcripts
 
 Item = Message | Call | Compaction
@@ -67,18 +66,14 @@ def recordings(t: Transcripts) -> list[Recording]:
     sessions = t.session_ids()
     if len(sessions) > 1:
         return [found for sid in sessions for found in recordings(t.session(sid))]
+    # Each frame turned into rows once for all the session's conversations (its subagents).
+    rows = ConversationRows.of(t)
     out = []
-    for session_id, agent_id in conversations(t):
-        items = list(conversation(t, session_id, agent_id))
+    for key in rows.conversations():
+        items = list(conversation_of(rows, key))
         if any(isinstance(item, Call) for item in items):
-            out.append(_recording(t, session_id, agent_id, items))
+            out.append(_recording(t, rows, key, items))
     return out
-
-
-def _mine(frame: pd.DataFrame, session_id: str, agent_id: str | None) -> pd.DataFrame:
-    agents = frame["agent_id"].astype(object)
-    same = agents.isna() if agent_id is None else agents == agent_id
-    return frame[(frame["session_id"].astype(object) == session_id) & same]
 
 
 def _count(value: Any) -> int:
@@ -87,13 +82,12 @@ def _count(value: Any) -> int:
     return 0 if value is None or pd.isna(value) else int(value)
 
 
-def _recording(
-    t: Transcripts, session_id: str, agent_id: str | None, items: list[Item]
-) -> Recording:
-    calls, call_lines = _recorded_calls(_mine(t.calls, session_id, agent_id))
-    compactions = _mine(t.compactions, session_id, agent_id)
-    blocks = _mine(t.blocks, session_id, agent_id)
-    source = str(blocks["source"].iloc[0]) if len(blocks) else "unknown"
+def _recording(t: Transcripts, rows: ConversationRows, key: Key, items: list[Item]) -> Recording:
+    session_id, agent_id = key
+    calls, call_lines = _recorded_calls(rows.calls.get(key, []))
+    compactions = rows.compactions.get(key, [])
+    blocks = rows.blocks.get(key, [])
+    source = str(blocks[0].source) if blocks else "unknown"
     recording = Recording(session_id, agent_id, source, items, calls, _opening(compactions))
     files = frozenset(str(file) for file in t.files)  # the only files replay opens
     recording.requests = _requests(compactions)
@@ -106,13 +100,13 @@ def _recording(
     return recording
 
 
-def _recorded_calls(frame: pd.DataFrame) -> tuple[dict[int, dict[str, Any]], dict[int, int]]:
+def _recorded_calls(rows: list[Any]) -> tuple[dict[int, dict[str, Any]], dict[int, int]]:
     """The calls of the conversation (see `Recording.calls`) by number, and each one's line."""
     import pandas as pd
 
     calls = {}
     lines: dict[int, int] = {}
-    for row in frame.itertuples():
+    for row in rows:
         if pd.isna(row.call) or bool(row.abandoned):
             continue
         calls[int(row.call)] = _recorded_call(row)
@@ -146,23 +140,23 @@ def _recorded_call(row: Any) -> dict[str, Any]:
     return call
 
 
-def _opening(compactions: pd.DataFrame) -> dict[tuple[int, int], int]:
+def _opening(compactions: list[Any]) -> dict[tuple[int, int], int]:
     """(segment, epoch) -> how many of its first messages are the replacement history."""
     import pandas as pd
 
     opening = {}
-    for row in compactions.itertuples():
+    for row in compactions:
         if bool(row.success) and not pd.isna(row.after_messages):
             opening[(int(row.segment), int(row.epoch) + 1)] = int(row.after_messages)
     return opening
 
 
-def _requests(compactions: pd.DataFrame) -> dict[tuple[int, int], str | None]:
+def _requests(compactions: list[Any]) -> dict[tuple[int, int], str | None]:
     """The compactions the user asked for (see `Recording.requests`)."""
     import pandas as pd
 
     requests = {}
-    for row in compactions.itertuples():
+    for row in compactions:
         if str(row.strategy) == UNDO:  # an undo is not a compaction asked of the strategies
             continue
         if bool(row.success) and str(row.trigger) in ("user", "manual"):
@@ -173,13 +167,13 @@ def _requests(compactions: pd.DataFrame) -> dict[tuple[int, int], str | None]:
 
 
 def _server_compactions(
-    recording: Recording, compactions: pd.DataFrame, call_lines: dict[int, int]
+    recording: Recording, compactions: list[Any], call_lines: dict[int, int]
 ) -> None:
     """The API's compactions: their iteration's usage, and the whole prompt of the call they
     happened in (the call recorded just before the compaction record)."""
     import pandas as pd
 
-    for row in compactions.itertuples():
+    for row in compactions:
         if str(row.trigger) != "server" or not bool(row.success) or pd.isna(row.line):
             continue
         usage = Usage(
@@ -202,18 +196,20 @@ MAX_BLOCK_CHARS = 10_000_000
 
 
 def _with_compaction_blocks(
-    items: list[Item], blocks: pd.DataFrame, files: frozenset[str]
+    items: list[Item], blocks: list[Any], files: frozenset[str]
 ) -> list[Item]:
     """The items with each compaction block the API returned as the session recorded it (the
     frames keep only its kind): read from its record's line, kept only when it has the API's
     shape (its fields, strings, a list of tool changes), else left as the placeholder."""
     import pandas as pd
 
-    found = blocks[blocks["block_type"].astype(object) == "compaction"]
-    if not len(found):
+    found = [
+        row for row in blocks if isinstance(row.block_type, str) and row.block_type == "compaction"
+    ]
+    if not found:
         return items
     wanted: dict[str, set[int]] = {}
-    for row in found.itertuples():
+    for row in found:
         if not pd.isna(row.line):
             wanted.setdefault(str(row.file), set()).add(int(row.line))
     records = {
@@ -222,7 +218,7 @@ def _with_compaction_blocks(
         for line, record in read_records(session_file(file, files), lines)
     }
     raw: dict[tuple[int, int, int], dict[int, dict[str, Any]]] = {}
-    for row in found.itertuples():
+    for row in found:
         record = records.get((str(row.file), int(row.line))) if not pd.isna(row.line) else None
         block = _compaction_block(record, int(row.block_index))
         if block is not None:
@@ -264,17 +260,21 @@ def _compaction_block(record: Any, index: int) -> dict[str, Any] | None:
 
 
 def _item_lines(
-    items: list[Item], blocks: pd.DataFrame, calls: dict[int, int], compactions: pd.DataFrame
+    items: list[Item], blocks: list[Any], calls: dict[int, int], compactions: list[Any]
 ) -> list[int | None]:
     """Where each item was recorded: a message at its first record, a call at its response,
     a compaction at its record."""
     import pandas as pd
 
-    messages = blocks.groupby(["segment", "epoch", "message_index"])["line"].min()
-    first = {(int(s), int(e), int(i)): int(line) for (s, e, i), line in messages.items()}
+    first: dict[tuple[int, int, int], int] = {}
+    for row in blocks:
+        if pd.isna(row.message_index) or pd.isna(row.line):
+            continue
+        key = (int(row.segment), int(row.epoch), int(row.message_index))
+        first[key] = min(first.get(key, int(row.line)), int(row.line))
     done = {
         (int(r.segment), int(r.epoch) + 1): int(r.line)
-        for r in compactions.itertuples()
+        for r in compactions
         if bool(r.success) and not pd.isna(r.line)
     }
     lines: list[int | None] = []
@@ -289,7 +289,7 @@ def _item_lines(
 
 
 def _recorded_summaries(
-    recording: Recording, compactions: pd.DataFrame, files: frozenset[str]
+    recording: Recording, compactions: list[Any], files: frozenset[str]
 ) -> dict[str, str]:
     """The recorded summaries, keyed by the hash of the history each one replaced (what a
     whole-history summariser was given): the snapshot when there is one in the session's
@@ -297,7 +297,7 @@ def _recorded_summaries(
     import pandas as pd
 
     found = {}
-    for row in compactions.itertuples():
+    for row in compactions:
         if not bool(row.success) or pd.isna(row.summary) or not row.summary:
             continue
         messages = None
