@@ -7,6 +7,7 @@ folder, and strategies stay descriptions (see `timeline`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
@@ -60,20 +61,41 @@ class Recording:
 
 def recordings(t: Transcripts) -> list[Recording]:
     """Every conversation of `t` (subagents as their own), ready for replay, session by
-    session. Each session is cut out of the frames by their index (`Transcripts.session`):
-    finding a conversation's rows by masking every frame made this quadratic in the number
-    of sessions."""
-    sessions = t.session_ids()
-    if len(sessions) > 1:
-        return [found for sid in sessions for found in recordings(t.session(sid))]
-    # Each frame turned into rows once for all the session's conversations (its subagents).
+    session. Each frame is turned into rows once for every conversation (`ConversationRows`):
+    masking every frame per conversation made this quadratic in the number of sessions, and
+    converting a small frame per conversation cost most of a replay."""
     rows = ConversationRows.of(t)
-    out = []
+    keys: dict[str, list[Key]] = {}
     for key in rows.conversations():
-        items = list(conversation_of(rows, key))
-        if any(isinstance(item, Call) for item in items):
-            out.append(_recording(t, rows, key, items))
+        keys.setdefault(key[0], []).append(key)
+    sessions = t.session_ids()
+    out = []
+    for session_id in sessions:
+        session = _Session(t, session_id, alone=len(sessions) == 1)
+        for key in keys.get(session_id, []):
+            items = list(conversation_of(rows, key))
+            if any(isinstance(item, Call) for item in items):
+                out.append(_recording(session, rows, key, items))
     return out
+
+
+class _Session:
+    """What a recording reads of its session besides its rows: the files it was loaded from
+    (the only ones replay opens) and its events, cut out of `t` only when asked (most
+    conversations need neither)."""
+
+    def __init__(self, t: Transcripts, session_id: str, alone: bool):
+        self._t = t
+        self._session_id = session_id
+        self._alone = alone
+
+    @functools.cached_property
+    def transcripts(self) -> Transcripts:
+        return self._t if self._alone else self._t.session(self._session_id)
+
+    @functools.cached_property
+    def files(self) -> frozenset[str]:
+        return frozenset(str(file) for file in self.transcripts.files)
 
 
 def _count(value: Any) -> int:
@@ -82,18 +104,18 @@ def _count(value: Any) -> int:
     return 0 if value is None or pd.isna(value) else int(value)
 
 
-def _recording(t: Transcripts, rows: ConversationRows, key: Key, items: list[Item]) -> Recording:
+def _recording(session: _Session, rows: ConversationRows, key: Key, items: list[Item]) -> Recording:
     session_id, agent_id = key
     calls, call_lines = _recorded_calls(rows.calls.get(key, []))
     compactions = rows.compactions.get(key, [])
     blocks = rows.blocks.get(key, [])
     source = str(blocks[0].source) if blocks else "unknown"
     recording = Recording(session_id, agent_id, source, items, calls, _opening(compactions))
-    files = frozenset(str(file) for file in t.files)  # the only files replay opens
     recording.requests = _requests(compactions)
-    recording.summaries = _recorded_summaries(recording, compactions, files)
+    recording.summaries = _recorded_summaries(recording, compactions, session)
     if source == "evo_magic":
-        recording.timeline = read_timeline(t.events, session_id, files)
+        files = session.files
+        recording.timeline = read_timeline(session.transcripts.events, session_id, files)
         recording.lines = _item_lines(items, blocks, call_lines, compactions)
         recording.items = _with_compaction_blocks(items, blocks, files)
         _server_compactions(recording, compactions, call_lines)
@@ -289,7 +311,7 @@ def _item_lines(
 
 
 def _recorded_summaries(
-    recording: Recording, compactions: list[Any], files: frozenset[str]
+    recording: Recording, compactions: list[Any], session: _Session
 ) -> dict[str, str]:
     """The recorded summaries, keyed by the hash of the history each one replaced (what a
     whole-history summariser was given): the snapshot when there is one in the session's
@@ -303,7 +325,7 @@ def _recorded_summaries(
         messages = None
         snapshot = None
         if not pd.isna(row.snapshot_path):
-            snapshot = own_file(session_file(str(row.file), files), row.snapshot_path)
+            snapshot = own_file(session_file(str(row.file), session.files), row.snapshot_path)
         if snapshot is not None:
             messages = _snapshot_messages(snapshot)
         if not messages:
