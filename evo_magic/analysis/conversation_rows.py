@@ -56,15 +56,6 @@ class ConversationRows:
         """Every conversation with blocks, in the order its first block was read."""
         return list(self.blocks)
 
-    def of_conversation(self, key: Key) -> ConversationRows:
-        """Only the rows of conversation `key`."""
-        return ConversationRows(
-            blocks={key: self.blocks.get(key, [])},
-            calls={key: self.calls.get(key, [])},
-            compactions={key: self.compactions.get(key, [])},
-            parts={key: self.parts.get(key, [])},
-        )
-
 
 def by_conversation(frame: pd.DataFrame) -> dict[Key, list[Any]]:
     """The rows of `frame` per (session_id, agent_id), in the frame's order: one conversion
