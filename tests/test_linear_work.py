@@ -316,8 +316,8 @@ def test_replaying_many_sessions_finds_each_by_the_index_not_by_masking_every_fr
     tmp_path: Path,
 ) -> None:
     # Replay (and retention and rewind, through `recordings`) masked every frame for each
-    # conversation: quadratic in the number of sessions. Each session is now cut out by the
-    # index, built with one scan of each frame for all of them.
+    # conversation: quadratic in the number of sessions. Each frame is now looked at once for
+    # all of them (the index's scan, or one conversion into rows: see test_replay_work.py).
     from evo_magic import replay
 
     ids = _copies(tmp_path, 4)
@@ -326,7 +326,7 @@ def test_replaying_many_sessions_finds_each_by_the_index_not_by_masking_every_fr
     frames = [t.blocks, t.calls, t.compactions, t.parts]
     identities = t._identities.num_rows if t._identities is not None else 0
     total = sum(len(f) for f in frames if "session_id" in f.columns) + identities
-    assert t._rows.rows_scanned == total
+    assert t._rows.rows_scanned <= total
     # The oracle: each session's file replayed alone, loaded on its own.
     assert sorted(done.calls["session_id"].unique()) == sorted(ids)
     for sid in ids[:: len(ids) // 2]:

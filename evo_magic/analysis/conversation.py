@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from evo_magic.analysis.conversation_rows import ConversationRows, Key, active
+
 if TYPE_CHECKING:
     from evo_magic.analysis.transcripts import Transcripts
 
@@ -99,36 +101,43 @@ def conversation(
     """Yield one conversation's messages, calls and compactions in order: per segment and
     epoch, the compaction that opened the epoch, then its messages in order, each call just
     before the message it answered with (a call without a known position comes last)."""
-    blocks = _active(_of(t.blocks, session_id, agent_id))
-    calls = _active(_of(t.calls, session_id, agent_id))
-    compactions = _of(t.compactions, session_id, agent_id)
-    parts = _parts_by_block(_of(t.parts, session_id, agent_id) if len(t.parts) else t.parts)
-    # One pass over each frame (grouping in Python): filtering the frames per epoch and
-    # grouping them per message cost more than everything else replay does.
-    messages = _by_epoch(blocks.sort_values(["segment", "epoch", "message_index"], kind="stable"))
+    rows = ConversationRows.of_frames(
+        _of(t.blocks, session_id, agent_id),
+        _of(t.calls, session_id, agent_id),
+        _of(t.compactions, session_id, agent_id),
+        _of(t.parts, session_id, agent_id) if len(t.parts) else t.parts,
+    )
+    return conversation_of(rows, (session_id, agent_id))
+
+
+def conversation_of(rows: ConversationRows, key: Key) -> Iterator[Message | Call | Compaction]:
+    """`conversation` of the conversation `key` from rows converted already (what builds
+    many conversations uses: each frame is converted once for all of them)."""
+    blocks = active(rows.blocks.get(key, []))
+    calls = active(rows.calls.get(key, []))
+    parts = _parts_by_block(rows.parts.get(key, []))
+    # One pass over each conversation's rows (grouping in Python): filtering the frames per
+    # epoch and grouping them per message cost more than everything else replay does.
+    messages = _by_epoch(blocks)
     placed = _by_epoch(calls)
-    done = {(int(r.segment), int(r.epoch)): r for r in compactions.itertuples() if r.success}
+    done = {(int(r.segment), int(r.epoch)): r for r in rows.compactions.get(key, []) if r.success}
     for segment, epoch in sorted(messages.keys() | placed.keys()):
         opened = done.get((segment, epoch - 1))
         if opened is not None:
             yield _compaction(opened)
         pending = placed.get((segment, epoch), {})
-        for index, rows in sorted(messages.get((segment, epoch), {}).items()):
+        for index, found in sorted(messages.get((segment, epoch), {}).items()):
             for call in pending.pop(index, []):
                 yield _call(call)
-            yield _message(rows, parts, segment, epoch, index)
+            yield _message(found, parts, segment, epoch, index)
         yield from _unanswered(pending)
 
 
-def _active(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows not on an abandoned branch."""
-    return frame[~frame["abandoned"].fillna(False).astype(bool)]
-
-
-def _by_epoch(frame: pd.DataFrame) -> dict[tuple[int, int], dict[int | None, list[Any]]]:
-    """The rows of `frame` per (segment, epoch), then per message index (None: not known)."""
+def _by_epoch(rows: list[Any]) -> dict[tuple[int, int], dict[int | None, list[Any]]]:
+    """The `rows` per (segment, epoch), then per message index (None: not known), each
+    group in the rows' order."""
     found: dict[tuple[int, int], dict[int | None, list[Any]]] = {}
-    for row in frame.itertuples():
+    for row in rows:
         index = None if pd.isna(row.message_index) else int(row.message_index)
         found.setdefault((int(row.segment), int(row.epoch)), {}).setdefault(index, []).append(row)
     return found
@@ -193,10 +202,10 @@ def _placeholder(kind: str, media_type: Any, size: Any) -> dict[str, Any]:
     return {"type": "text", "text": f"[{what}{size_text}: not kept in the transcript]"}
 
 
-def _parts_by_block(parts: pd.DataFrame) -> dict[tuple[Any, ...], list[Any]]:
+def _parts_by_block(parts: list[Any]) -> dict[tuple[Any, ...], list[Any]]:
     """Per tool result (file, line, block), its parts as rows (turned into blocks by `_part`)."""
     found: dict[tuple[Any, ...], list[Any]] = {}
-    for row in parts.itertuples():
+    for row in parts:
         found.setdefault((row.file, row.line, row.block_index), []).append(row)
     return found
 

@@ -7,13 +7,15 @@ folder, and strategies stay descriptions (see `timeline`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evo_magic.analysis.conversation import Call, Compaction, Message, conversation, conversations
+from evo_magic.analysis.conversation import Call, Compaction, Message, conversation_of
+from evo_magic.analysis.conversation_rows import ConversationRows, Key
 from evo_magic.analysis.datafiles import NotInside, open_regular
 from evo_magic.analysis.replay.timeline import Change, read_records, read_timeline, session_file
 from evo_magic.compact.undo import UNDO
@@ -22,8 +24,6 @@ from evo_magic.measure import to_json
 from evo_magic.usage import Usage
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from evo_magic.analysis.transcripts import Transcripts
 
 Item = Message | Call | Compaction
@@ -61,24 +61,41 @@ class Recording:
 
 def recordings(t: Transcripts) -> list[Recording]:
     """Every conversation of `t` (subagents as their own), ready for replay, session by
-    session. Each session is cut out of the frames by their index (`Transcripts.session`):
-    finding a conversation's rows by masking every frame made this quadratic in the number
-    of sessions."""
+    session. Each frame is turned into rows once for every conversation (`ConversationRows`):
+    masking every frame per conversation made this quadratic in the number of sessions, and
+    converting a small frame per conversation cost most of a replay."""
+    rows = ConversationRows.of(t)
+    keys: dict[str, list[Key]] = {}
+    for key in rows.conversations():
+        keys.setdefault(key[0], []).append(key)
     sessions = t.session_ids()
-    if len(sessions) > 1:
-        return [found for sid in sessions for found in recordings(t.session(sid))]
     out = []
-    for session_id, agent_id in conversations(t):
-        items = list(conversation(t, session_id, agent_id))
-        if any(isinstance(item, Call) for item in items):
-            out.append(_recording(t, session_id, agent_id, items))
+    for session_id in sessions:
+        session = _Session(t, session_id, alone=len(sessions) == 1)
+        for key in keys.get(session_id, []):
+            items = list(conversation_of(rows, key))
+            if any(isinstance(item, Call) for item in items):
+                out.append(_recording(session, rows, key, items))
     return out
 
 
-def _mine(frame: pd.DataFrame, session_id: str, agent_id: str | None) -> pd.DataFrame:
-    agents = frame["agent_id"].astype(object)
-    same = agents.isna() if agent_id is None else agents == agent_id
-    return frame[(frame["session_id"].astype(object) == session_id) & same]
+class _Session:
+    """What a recording reads of its session besides its rows: the files it was loaded from
+    (the only ones replay opens) and its events, cut out of `t` only when asked (most
+    conversations need neither)."""
+
+    def __init__(self, t: Transcripts, session_id: str, alone: bool):
+        self._t = t
+        self._session_id = session_id
+        self._alone = alone
+
+    @functools.cached_property
+    def transcripts(self) -> Transcripts:
+        return self._t if self._alone else self._t.session(self._session_id)
+
+    @functools.cached_property
+    def files(self) -> frozenset[str]:
+        return frozenset(str(file) for file in self.transcripts.files)
 
 
 def _count(value: Any) -> int:
@@ -87,32 +104,31 @@ def _count(value: Any) -> int:
     return 0 if value is None or pd.isna(value) else int(value)
 
 
-def _recording(
-    t: Transcripts, session_id: str, agent_id: str | None, items: list[Item]
-) -> Recording:
-    calls, call_lines = _recorded_calls(_mine(t.calls, session_id, agent_id))
-    compactions = _mine(t.compactions, session_id, agent_id)
-    blocks = _mine(t.blocks, session_id, agent_id)
-    source = str(blocks["source"].iloc[0]) if len(blocks) else "unknown"
+def _recording(session: _Session, rows: ConversationRows, key: Key, items: list[Item]) -> Recording:
+    session_id, agent_id = key
+    calls, call_lines = _recorded_calls(rows.calls.get(key, []))
+    compactions = rows.compactions.get(key, [])
+    blocks = rows.blocks.get(key, [])
+    source = str(blocks[0].source) if blocks else "unknown"
     recording = Recording(session_id, agent_id, source, items, calls, _opening(compactions))
-    files = frozenset(str(file) for file in t.files)  # the only files replay opens
     recording.requests = _requests(compactions)
-    recording.summaries = _recorded_summaries(recording, compactions, files)
+    recording.summaries = _recorded_summaries(recording, compactions, session)
     if source == "evo_magic":
-        recording.timeline = read_timeline(t.events, session_id, files)
+        files = session.files
+        recording.timeline = read_timeline(session.transcripts.events, session_id, files)
         recording.lines = _item_lines(items, blocks, call_lines, compactions)
         recording.items = _with_compaction_blocks(items, blocks, files)
         _server_compactions(recording, compactions, call_lines)
     return recording
 
 
-def _recorded_calls(frame: pd.DataFrame) -> tuple[dict[int, dict[str, Any]], dict[int, int]]:
+def _recorded_calls(rows: list[Any]) -> tuple[dict[int, dict[str, Any]], dict[int, int]]:
     """The calls of the conversation (see `Recording.calls`) by number, and each one's line."""
     import pandas as pd
 
     calls = {}
     lines: dict[int, int] = {}
-    for row in frame.itertuples():
+    for row in rows:
         if pd.isna(row.call) or bool(row.abandoned):
             continue
         calls[int(row.call)] = _recorded_call(row)
@@ -146,23 +162,23 @@ def _recorded_call(row: Any) -> dict[str, Any]:
     return call
 
 
-def _opening(compactions: pd.DataFrame) -> dict[tuple[int, int], int]:
+def _opening(compactions: list[Any]) -> dict[tuple[int, int], int]:
     """(segment, epoch) -> how many of its first messages are the replacement history."""
     import pandas as pd
 
     opening = {}
-    for row in compactions.itertuples():
+    for row in compactions:
         if bool(row.success) and not pd.isna(row.after_messages):
             opening[(int(row.segment), int(row.epoch) + 1)] = int(row.after_messages)
     return opening
 
 
-def _requests(compactions: pd.DataFrame) -> dict[tuple[int, int], str | None]:
+def _requests(compactions: list[Any]) -> dict[tuple[int, int], str | None]:
     """The compactions the user asked for (see `Recording.requests`)."""
     import pandas as pd
 
     requests = {}
-    for row in compactions.itertuples():
+    for row in compactions:
         if str(row.strategy) == UNDO:  # an undo is not a compaction asked of the strategies
             continue
         if bool(row.success) and str(row.trigger) in ("user", "manual"):
@@ -173,13 +189,13 @@ def _requests(compactions: pd.DataFrame) -> dict[tuple[int, int], str | None]:
 
 
 def _server_compactions(
-    recording: Recording, compactions: pd.DataFrame, call_lines: dict[int, int]
+    recording: Recording, compactions: list[Any], call_lines: dict[int, int]
 ) -> None:
     """The API's compactions: their iteration's usage, and the whole prompt of the call they
     happened in (the call recorded just before the compaction record)."""
     import pandas as pd
 
-    for row in compactions.itertuples():
+    for row in compactions:
         if str(row.trigger) != "server" or not bool(row.success) or pd.isna(row.line):
             continue
         usage = Usage(
@@ -202,18 +218,20 @@ MAX_BLOCK_CHARS = 10_000_000
 
 
 def _with_compaction_blocks(
-    items: list[Item], blocks: pd.DataFrame, files: frozenset[str]
+    items: list[Item], blocks: list[Any], files: frozenset[str]
 ) -> list[Item]:
     """The items with each compaction block the API returned as the session recorded it (the
     frames keep only its kind): read from its record's line, kept only when it has the API's
     shape (its fields, strings, a list of tool changes), else left as the placeholder."""
     import pandas as pd
 
-    found = blocks[blocks["block_type"].astype(object) == "compaction"]
-    if not len(found):
+    found = [
+        row for row in blocks if isinstance(row.block_type, str) and row.block_type == "compaction"
+    ]
+    if not found:
         return items
     wanted: dict[str, set[int]] = {}
-    for row in found.itertuples():
+    for row in found:
         if not pd.isna(row.line):
             wanted.setdefault(str(row.file), set()).add(int(row.line))
     records = {
@@ -222,7 +240,7 @@ def _with_compaction_blocks(
         for line, record in read_records(session_file(file, files), lines)
     }
     raw: dict[tuple[int, int, int], dict[int, dict[str, Any]]] = {}
-    for row in found.itertuples():
+    for row in found:
         record = records.get((str(row.file), int(row.line))) if not pd.isna(row.line) else None
         block = _compaction_block(record, int(row.block_index))
         if block is not None:
@@ -264,17 +282,21 @@ def _compaction_block(record: Any, index: int) -> dict[str, Any] | None:
 
 
 def _item_lines(
-    items: list[Item], blocks: pd.DataFrame, calls: dict[int, int], compactions: pd.DataFrame
+    items: list[Item], blocks: list[Any], calls: dict[int, int], compactions: list[Any]
 ) -> list[int | None]:
     """Where each item was recorded: a message at its first record, a call at its response,
     a compaction at its record."""
     import pandas as pd
 
-    messages = blocks.groupby(["segment", "epoch", "message_index"])["line"].min()
-    first = {(int(s), int(e), int(i)): int(line) for (s, e, i), line in messages.items()}
+    first: dict[tuple[int, int, int], int] = {}
+    for row in blocks:
+        if pd.isna(row.message_index) or pd.isna(row.line):
+            continue
+        key = (int(row.segment), int(row.epoch), int(row.message_index))
+        first[key] = min(first.get(key, int(row.line)), int(row.line))
     done = {
         (int(r.segment), int(r.epoch) + 1): int(r.line)
-        for r in compactions.itertuples()
+        for r in compactions
         if bool(r.success) and not pd.isna(r.line)
     }
     lines: list[int | None] = []
@@ -289,7 +311,7 @@ def _item_lines(
 
 
 def _recorded_summaries(
-    recording: Recording, compactions: pd.DataFrame, files: frozenset[str]
+    recording: Recording, compactions: list[Any], session: _Session
 ) -> dict[str, str]:
     """The recorded summaries, keyed by the hash of the history each one replaced (what a
     whole-history summariser was given): the snapshot when there is one in the session's
@@ -297,13 +319,13 @@ def _recorded_summaries(
     import pandas as pd
 
     found = {}
-    for row in compactions.itertuples():
+    for row in compactions:
         if not bool(row.success) or pd.isna(row.summary) or not row.summary:
             continue
         messages = None
         snapshot = None
         if not pd.isna(row.snapshot_path):
-            snapshot = own_file(session_file(str(row.file), files), row.snapshot_path)
+            snapshot = own_file(session_file(str(row.file), session.files), row.snapshot_path)
         if snapshot is not None:
             messages = _snapshot_messages(snapshot)
         if not messages:
