@@ -306,6 +306,39 @@ def test_an_unchanged_reload_opens_no_session_file_and_reads_only_what_is_asked(
     assert sorted(Path(name).name for name, _ in blocks) == sorted(Path(p).name for p in parts)
 
 
+def test_a_build_writes_the_small_frames_whole_file_from_the_rows_it_read(
+    corpus: Path, tmp_path: Path
+):
+    lake = tmp_path / "lake"
+    t: list[LakeTranscripts] = []
+    build = _opened_by(lambda: t.append(load_transcripts(corpus, lake=lake)))
+    # The build read no part back: the lake's calls file was made from the rows in memory.
+    assert not _parts_read(build)
+    calls = _opened_by(lambda: _same(t[0].calls, load_transcripts(corpus).calls))
+    assert [Path(name).name for name, _ in calls if str(lake) in name or "/" not in name] == [
+        "calls.parquet"
+    ]
+    _same(t[0].compactions, load_transcripts(corpus).compactions)
+    # A grown session's build reads the other sessions' calls from the lake's file, not parts.
+    grown = next((corpus / "projects").glob("*0001.jsonl"))
+    grown.write_text(grown.read_text() + grown.read_text().splitlines(keepends=True)[-1])
+    again: list[LakeTranscripts] = []
+    update = _opened_by(lambda: again.append(load_transcripts(corpus, lake=lake)))
+    assert again[0].update.read == 1
+    assert not _parts_read(update)
+    _same(again[0].calls, load_transcripts(corpus).calls)
+
+
+def _parts_read(opened: list[tuple[str, bool]]) -> list[str]:
+    """The parts (a group's own files) among the files opened for reading."""
+    whole = {"calls.parquet", "compactions.parquet"}
+    return [
+        name
+        for name, writes in opened
+        if not writes and name.endswith(".parquet") and Path(name).name not in whole
+    ]
+
+
 def test_a_grown_session_rewrites_only_its_own_parts(corpus: Path, tmp_path: Path):
     lake = tmp_path / "lake"
     len(load_transcripts(corpus, lake=lake).calls)
@@ -318,7 +351,8 @@ def test_a_grown_session_rewrites_only_its_own_parts(corpus: Path, tmp_path: Pat
     tmp = re.compile(r"^\.(.+)\.\d+\.[0-9a-f]+\.tmp$")
     written = {tmp.sub(r"\1", Path(name).name) for name, writes in update if writes}
     entry = next(e for e in t[0]._groups.values() if str(grown) in e["files"])
-    assert written - {"manifest.json", ".lock"} == {Path(p).name for p in entry["written"]}
+    whole_lake = {"manifest.json", ".lock", "calls.parquet", "compactions.parquet"}
+    assert written - whole_lake == {Path(p).name for p in entry["written"]}
     read = {name for name, writes in update if not writes and name.endswith(".jsonl")}
     assert read <= {str(f) for f in entry["files"]}
 
@@ -473,7 +507,9 @@ def test_the_files_a_build_writes_per_session_do_not_grow_with_the_folder(tmp_pa
         lake = tmp_path / f"lake{count}"
         opened = _opened_by(lambda: load_transcripts(root, lake=lake))
         names = [Path(name).name for name, writes in opened if writes]
-        return len([n for n in names if "manifest" not in n and n != ".lock"])
+        # The manifest, the lock and the whole lake's small frames: written once a build.
+        whole_lake = ("manifest", ".lock", "_frames", "calls.parquet", "compactions.parquet")
+        return len([n for n in names if not any(mark in n for mark in whole_lake)])
 
     assert writes(4) == 2 * writes(2) > 0
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evo_magic.analysis.datafiles import NotInside, open_inside, write_inside
 from evo_magic.analysis.lake_manifest import generation as generation_of
+from evo_magic.analysis.lake_manifest import written
 from evo_magic.analysis.memory import drained, gather
 
 if TYPE_CHECKING:
@@ -27,6 +29,44 @@ _MARK = b"evo_magic_generation"
 """The key of the file's metadata holding the lake's generation it was written at."""
 Tables = Callable[[list[str]], Iterator[tuple[str, "pa.Table"]]]
 """The groups' own files of the frame, in the order of the keys given."""
+Fresh = dict[str, dict[str, list["pa.Table"]]]
+"""The rows a build wrote of the small frames: each group's (by key) tables of each frame, in
+the order of its parts."""
+
+
+class _Unreadable(Exception):
+    """A part of a group the build kept cannot be read: the file is left for the first read
+    of the frame, which reads that group again (`LakeTranscripts._reread`)."""
+
+
+def write_built(
+    lake: Path, groups: dict[str, dict[str, Any]], generation: str, fresh: Fresh
+) -> None:
+    """Bring the consolidated files up to date at the end of a build, from the rows it wrote
+    (`fresh`, emptied as it goes): reading back the hundreds of parts just written cost a
+    second at thousands of sessions. The groups the build kept are read from the file kept,
+    or from their parts; when one cannot be read, the file is left as it is."""
+    import pyarrow as pa
+
+    from evo_magic.analysis.datafiles import parts_of
+
+    def tables(name: str, keys: list[str]) -> Iterator[tuple[str, pa.Table]]:
+        for key in keys:
+            mine = fresh.get(key)
+            if mine is not None:
+                yield from ((key, as_read(table)) for table in mine.pop(name, []))
+                continue
+            for relative in written(groups[key]):
+                if parts_of(relative)[0] == name:
+                    try:
+                        yield key, read_parquet_inside(lake, relative)
+                    except (OSError, NotInside, pa.ArrowException) as exc:
+                        raise _Unreadable(relative) from exc
+
+    for name in CONSOLIDATED:
+        with contextlib.suppress(_Unreadable):
+            consolidated(lake, name, groups, generation, partial(tables, name))
+    fresh.clear()
 
 
 def consolidated(
@@ -78,6 +118,23 @@ def _kept(lake: Path, relative: str) -> tuple[pa.Table | None, int | None]:
     if _GROUP in kept.column_names and written.isdigit():
         return kept, int(written)
     return None, None
+
+
+def as_read(table: pa.Table) -> pa.Table:
+    """`table` as its Parquet file reads back (a category's values as `string`, not
+    `large_string`, ...): the rows a build kept in memory join the rows read from files."""
+    return table.cast(_read_schema(table.schema))
+
+
+@lru_cache(maxsize=16)
+def _read_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema a Parquet file of `schema` reads back with (found by writing no rows)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink)
+    return pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema_arrow
 
 
 def read_parquet_inside(lake: Path, relative: str) -> pa.Table:

@@ -86,18 +86,20 @@ def widened(table: pa.Table) -> pa.Table:
 
 def write_part(
     root: Path, frame_name: str, entry: dict[str, Any], part: pa.Table, writes: Writes | None = None
-) -> None:
+) -> list[pa.Table]:
     """One group's rows of one frame as `<frame>/source=<source>/<group>.parquet`, named in
-    `entry["written"]` now and written by `writes` (at once without it). Written through no
+    `entry["written"]` now and written by `writes` (at once without it); the tables written,
+    in the order of their names (what reading the parts back gives). Written through no
     link: a folder of the lake replaced by a link makes the build fail, never write outside."""
     import pyarrow.compute as pc
 
     if part.num_rows == 0:
-        return  # nothing to read back: a frame without rows in any group is typed by its spec
+        return []  # nothing to read back: a frame without rows in any group is typed by its spec
     sources = [None]
     if part.num_rows and "source" in part.column_names:
         found = pc.unique(part.column("source").cast("string")).to_pylist()
         sources = [s for s in found if s in _SOURCES] or [None]
+    done = []
     for source in sources:
         rows = part
         if source is not None and len(sources) > 1:
@@ -108,6 +110,8 @@ def write_part(
             _write(root, relative, rows)
         else:
             writes.submit(root, relative, rows)
+        done.append(rows)
+    return done
 
 
 def _write(root: Path, relative: str, rows: pa.Table) -> None:

@@ -41,7 +41,13 @@ from evo_magic.analysis.datafiles import (
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.frames import FRAMES
 from evo_magic.analysis.groups import BATCH_BYTES, batches, groups
-from evo_magic.analysis.lake_consolidated import CONSOLIDATED, consolidated, read_parquet_inside
+from evo_magic.analysis.lake_consolidated import (
+    CONSOLIDATED,
+    Fresh,
+    consolidated,
+    read_parquet_inside,
+    write_built,
+)
 from evo_magic.analysis.lake_events import PENDING, complete, complete_locked, marked, waits
 from evo_magic.analysis.lake_manifest import (
     checked,
@@ -141,9 +147,10 @@ def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
     if todo or gone or touched or renewed:  # an unchanged lake is only read
         write_manifest(root, manifest)
     saved = time.monotonic()
+    fresh: Fresh = {}  # the small frames' rows read, for their consolidated files
     with Writes() as writes:  # a batch's parts are written while the next one is read
         for batch in batches(todo, _files_size, BATCH_BYTES):
-            made = _read_batch(root, batch, read, writes)
+            made = _read_batch(root, batch, read, writes, fresh)
             for entry in made.values():  # what a consolidated file of a later one lacks
                 entry["generation"] = manifest["generation"]
             manifest["groups"].update(made)
@@ -155,6 +162,8 @@ def _update(root: Path, files: list[Path], read: Reader) -> LakeUpdate:
                 saved = time.monotonic()
     if todo:
         write_manifest(root, manifest)
+    if todo or gone or renewed:  # after the manifest: the file names its generation
+        write_built(root, manifest["groups"], str(manifest["generation"]), fresh)
     return done
 
 
@@ -199,10 +208,12 @@ def _read_batch(
     batch: list[tuple[str, list[Path], dict[str, Any]]],
     read: Reader,
     writes: Writes | None = None,
+    fresh: Fresh | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Read the batch's files at once, then write each group's rows as its own files (the
     read's Arrow tables as they are: no DataFrame is made), by `writes` when given (the
-    previous batch's parts written first), else at once."""
+    previous batch's parts written first), else at once; the small frames' rows written are
+    kept in `fresh` when given."""
     entries = {}
     group_of: dict[str, str] = {}
     for key, members, stamps in batch:
@@ -236,7 +247,9 @@ def _read_batch(
             if frame_name == "events" and waits(entries[key], part):
                 part = marked(part)  # its own fields are read on first use (`lake_events`)
                 entries[key][PENDING] = True
-            write_part(root, frame_name, entries[key], part, writes)
+            rows = write_part(root, frame_name, entries[key], part, writes)
+            if fresh is not None and frame_name in CONSOLIDATED:
+                fresh.setdefault(key, {})[frame_name] = rows
         del table
     return entries
 
