@@ -470,6 +470,28 @@ def test_events_of_a_file_gone_since_the_build_say_their_fields_are_lost(
     assert len(events) > 0  # the identities are kept
 
 
+def test_a_build_of_many_batches_warns_once_as_a_load_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # A build prices batch by batch; it warned once per batch (28 times at 100 MB of real
+    # sessions, each with another count), where a load warns once with the total.
+    import warnings
+
+    folder = tmp_path / "real"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "real" / "claude-code-2.1", folder)
+    monkeypatch.setattr(lake_transcripts, "BATCH_BYTES", 1)  # a batch per session
+
+    def said(**lake: Path) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            load_transcripts(folder, **lake)
+        return [str(w.message) for w in caught if issubclass(w.category, TranscriptWarning)]
+
+    plain = said()
+    assert any("usage_partial" in message for message in plain)
+    assert said(lake=tmp_path / "lake") == plain
+
+
 def test_events_whole_but_still_marked_waiting_are_kept_as_they_are(corpus: Path, tmp_path: Path):
     # A read of the events interrupted after a part was written whole, before the manifest
     # said so: the part's own mark is gone, so it is kept, not given its fields twice.

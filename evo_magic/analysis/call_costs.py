@@ -57,6 +57,13 @@ class Priced:
             f"'cache_read': ...}}}}) (USD per million tokens)."
         )
 
+    def add(self, other: Priced) -> None:
+        """Count `other`'s findings too (a lake's build prices batch by batch and warns once
+        for the whole build, as a load without a lake does)."""
+        for model, n in other.unpriced.items():
+            self.unpriced[model] = self.unpriced.get(model, 0) + n
+        self.partial += other.partial
+
     def warn(self, stacklevel: int = 3) -> None:
         """The load's warnings: one for the unpriced models, one for partial usage."""
         notice = self.notice()

@@ -5,13 +5,13 @@ them until `events` is asked for: their own fields are read on first use (`lake_
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from evo_magic.analysis.call_costs import price_calls
+from evo_magic.analysis.call_costs import Priced, price_calls
 from evo_magic.analysis.events import events_table
 from evo_magic.analysis.frames import FRAMES, to_pandas, typed
 from evo_magic.analysis.lake_manifest import prices_mark
@@ -35,16 +35,19 @@ class Read:
     prices: str = ""
     """The mark of the prices the calls were priced at (`lake_manifest.prices_mark`; "": not
     priced)."""
+    priced: Priced = field(default_factory=Priced)
+    """What pricing the calls found (models without a price, partial usage): not warned
+    about here, so that a build of many batches warns once."""
 
 
 def stored(got: Read, prices: PriceTable | Overrides | None) -> Read:
     """`got` as a lake keeps it: every frame's table typed as its frame (`frames.typed`), the
-    calls priced (as `read_files` prices them) and `events` the records' identities (with the
+    calls priced (as `read_files` prices them, what pricing found kept in `priced` for the
+    caller to warn about) and `events` the records' identities (with the
     fields a reader of whole documents gives with them; see `lake_events`)."""
     tables = got.tables
     if tables["calls"] is not None:
-        calls, found = price_calls(to_pandas(tables.pop("calls"), FRAMES["calls"]), prices)
-        found.warn(stacklevel=5)
+        calls, got.priced = price_calls(to_pandas(tables.pop("calls"), FRAMES["calls"]), prices)
         tables["calls"] = pa.Table.from_pandas(calls, preserve_index=False)
     got.prices = prices_mark(prices)
     for name, spec in FRAMES.items():

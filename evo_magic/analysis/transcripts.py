@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from evo_magic.analysis import lake
-from evo_magic.analysis.call_costs import price_calls, session_totals
+from evo_magic.analysis.call_costs import Priced, price_calls, session_totals
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.events import events_frame, files_table
 from evo_magic.analysis.formats import Part
@@ -252,9 +252,21 @@ def load_transcripts(
                 prices,
             )
 
-        return LakeTranscripts(
-            lake, Transcripts, update_lake(path, lake, read), read, prices=prices
-        )
+        def warned(files: list[Path]) -> Read:  # a later read of a group, on its own
+            got = read(files)
+            got.priced.warn(stacklevel=6)
+            return got
+
+        found = Priced()  # the build's batches, warned about once as a plain load is
+
+        def building(files: list[Path]) -> Read:
+            got = read(files)
+            found.add(got.priced)
+            return got
+
+        update = update_lake(path, lake, building)
+        found.warn(stacklevel=2)
+        return LakeTranscripts(lake, Transcripts, update, warned, prices=prices)
     files, single = resolve(path)
     return read_files(files, single=single, label=str(path), prices=prices)
 
