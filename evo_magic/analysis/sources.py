@@ -1,9 +1,10 @@
 """What replay, retention and the other measures over recordings are given: a source made into
 Transcripts, and its sessions as the units of a sweep (and back).
 
-A unit's payload is the session's own Transcripts, or, for a lake, the lake's folder and the
-session's id: the worker reads its session from the lake, so the sweep's caller never holds
-the whole lake."""
+A unit's payload is the session's own Transcripts, or, for a lake, a `LakeSession`: in this
+process it is cut out of its batch of sessions, read at once (`lake_sessions`); sent to another
+process it is the lake's folder and the session's id, and the worker reads its session from the
+lake. Either way the sweep's caller never holds the whole lake."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from evo_magic.analysis.engine import Unit
 
 if TYPE_CHECKING:
+    from evo_magic.analysis.lake_sessions import LakeSession
     from evo_magic.analysis.lake_transcripts import LakeTranscripts
     from evo_magic.analysis.transcripts import Transcripts
 
@@ -43,11 +45,18 @@ def is_lake(source: object) -> bool:
 def session_units(t: Transcripts | LakeTranscripts) -> list[Unit]:
     """One unit per session of `t`, keyed by the session's id, with a fingerprint of its
     content (so a sweep resumed under `out` replays a session that changed since)."""
+    from evo_magic.analysis.lake_sessions import LakeBatches, LakeSession
     from evo_magic.analysis.lake_transcripts import LakeTranscripts
+    from evo_magic.analysis.transcripts import Transcripts
 
     if isinstance(t, LakeTranscripts):
         prints = lake_fingerprints(t.lake)
-        return [Unit(sid, (str(t.lake), sid), prints.get(sid, "")) for sid in t.session_ids()]
+        # Opened afresh, as a worker opens it: the sweep reads the lake, it does not repair it.
+        batched = LakeBatches.of(LakeTranscripts(t.lake, Transcripts))
+        return [
+            Unit(sid, LakeSession(batched, sid), prints.get(sid, ""))
+            for sid in batched.lake.session_ids()
+        ]
     units = []
     for sid in t.session_ids():
         session = t.session(sid)
@@ -95,11 +104,15 @@ def lake_fingerprints(lake: Path) -> dict[str, str]:
     }
 
 
-def unit_session(payload: Transcripts | tuple[str, str]) -> Transcripts:
+def unit_session(payload: Transcripts | LakeSession | tuple[str, str]) -> Transcripts:
     """The session a unit's payload stands for (read from its lake when it names one)."""
+    from evo_magic.analysis.lake_sessions import LakeSession
+    from evo_magic.analysis.lake_transcripts import LakeTranscripts
+
+    if isinstance(payload, LakeSession):
+        return payload.read()
     if not isinstance(payload, tuple):
         return payload
-    from evo_magic.analysis.lake_transcripts import LakeTranscripts
     from evo_magic.analysis.transcripts import Transcripts
 
     lake, session_id = payload

@@ -122,8 +122,8 @@ def replay(
     `workers`, `client`, `out` and `progress` as keywords; all explained on `Engine`) replays
     them session by session, with the same numbers as without an engine; a session that fails
     is a row of `failures`. `out` without an engine, or a lake (`load_transcripts(...,
-    lake=DIR)`), is replayed one session at a time in this process, each session read from the
-    lake as it comes.
+    lake=DIR)`), is replayed one session at a time in this process, the sessions read from the
+    lake a batch at a time (`lake_sessions`: memory bounded by one batch).
     """
     chosen = engine_of(engine, engine_options, apart=is_lake(source))
     t = transcripts_of(source)
