@@ -107,3 +107,15 @@ def test_a_lake_session_sent_to_another_process_is_its_lake_and_id(tmp_path: Pat
     here, there = unit_session(units[1].payload), unit_session(sent)
     for name in READ:
         pd.testing.assert_frame_equal(getattr(here, name), getattr(there, name))
+
+
+def test_a_sweep_over_a_lake_takes_the_sessions_of_the_transcripts_it_is_given(tmp_path: Path):
+    # The sweep opens the lake afresh (as a worker does) but replays the sessions of the
+    # transcripts it was given: taking the fresh lake's replayed every session of the lake
+    # (2,000 where a benchmark asked for 50).
+    _, t = _lake(tmp_path, 4)
+    keep = t.session_ids()[:2]
+    t._by_session = {sid: t._by_session[sid] for sid in keep}
+    units = session_units(t)
+    assert [unit.key for unit in units] == keep
+    assert [unit_session(unit.payload).session_ids() for unit in units] == [[sid] for sid in keep]

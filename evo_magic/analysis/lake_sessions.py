@@ -53,11 +53,15 @@ class LakeBatches:
     _held: Batch | None = None
 
     @classmethod
-    def of(cls, lake: LakeTranscripts, limit: int | None = None) -> LakeBatches:
-        """The lake's sessions in order, in batches of up to `limit` (default `BATCH_BYTES`)
-        bytes of source files (a session larger than that is a batch of its own)."""
+    def of(
+        cls, lake: LakeTranscripts, session_ids: list[str] | None = None, limit: int | None = None
+    ) -> LakeBatches:
+        """The lake's sessions (or `session_ids` of them) in order, in batches of up to
+        `limit` (default `BATCH_BYTES`) bytes of source files (a session larger than that is
+        a batch of its own)."""
         size = partial(_session_bytes, lake)
-        order = list(groups.batches(lake.session_ids(), size, limit or BATCH_BYTES))
+        ids = lake.session_ids() if session_ids is None else session_ids
+        order = list(groups.batches(ids, size, limit or BATCH_BYTES))
         batch_of = {sid: n for n, ids in enumerate(order) for sid in ids}
         return cls(lake, order, batch_of)
 

@@ -52,11 +52,10 @@ def session_units(t: Transcripts | LakeTranscripts) -> list[Unit]:
     if isinstance(t, LakeTranscripts):
         prints = lake_fingerprints(t.lake)
         # Opened afresh, as a worker opens it: the sweep reads the lake, it does not repair it.
-        batched = LakeBatches.of(LakeTranscripts(t.lake, Transcripts))
-        return [
-            Unit(sid, LakeSession(batched, sid), prints.get(sid, ""))
-            for sid in batched.lake.session_ids()
-        ]
+        # The sessions are `t`'s (which may be fewer than the lake's), not the fresh lake's.
+        ids = t.session_ids()
+        batched = LakeBatches.of(LakeTranscripts(t.lake, Transcripts), ids)
+        return [Unit(sid, LakeSession(batched, sid), prints.get(sid, "")) for sid in ids]
     units = []
     for sid in t.session_ids():
         session = t.session(sid)
