@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from support.claude_code_session import SID, write_session
+from support.claude_code_session import SID, copy_session, write_session
 
 from evo_magic import load_transcripts, replay
 from evo_magic.analysis import lake_transcripts, transcripts
@@ -32,10 +32,7 @@ def _sessions(root: Path, tmp: Path, count: int) -> None:
     for seed in range(count):
         project = write_session(tmp / f"cc{seed}", calls=16, seed=seed)
         new_id = SID[:-4] + f"{seed:04d}"
-        for path in project.rglob("*.jsonl"):
-            target = root / "projects" / str(path.relative_to(project)).replace(SID, new_id)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(path.read_text().replace(SID, new_id))
+        copy_session(project, root / "projects", new_id)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from support.claude_code_session import SID, write_session
+from support.claude_code_session import SID, copy_session, write_session
 
 from evo_magic import load_transcripts, replay
 from evo_magic.analysis import lake_sessions, lake_transcripts
@@ -27,10 +27,7 @@ def _corpus(root: Path, made: Path, count: int) -> Path:
     for seed in range(count):
         project = write_session(made / f"cc{seed}", calls=8, seed=seed)
         new_id = SID[:-4] + f"{seed:04d}"
-        for path in project.rglob("*.jsonl"):
-            target = root / str(path.relative_to(project)).replace(SID, new_id)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(path.read_text().replace(SID, new_id))
+        copy_session(project, root, new_id)
     return root
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from support.claude_code_session import SID, write_session
+from support.claude_code_session import copy_session, write_session
 
 from evo_magic.analysis import conversation, load_transcripts
 from evo_magic.analysis.replay import recordings
@@ -23,10 +23,7 @@ def _sessions(root: Path, count: int) -> Path:
     folder = root / f"copies-{count}"
     for _ in range(count):
         new = str(uuid.uuid4())
-        for path in source.rglob("*.jsonl"):
-            target = folder / str(path.relative_to(source)).replace(SID, new)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(path.read_text().replace(SID, new))
+        copy_session(source, folder, new)
     return folder
 
 

@@ -223,3 +223,12 @@ def _api_error(writer: _Writer) -> None:
 def _write(path: Path, records: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+
+
+def copy_session(project: Path, root: Path, new_id: str) -> None:
+    """The session files of `project` (a `write_session` folder) under `root`, the same
+    layout, with its session id replaced by `new_id` throughout (names and contents)."""
+    for path in project.rglob("*.jsonl"):
+        target = root / str(path.relative_to(project)).replace(SID, new_id)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text().replace(SID, new_id))
