@@ -4,9 +4,8 @@ Each run starts a new interpreter with a real InteractiveShell, so nothing is ca
 the first figure is the time of the `load_ext` call alone, and the process also reports whether
 the anthropic SDK or pandas were imported (they must not be). The yardstick is not ours: the
 whole `ipython -c` process with `%load_ext evo_magic` against the same with nothing to do, run
-in turns (the target is their ratio, measured in this run). Both run as a user's install does,
-with compiled bytecode cached: a warm-up run of each writes it first, even where the environment
-says not to write bytecode (otherwise every timed run would compile the package's sources again).
+in turns (the target is their ratio, measured in this run). Both run as an install does, with
+the package's bytecode compiled (`benchmarks.bytecode`) and one warm-up run each.
 
     python benchmarks/bench_load.py
 """
@@ -14,11 +13,12 @@ says not to write bytecode (otherwise every timed run would compile the package'
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
 import time
+
+from benchmarks.bytecode import compiled
 
 RUNS = 7
 SHELL_RATIO = 2.0
@@ -35,18 +35,13 @@ print(json.dumps({"seconds": elapsed, "heavy": heavy}))
 """
 
 
-def _environment() -> dict[str, str]:
-    """This process's environment, allowed to cache bytecode as an ordinary install does."""
-    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-
-
 def measure(runs: int = RUNS) -> tuple[list[float], list[str]]:
     times, heavy = [], set()
-    env = _environment()
-    subprocess.run([sys.executable, "-c", PROBE], capture_output=True, check=True, env=env)
+    compiled()
+    subprocess.run([sys.executable, "-c", PROBE], capture_output=True, check=True)
     for _ in range(runs):
         out = subprocess.run(
-            [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, env=env
+            [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True
         ).stdout
         record = json.loads(out.strip().splitlines()[-1])
         times.append(record["seconds"])
@@ -57,15 +52,15 @@ def measure(runs: int = RUNS) -> tuple[list[float], list[str]]:
 def shell_processes(runs: int = RUNS) -> tuple[float, float]:
     """Median wall seconds of `ipython -c` doing nothing, and loading the extension."""
     bare, loaded = [], []
-    env = _environment()
+    compiled()
     for command in ("pass", "%load_ext evo_magic"):  # warm-up: bytecode written once
         subprocess.run([sys.executable, "-m", "IPython", "-c", command],
-                       capture_output=True, check=True, env=env)  # fmt: skip
+                       capture_output=True, check=True)  # fmt: skip
     for _ in range(runs):
         for command, times in (("pass", bare), ("%load_ext evo_magic", loaded)):
             started = time.perf_counter()
             subprocess.run([sys.executable, "-m", "IPython", "-c", command],
-                           capture_output=True, check=True, env=env)  # fmt: skip
+                           capture_output=True, check=True)  # fmt: skip
             times.append(time.perf_counter() - started)
     return statistics.median(bare), statistics.median(loaded)
 
