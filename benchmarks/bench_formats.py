@@ -22,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.bytecode import compiled
+
 REAL = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "real"
 FORMATS = {
     "swe_agent": ["swe-agent-*/*.traj"],
@@ -70,6 +72,7 @@ def folder_of(name: str, into: Path, target: int) -> int:
 
 
 def measure(folder: Path) -> dict:
+    compiled()
     out = subprocess.run(
         [sys.executable, "-c", PROBE, str(folder)], capture_output=True, text=True, check=True
     ).stdout

@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from support.claude_code_session import SID, write_session  # noqa: E402
 
+from benchmarks.bytecode import compiled
+
 SESSIONS = 2_000
 TEMPLATES = 40
 TARGET_BYTES = 1_000_000_000
@@ -90,6 +92,7 @@ def _child(code: str) -> dict[str, Any]:
         "result['peak_mb'] = peak_mb()\n"
         "print(json.dumps(result))\n"
     )
+    compiled()
     done = subprocess.run([sys.executable, "-c", wrapped], capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"the benchmark's child failed:\n{done.stderr[-3000:]}")

@@ -39,6 +39,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.bytecode import compiled
 from evo_magic.transcript import Transcript
 
 BLOCKS = 100_000
@@ -480,6 +481,7 @@ def _peak_mb(function: str, path: Path) -> float:
         f"bench.{function}(__import__('pathlib').Path({str(path)!r}))\n"
         "print((rss('VmHWM') - base) / 1024)\n"
     )
+    compiled()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"the benchmark's child failed:\n{done.stderr[-3000:]}")

@@ -33,7 +33,7 @@ from evo_magic.notebook.errors import (
 from evo_magic.notebook.experiments import watch_in_kernel
 from evo_magic.notebook.sessions import DEFAULT_SESSION, CellResult, Sessions
 from evo_magic.notebook.subcommands import SUBCOMMANDS
-from evo_magic.session import ObserverError
+from evo_magic.observers import ObserverError
 from evo_magic.settings import SessionSettings
 from evo_magic.transcript import TranscriptWriteError
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
 from evo_magic.events import Event
 from evo_magic.models import default_model_name
 from evo_magic.notebook.config import AgentConfig, workspace_problem
-from evo_magic.session import Session
+
+if TYPE_CHECKING:  # the core loads with the first session, not with %load_ext
+    from evo_magic.session import Session
 
 DEFAULT_SESSION = "default"
 
@@ -62,6 +64,8 @@ class Sessions:
                     "%config AgentMagics.workspace = '/path'"
                 )
             workspace = os.path.expanduser(config.workspace or os.getcwd())
+            from evo_magic.session import Session
+
             self.sessions[name] = Session(
                 workspace,
                 model=model or config.model_spec(),

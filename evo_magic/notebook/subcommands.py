@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
@@ -20,8 +20,9 @@ from evo_magic.notebook.experiments import ExperimentsTable
 from evo_magic.notebook.pins import pin_words, pins_text, unpin_words
 from evo_magic.notebook.sessions import DEFAULT_SESSION, Sessions
 from evo_magic.notebook.views import StrategiesTable, context_text, sessions_text
-from evo_magic.session import Session
-from evo_magic.tools import ToolError
+
+if TYPE_CHECKING:  # the core loads with the first session, not with %load_ext
+    from evo_magic.session import Session
 
 DEFAULT = "context"
 """What a bare `%agent` shows."""
@@ -125,6 +126,8 @@ def _pins(call: Call) -> None:
 def _say(action: Callable[[Session, list[str]], str], session: Session, words: Any) -> None:
     """Print what a pin subcommand did; what it refused is a UsageError (the pins module's
     message, without the quotes a KeyError adds)."""
+    from evo_magic.tools import ToolError
+
     try:
         print(action(session, list(words)))
     except (ValueError, KeyError, ToolError) as exc:
