@@ -8,7 +8,9 @@ modelled. The target is a ratio measured in the same run: replay of the six sett
 each session from the lake as it comes; the lake's own read, an unchanged lake's frames, is
 shown beside it). With `EVO_MAGIC_SAMPLES` (a folder of real sessions,
 see `benchmarks.scale_samples`) the same ratio is measured on its copies at the sizes of
-`EVO_MAGIC_SCALE` (default "1,10"). Medians of a few runs, in seconds.
+`EVO_MAGIC_SCALE` (default "1,10"). Medians of a few runs, in seconds. The same sweep on
+`WORKERS` local processes (`engine="local"`) is shown beside it, without a target: the goal is
+the replay in this process.
 
     python -m benchmarks.bench_replay
 """
@@ -38,6 +40,7 @@ RUNS = 3
 REPLAY_VS_LOAD = 3.0
 """The issue's goal: replay of six strategy settings within 3x of the load of the same files."""
 MODEL = "claude-sonnet-4-5"
+WORKERS = 2
 SWEEP = {
     "recorded": "recorded",
     "none": [],
@@ -71,10 +74,10 @@ def read_all(folder: Path, lake: Path | None = None) -> Any:
     return t
 
 
-def replayed(t: Any) -> Any:
+def replayed(t: Any, **engine: Any) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return replay(t, SWEEP, model=MODEL)
+        return replay(t, SWEEP, model=MODEL, **engine)
 
 
 def ratio_rows(tag: str, load: float, seconds: float, calls: int) -> list[dict[str, Any]]:
@@ -100,6 +103,11 @@ def measured(folder: Path, lake: Path, tag: str, runs: int) -> list[dict[str, An
     calls = int(result.totals["calls"].iloc[0])
     rows = ratio_rows(f"{tag}, in memory", load, seconds, calls)
     rows.append(_row(f"{tag}: per call and strategy", seconds / calls / len(SWEEP) * 1e3, "ms",
+                     None, None))  # fmt: skip
+    # The same sweep session by session on WORKERS local processes (no target: the row above,
+    # in this process on one core, is the one the goal is about).
+    local, _ = timed(lambda: replayed(t, engine="local", workers=WORKERS, progress=False), 1)
+    rows.append(_row(f"{tag}, {WORKERS} local workers: replay vs load", local / load, "ratio",
                      None, None))  # fmt: skip
     read_all(folder, lake)  # the lake's build, not measured here (see bench_lake)
     lake_read, on_lake = timed(lambda: read_all(folder, lake), runs)

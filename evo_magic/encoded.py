@@ -9,12 +9,16 @@ and is encoded as it comes, so a run costs what it changed.
 
 The memo is built once per conversation and never changes: entries are keyed by the identity
 of blocks it holds on to, so no other object can share a key while it lives.
+
+The runs also share the prefix keys they hash (`prefix_keys`): until a setting changes what it
+sends, its conversation's keys are those of every other run that sent the same, so each key of
+a conversation is hashed once for all its settings, however many never compact.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -29,6 +33,10 @@ class EncodedBlocks:
 
     known: Mapping[int, tuple[Any, str]]
     """id(block) -> (the block, its compact JSON)."""
+    prefix_keys: dict[tuple[bytes, str, str], bytes] | None = field(default=None, compare=False)
+    """(the previous prefix key, a role's JSON, a block's JSON) -> the key of the prefix that
+    ends with that block: what `PrefixChain` hashed for any run of the conversation (None:
+    nothing is shared, as live)."""
 
     @classmethod
     def of(cls, blocks: Iterable[Any]) -> EncodedBlocks:
@@ -37,7 +45,7 @@ class EncodedBlocks:
         for block in blocks:
             if id(block) not in known:
                 known[id(block)] = (block, to_json(block))
-        return cls(MappingProxyType(known))
+        return cls(MappingProxyType(known), {})
 
     def block(self, block: Any) -> str:
         """`to_json(block)`: the memo's text for a block it holds, else encoded now."""

@@ -70,3 +70,46 @@ def test_one_conversation_asked_alone_is_built_as_replay_builds_it(tmp_path: Pat
         # Replay may restore what the frames lack (an evo_magic compaction block); these
         # Claude Code sessions have none, so the items are the same.
         assert alone == recording.items
+
+
+@pytest.fixture
+def hashed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The prefix keys hashed (`prefix._next_key`, still run) from now on."""
+    from evo_magic.prompt_cache import prefix
+
+    seen: list[int] = []
+    next_key = prefix._next_key
+
+    def counted(previous: bytes, encoded: str) -> bytes:
+        seen.append(len(encoded))
+        return next_key(previous, encoded)
+
+    monkeypatch.setattr(prefix, "_next_key", counted)
+    return seen
+
+
+def test_settings_that_never_compact_hash_no_prefix_of_their_own(
+    tmp_path: Path, hashed: list[int]
+) -> None:
+    from evo_magic import replay
+    from evo_magic.strategies import ClearToolUses
+
+    t = load_transcripts(write_session(tmp_path / "session", 40))
+    work, frames = {}, {}
+    for idle in (1, 4):
+        # A trigger no prompt reaches: each of these settings sends what "none" sends.
+        strategies = {"none": [], **{f"idle-{i}": [ClearToolUses(trigger_tokens=10**9)]
+                                     for i in range(idle)}}  # fmt: skip
+        hashed.clear()
+        calls = replay(t, strategies, model="claude-sonnet-4-5").calls
+        work[idle], frames[idle] = len(hashed), calls
+    # Every key of the conversation is hashed once for all its runs: three more settings
+    # that never compact hash nothing (each hashed every block of its own before).
+    assert work[1] > 0
+    assert work[4] == work[1]
+    # ...and their rows are "none"'s, call for call.
+    calls = frames[4]
+    none = calls[calls["strategy"] == "none"].drop(columns="strategy").reset_index(drop=True)
+    for i in range(4):
+        idle = calls[calls["strategy"] == f"idle-{i}"]
+        pd.testing.assert_frame_equal(idle.drop(columns="strategy").reset_index(drop=True), none)

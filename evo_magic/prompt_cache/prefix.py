@@ -195,8 +195,13 @@ class PrefixChain:
         self.compared = 0
         """Messages compared by identity so far, to find where the conversation changed."""
         self._messages: list[Any] = []
-        self._keys: list[list[bytes]] = []
-        self._ends: list[list[int]] = []
+        self._keys: list[bytes] = []
+        """The key of the prefix that ends at each block, message after message (a message
+        without blocks has one, ending with it)."""
+        self._ends: list[int] = []
+        """Where each of those prefixes ends in the characters of the messages' JSON list."""
+        self._offsets: list[int] = []
+        """Where each message's first entry is in `_keys` and `_ends`."""
 
     def update(self, messages: Sequence[dict[str, Any]], unchanged: int = 0) -> None:
         """Follow ``messages`` (a history's messages, treated as immutable). The caller may
@@ -208,9 +213,11 @@ class PrefixChain:
         same = list(map(operator.is_, self._messages[known:], messages[known:]))
         self.compared += len(same)
         first = known + (same.index(False) if False in same else len(same))
-        del self._messages[first:], self._keys[first:], self._ends[first:]
+        cut = self._offsets[first] if first < len(self._offsets) else len(self._keys)
+        del self._messages[first:], self._offsets[first:], self._keys[cut:], self._ends[cut:]
         key = self.key()
-        end = self._ends[-1][-1] if self._ends else 0
+        end = self._ends[-1] if self._ends else 0
+        shared = self._encoded.prefix_keys
         for message in messages[first:]:
             role = message.get("role", "")
             role_json = _ROLE_JSON.get(role) or to_json(role)
@@ -221,7 +228,14 @@ class PrefixChain:
             ends: list[int] = []
             for position, block in enumerate(_message_blocks(message)):
                 encoded = self._encoded.unmarked(block)
-                key = _next_key(key, prefix + encoded + "]")
+                if shared is None:
+                    key = _next_key(key, prefix + encoded + "]")
+                else:  # the same prefix as another run of the conversation: its key
+                    pair = (key, role_json, encoded)
+                    found = shared.get(pair)
+                    if found is None:
+                        found = shared[pair] = _next_key(key, prefix + encoded + "]")
+                    key = found
                 end += len(encoded) + (position > 0)
                 keys.append(key)
                 ends.append(end)
@@ -232,40 +246,34 @@ class PrefixChain:
                 keys.append(key)
                 ends.append(end)
             self._messages.append(message)
-            self._keys.append(keys)
-            self._ends.append(ends)
+            self._offsets.append(len(self._keys))
+            self._keys += keys
+            self._ends += ends
 
     def key(self) -> bytes:
         """The key of the whole conversation's prefix."""
-        return self._keys[-1][-1] if self._keys else self.start
+        return self._keys[-1] if self._keys else self.start
 
     @property
     def chars(self) -> int:
         """Characters of the messages' JSON list (as `measure.message_chars` counts them)."""
-        return self._ends[-1][-1] + 1 if self._ends else 2
+        return self._ends[-1] + 1 if self._ends else 2
 
     def breakpoint(self, spot: Spot, overhead: int, tokens_per_char: float) -> Breakpoint:
         """The cache's view of a breakpoint at ``spot`` (a message spot of `place_breakpoints`):
         its key, its tokens and its lookback window, a prefix of ``chars`` characters of the
         messages counting ``overhead + round(tokens_per_char * chars)`` tokens (``overhead``:
         the tools and system prompt)."""
-        index, block = spot.index, spot.block or 0
+        at = self._offsets[spot.index] + (spot.block or 0)
         need = LOOKBACK_BLOCKS - 1
-        ends: list[int] = []
-        keys: list[bytes] = []
-        i, upto = index, block
-        while i >= 0 and len(ends) < need:
-            ends += self._ends[i][upto - 1 :: -1] if upto > 0 else []
-            keys += self._keys[i][upto - 1 :: -1] if upto > 0 else []
-            i -= 1
-            upto = len(self._ends[i]) if i >= 0 else 0
-        del ends[need:], keys[need:]
-        pairs = zip(ends, keys, strict=True)
+        # The blocks before it, nearest first: the prefixes they end (the lookback window).
+        since = max(at - need, 0)
+        pairs = zip(reversed(self._ends[since:at]), reversed(self._keys[since:at]), strict=True)
         window = [(overhead + round(tokens_per_char * chars), key) for chars, key in pairs]
-        if i < 0 and len(window) < need:
+        if at < need:  # the window reaches back to the start: the tools and system prompt
             window.append((overhead, self.start))
-        tokens = overhead + round(tokens_per_char * self._ends[index][block])
-        return Breakpoint(tokens, self._keys[index][block], spot.ttl, tuple(window))
+        tokens = overhead + round(tokens_per_char * self._ends[at])
+        return Breakpoint(tokens, self._keys[at], spot.ttl, tuple(window))
 
 
 def _message_blocks(message: dict[str, Any]) -> list[Any]:

@@ -93,6 +93,7 @@ class Pricing:
             settings=self.cache_settings,
             edited_from=self.tracker.edited_from,
             mark_newest=mark_newest,
+            copy=False,  # only the spots are read: no copy of the history's list per call
         )
         return [spot for spot in placed.breakpoints if spot.section == "messages"]
 

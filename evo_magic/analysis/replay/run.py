@@ -10,6 +10,7 @@ its row (`call`), and what a row reports since the previous one (`tally`)."""
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +104,8 @@ class Run:
         self._fed = 0
         """Items replayed so far."""
         self._tools: tuple[str, ...] | None = None
+        self._tools_of: tuple[tuple[str, ...], tuple[Any, ...], tuple[str, ...], int] | None = None
+        """The recorded tools and strategies `_run_tools` last answered for, and its answer."""
         """The tools the previous call offered (None before the first call)."""
         self._turn: int | None = None
         """The turn of the latest request (a new turn is a new request)."""
@@ -148,12 +151,24 @@ class Run:
         "recorded")."""
         if self.recorded_mode:
             return self.applied.tools
-        return tools.offered(self.applied.tools, self._strategies)
+        return self._run_tools()[0]
 
     def _added_tool_chars(self) -> int:
         """Characters the run's tools add to each request over the recorded ones (0 under
         "recorded": they are its own)."""
-        return 0 if self.recorded_mode else tools.added_chars(self.applied.tools, self._strategies)
+        return 0 if self.recorded_mode else self._run_tools()[1]
+
+    def _run_tools(self) -> tuple[tuple[str, ...], int]:
+        """The run's tools and the characters they add, worked out again only when the
+        recorded tools or the strategies change (the tools depend only on the configuration,
+        as live: `offered_tools`)."""
+        recorded, strategies = self.applied.tools, tuple(self._strategies)
+        held = self._tools_of
+        if held is None or held[0] != recorded or not _same_objects(held[1], strategies):
+            offered = tools.offered(recorded, strategies)
+            held = self._tools_of = (recorded, strategies, offered,
+                                     tools.added_chars(recorded, strategies))  # fmt: skip
+        return held[2], held[3]
 
     @property
     def points(self) -> list[tuple[int, int]]:
@@ -353,6 +368,11 @@ class Run:
             if path is not None:
                 self.compactor.state.note_file(path, self.compactor.policy.max_recent_files)
         return requested
+
+
+def _same_objects(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
+    """Whether `now` holds the very objects `before` held, in order."""
+    return len(before) == len(now) and all(map(operator.is_, before, now))
 
 
 def _split_summary(message: Message, summary: str) -> tuple[Message | None, Message | None]:
