@@ -41,7 +41,9 @@ class LakeIndex:
     """Each session's groups (a session's files may be read in more than one group)."""
 
     @classmethod
-    def of(cls, lake: Path, groups: dict[str, dict[str, Any]], reader: Reader | None = None):
+    def of(
+        cls, lake: Path, groups: dict[str, dict[str, Any]], reader: Reader | None = None
+    ) -> LakeIndex:
         """The index of the manifest's `groups` of the lake at `lake`."""
         by_session: dict[str, list[str]] = {}
         for key, entry in groups.items():
