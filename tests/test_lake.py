@@ -15,7 +15,7 @@ import pytest
 from support.claude_code_session import SID, copy_session, write_session
 
 from evo_magic import load_transcripts, replay
-from evo_magic.analysis import lake_transcripts, transcripts
+from evo_magic.analysis import lake_build, transcripts
 from evo_magic.analysis.errors import TranscriptError, TranscriptWarning
 from evo_magic.analysis.lake_transcripts import LakeTranscripts
 from evo_magic.analysis.transcripts import Transcripts
@@ -71,12 +71,12 @@ def _same(left: pd.DataFrame, right: pd.DataFrame, *, any_order: bool = False) -
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("batch", [1, lake_transcripts.BATCH_BYTES])
+@pytest.mark.parametrize("batch", [1, lake_build.BATCH_BYTES])
 def test_frames_over_a_lake_equal_frames_without_one(
     corpus: Path, tmp_path: Path, batch: int, monkeypatch: pytest.MonkeyPatch
 ):
     # Sessions are read in batches of files up to BATCH_BYTES; 1: each session on its own.
-    monkeypatch.setattr(lake_transcripts, "BATCH_BYTES", batch)
+    monkeypatch.setattr(lake_build, "BATCH_BYTES", batch)
     whole = load_transcripts(corpus)
     t = load_transcripts(corpus, lake=tmp_path / "lake")
     assert isinstance(t, LakeTranscripts)
@@ -298,7 +298,9 @@ def test_an_unchanged_reload_opens_no_session_file_and_reads_only_what_is_asked(
     calls = _opened_by(lambda: len(t[0].calls))
     assert [Path(name).name for name, _ in calls] == ["calls.parquet"]  # one file, the lake's
     assert not [name for name, writes in calls if writes]
-    parts = [r for r in built._groups.values() for r in r["written"] if r.startswith("blocks/")]
+    parts = [
+        r for r in built.index.groups.values() for r in r["written"] if r.startswith("blocks/")
+    ]
     blocks = _opened_by(lambda: len(t[0].blocks))
     assert sorted(Path(name).name for name, _ in blocks) == sorted(Path(p).name for p in parts)
 
@@ -347,7 +349,7 @@ def test_a_grown_session_rewrites_only_its_own_parts(corpus: Path, tmp_path: Pat
     # Files are written as `.<name>.<pid>.<random>.tmp` beside their place, then renamed.
     tmp = re.compile(r"^\.(.+)\.\d+\.[0-9a-f]+\.tmp$")
     written = {tmp.sub(r"\1", Path(name).name) for name, writes in update if writes}
-    entry = next(e for e in t[0]._groups.values() if str(grown) in e["files"])
+    entry = next(e for e in t[0].index.groups.values() if str(grown) in e["files"])
     whole_lake = {"manifest.json", ".lock", "calls.parquet", "compactions.parquet"}
     assert written - whole_lake == {Path(p).name for p in entry["written"]}
     read = {name for name, writes in update if not writes and name.endswith(".jsonl")}
@@ -450,7 +452,7 @@ def test_a_build_reads_each_file_once_and_the_events_fields_on_first_use(
     again = load_transcripts(corpus, lake=lake)
     assert not _opens_of(lambda: again.events, sources)
     _same(again.events, whole.events, any_order=True)
-    assert not any(e.get("events_pending") for e in again._groups.values())
+    assert not any(e.get("events_pending") for e in again.index.groups.values())
 
 
 def test_events_of_a_file_gone_since_the_build_say_their_fields_are_lost(
@@ -476,7 +478,7 @@ def test_a_build_of_many_batches_warns_once_as_a_load_does(
 
     folder = tmp_path / "real"
     shutil.copytree(Path(__file__).parent / "fixtures" / "real" / "claude-code-2.1", folder)
-    monkeypatch.setattr(lake_transcripts, "BATCH_BYTES", 1)  # a batch per session
+    monkeypatch.setattr(lake_build, "BATCH_BYTES", 1)  # a batch per session
 
     def said(**lake: Path) -> list[str]:
         with warnings.catch_warnings(record=True) as caught:

@@ -14,7 +14,7 @@ import pytest
 from support.claude_code_session import SID, copy_session, write_session
 
 from evo_magic import load_transcripts, replay
-from evo_magic.analysis import lake_sessions, lake_transcripts
+from evo_magic.analysis import lake_index, lake_sessions
 from evo_magic.analysis.lake_sessions import READ, LakeBatches, LakeSession
 from evo_magic.analysis.sources import session_units, unit_session
 from evo_magic.strategies import ObservationMasking
@@ -35,13 +35,13 @@ def _corpus(root: Path, made: Path, count: int) -> Path:
 def conversions(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Frames turned from the lake's Parquet into pandas, by name (counted, then done)."""
     counted: Counter[str] = Counter()
-    real = lake_transcripts.to_frame
+    real = lake_index.to_frame
 
     def counting(name, table):
         counted[name] += 1
         return real(name, table)
 
-    monkeypatch.setattr(lake_transcripts, "to_frame", counting)
+    monkeypatch.setattr(lake_index, "to_frame", counting)
     return counted
 
 
@@ -112,7 +112,7 @@ def test_a_sweep_over_a_lake_takes_the_sessions_of_the_transcripts_it_is_given(t
     # (2,000 where a benchmark asked for 50).
     _, t = _lake(tmp_path, 4)
     keep = t.session_ids()[:2]
-    t._by_session = {sid: t._by_session[sid] for sid in keep}
+    t.index.by_session = {sid: t.index.by_session[sid] for sid in keep}
     units = session_units(t)
     assert [unit.key for unit in units] == keep
     assert [unit_session(unit.payload).session_ids() for unit in units] == [[sid] for sid in keep]

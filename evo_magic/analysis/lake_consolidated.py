@@ -36,7 +36,7 @@ the order of its parts."""
 
 class _Unreadable(Exception):
     """A part of a group the build kept cannot be read: the file is left for the first read
-    of the frame, which reads that group again (`LakeTranscripts._reread`)."""
+    of the frame, which reads that group again (`LakeIndex._reread`)."""
 
 
 def write_built(

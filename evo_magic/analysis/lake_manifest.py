@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -69,15 +70,57 @@ def known_files(manifest: dict[str, Any]) -> dict[str, tuple[dict[str, Any], str
     }
 
 
-def checked(file: Path, seen: tuple[dict[str, Any], str] | None) -> tuple[dict[str, Any], str]:
+def checked(
+    file: Path, seen: tuple[dict[str, Any], str] | None, hashes: Hashes | None = None
+) -> tuple[dict[str, Any], str]:
     """The file's stamp and group: the manifest's when its size and time are unchanged (the
-    file is not opened), else made afresh."""
+    file is not opened), else made afresh. A file the manifest does not list is read whatever
+    its hash: with `hashes`, its stamp's hash is filled in by their thread (see `Hashes`)."""
     info = file.stat()
     if seen is not None:
         stamp, key = seen
         if stamp.get("size") == info.st_size and stamp.get("mtime_ns") == info.st_mtime_ns:
             return stamp, key
+    if seen is None and hashes is not None:
+        return hashes.stamp(file, info), group_key(file)
     return _stamp(file, info), group_key(file)
+
+
+class Hashes:
+    """The hashes of new files' stamps made in a thread of their own while the build parses
+    (reading and hashing release the interpreter's lock): a new file is read whatever its hash,
+    which only the manifest needs. `wait` before the manifest is written; `close` at the end."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="evo-lake-hash")
+        self._pending: list[Future[None]] = []
+
+    def stamp(self, file: Path, info: os.stat_result) -> dict[str, Any]:
+        """The file's stamp, its `hash` filled in later (by `wait` at the latest)."""
+        stamp: dict[str, Any] = {"size": info.st_size, "mtime_ns": info.st_mtime_ns}
+        self._pending.append(self._pool.submit(_hash_into, stamp, file, info))
+        return stamp
+
+    def wait(self) -> None:
+        """Every stamp given so far has its hash (the first failure raised)."""
+        pending, self._pending = self._pending, []
+        for future in pending:
+            future.result()
+
+    def close(self) -> None:
+        try:
+            self.wait()
+        finally:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Hashes:
+        return self
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        if kind is None:
+            self.close()
+        else:  # the build failed: its error is the one said, the hashes are not needed
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def same_content(recorded: Any, now: dict[str, dict[str, Any]]) -> bool:
@@ -94,13 +137,19 @@ def same_content(recorded: Any, now: dict[str, dict[str, Any]]) -> bool:
 
 def _stamp(file: Path, info: os.stat_result) -> dict[str, Any]:
     """Size, modification time and a hash of the first and last 64 KiB."""
+    stamp: dict[str, Any] = {"size": info.st_size, "mtime_ns": info.st_mtime_ns}
+    _hash_into(stamp, file, info)
+    return stamp
+
+
+def _hash_into(stamp: dict[str, Any], file: Path, info: os.stat_result) -> None:
     digest = hashlib.sha256()
     with open(file, "rb") as handle:
         digest.update(handle.read(_EDGE))
         if info.st_size > _EDGE:
             handle.seek(max(info.st_size - _EDGE, _EDGE))
             digest.update(handle.read(_EDGE))
-    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "hash": digest.hexdigest()}
+    stamp["hash"] = digest.hexdigest()
 
 
 def generation(entry: dict[str, Any]) -> int:

@@ -118,8 +118,15 @@ def _write(root: Path, relative: str, rows: pa.Table) -> None:
     import pyarrow.parquet as pq
 
     # Not flushed file by file (a flush each cost more than the write): a part a crash tore
-    # is found unreadable when read, and its session read again (`_reread`).
-    write_inside(root, relative, lambda handle: pq.write_table(rows, handle), durable=False)
+    # is found unreadable when read, and its session read again (`LakeIndex._reread`). No
+    # column statistics: a part is one session's, read whole, and they were a fifth of the
+    # writer's time (which competes with the parse on two cores).
+    write_inside(
+        root,
+        relative,
+        lambda handle: pq.write_table(rows, handle, write_statistics=False),
+        durable=False,
+    )
 
 
 class Writes:

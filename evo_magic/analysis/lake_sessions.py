@@ -14,21 +14,18 @@ workers that, and each reads its own session as before (`sources.unit_session`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evo_magic.analysis import groups
+from evo_magic.analysis.lake_transcripts import SESSION_FRAMES, LakeTranscripts
 from evo_magic.analysis.session_index import SessionRows, cut
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from evo_magic.analysis.lake_transcripts import LakeTranscripts
-
 BATCH_BYTES = groups.BATCH_BYTES
 """The source files' size up to which sessions are read together."""
-READ = ("blocks", "parts", "calls", "compactions")
+READ = SESSION_FRAMES
 """The frames read for a batch; `events` is read per session, only when asked for."""
 
 
@@ -59,9 +56,8 @@ class LakeBatches:
         """The lake's sessions (or `session_ids` of them) in order, in batches of up to
         `limit` (default `BATCH_BYTES`) bytes of source files (a session larger than that is
         a batch of its own)."""
-        size = partial(_session_bytes, lake)
         ids = lake.session_ids() if session_ids is None else session_ids
-        order = list(groups.batches(ids, size, limit or BATCH_BYTES))
+        order = list(groups.batches(ids, lake.index.source_bytes, limit or BATCH_BYTES))
         batch_of = {sid: n for n, ids in enumerate(order) for sid in ids}
         return cls(lake, order, batch_of)
 
@@ -72,20 +68,17 @@ class LakeBatches:
         if number is None:
             raise KeyError(f"no session {session_id!r} in the lake {self.lake.lake}")
         batch = self._batch(number)
-        lake = self.lake
-        keys = lake._by_session[session_id]
         frames = {name: cut(batch.rows, name, batch.frames[name], session_id) for name in READ}
-        files = [Path(name) for key in keys for name in lake._groups[key]["files"]]
-        events = partial(lake._read, "events", keys, session_id)
-        return lake._make(**frames, files=files, skipped={}, _events_of=events)
+        return self.lake.session(session_id, frames)
 
     def _batch(self, number: int) -> Batch:
         """Batch `number`, read now unless it is the one held (which it replaces)."""
         if self._held is not None and self._held.number == number:
             return self._held
         self._held = None  # the previous batch is freed before the next is read
-        keys = _keys(self.lake, self.order[number])
-        frames = {name: self.lake._read(name, keys, None) for name in READ}
+        index = self.lake.index
+        keys = index.keys(self.order[number])
+        frames = {name: index.read(name, keys) for name in READ}
         self.reads += 1
         self._held = Batch(number, frames)
         return self._held
@@ -104,18 +97,3 @@ class LakeSession:
     def __reduce__(self) -> tuple[Any, ...]:
         # Sent to another process as the lake's folder and the session's id: it reads its own.
         return (tuple, ((str(self.batches.lake.lake), self.session_id),))
-
-
-def _keys(lake: LakeTranscripts, session_ids: list[str]) -> list[str]:
-    """The groups holding the sessions, each once, in the sessions' order."""
-    return list(dict.fromkeys(key for sid in session_ids for key in lake._by_session[sid]))
-
-
-def _session_bytes(lake: LakeTranscripts, session_id: str) -> int:
-    """The size of the source files a session was read from, as the manifest records it."""
-    total = 0
-    for key in lake._by_session.get(session_id, []):
-        for stamp in (lake._groups[key].get("files") or {}).values():
-            size = stamp.get("size") if isinstance(stamp, dict) else None
-            total += size if isinstance(size, int) and size > 0 else 0
-    return total
