@@ -185,8 +185,7 @@ def _parse(line: bytes) -> dict[str, Any] | None:
 
 
 _DATABASE: dict[int, duckdb.DuckDBPyConnection] = {}
-ARROW_COPIED = "Arrow output on a DB-API result"
-"""The start of DuckDB's warning about Arrow taken from a statement run at once (see `fetch`)."""
+_ARROW_COPIED = "Arrow output on a DB-API result"
 
 
 class Engine:
@@ -194,7 +193,7 @@ class Engine:
     cursor of one in-memory database per process: opening a database costs more than a load
     of a small file; what a cursor registers is its own). A forked child opens its own."""
 
-    def __init__(self, *, copy_warning_silenced: bool = False) -> None:
+    def __init__(self, *, copy_free: bool = False) -> None:
         pid = os.getpid()
         if pid not in _DATABASE:  # a parent's database is left alone: closing it would hang
             _DATABASE[pid] = duckdb.connect()
@@ -204,8 +203,8 @@ class Engine:
         """Whether the statements run now are over a small read (see `fetch`)."""
         self.ahead: dict[tuple[Any, ...], Future[pa.Table]] = {}
         """`records` of files started ahead, by `ahead_key`: `read` takes its result from here."""
-        self.copy_warning_silenced = copy_warning_silenced
-        """Whether the caller silenced DuckDB's copy warning (see `fetch`) for every thread."""
+        self.copy_free = copy_free
+        """Whether every statement runs as a relation, whatever its size (see `fetch`)."""
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET enable_progress_bar = false")
         self.con.execute("SET arrow_large_buffer_size = true")  # large_string, as pandas keeps
@@ -265,13 +264,13 @@ class Engine:
         to run it, and binding a `read_json` over typed columns costs about what reading a
         small batch does (a third of a small load). Arrow taken from a statement run at once
         is copied once more (DuckDB warns so), which costs more than the bind from a few MB
-        of rows on: larger reads run as relations."""
-        if not self.at_once:
+        of rows on: larger reads run as relations, and so does every statement of a
+        `copy_free` engine (one that reads ahead in a thread: its rows are held beside another
+        batch's, and their copy cost a tenth more peak memory)."""
+        if self.copy_free or not self.at_once:
             return self.con.sql(sql, params=params).to_arrow_table(BATCH)
-        if self.copy_warning_silenced:
-            return self.con.execute(sql, params).to_arrow_table(BATCH)
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", ARROW_COPIED, UserWarning)
+            warnings.filterwarnings("ignore", _ARROW_COPIED, UserWarning)
             return self.con.execute(sql, params).to_arrow_table(BATCH)
 
     def _sized(self, sources: list[SourceFile]) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import warnings
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,7 +33,7 @@ from evo_magic.analysis.loader import (
     warn_bad_lines,
     warn_bad_usage,
 )
-from evo_magic.analysis.loader_ahead import ReadAhead, copy_warning_silenced
+from evo_magic.analysis.loader_ahead import ReadAhead
 from evo_magic.analysis.memory import cycles_unchecked, drained, give_back, young_cycles_freed
 from evo_magic.analysis.recognition import count_skipped, format_of, recognisable
 from evo_magic.analysis.session_index import SessionRows, cut, taken
@@ -333,18 +332,17 @@ def _read_batches(
     ahead = ReadAhead() if len(plan) > 1 else None
     waiting: tuple[list[SourceFile], dict[str, list[SourceFile]]] | None = None
     try:
-        with copy_warning_silenced() if ahead is not None else nullcontext():
-            for batch in [*plan, None]:  # each batch found, then the one before it read
-                found = None
-                if batch is not None:
-                    read = [SourceFile.read(i, files[i]) for i in batch]
-                    found = (read, _by_format(read, single, skipped))
-                    del read
-                    if ahead is not None:
-                        ahead.start(engine, found[1])
-                if waiting is not None:
-                    sources += _read_batch(engine, *waiting, by_kind)
-                waiting = found
+        for batch in [*plan, None]:  # each batch found, then the one before it read
+            found = None
+            if batch is not None:
+                read = [SourceFile.read(i, files[i]) for i in batch]
+                found = (read, _by_format(read, single, skipped))
+                del read
+                if ahead is not None:
+                    ahead.start(engine, found[1])
+            if waiting is not None:
+                sources += _read_batch(engine, *waiting, by_kind)
+            waiting = found
     finally:
         if ahead is not None:
             ahead.close(engine)
