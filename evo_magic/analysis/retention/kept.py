@@ -149,7 +149,6 @@ class Follow:
         k, call = self.ordinal, replayed.call
         messages = replayed.messages
         touched = self._recount(*self._diff(messages, replayed.changes))
-        self.order = list(messages)  # holds them: their ids stay theirs until the next call
         for index in touched:
             held_before = self.states[index].since is not None
             if self.counts[index] and not held_before:
@@ -191,10 +190,12 @@ class Follow:
     def _diff(
         self, messages: Sequence[Mapping[str, Any]], changes: Sequence[Any]
     ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-        """(messages gone, messages come) since the previous call. Usually only the end grew
+        """(messages gone, messages come) since the previous call, `order` brought up to date
+        (it holds them: their ids stay theirs until the next call). Usually only the end grew
         and the blocks that `MicroCompacted` events name were rewritten: then only those are
-        looked at; otherwise (a replacement, anything unexpected) the two lists are compared
-        by identity."""
+        looked at, and `order` changes in their places (a copy of the whole context per call
+        would grow with the history); otherwise (a replacement, anything unexpected) the two
+        lists are compared by identity."""
         old = self.order
         n = len(old)
         fast = (
@@ -206,9 +207,15 @@ class Follow:
         )
         if fast:
             positions = {edit.index for e in changes for edit in e.edits if edit.index < n}
-            gone = [old[i] for i in positions if messages[i] is not old[i]]
-            came = [messages[i] for i in positions if messages[i] is not old[i]]
-            return gone, came + list(messages[n:])
+            changed = [i for i in positions if messages[i] is not old[i]]
+            gone = [old[i] for i in changed]
+            came = [messages[i] for i in changed]
+            for i in changed:
+                old[i] = messages[i]
+            added = messages[n:]
+            old.extend(added)
+            return gone, came + list(added)
+        self.order = list(messages)
         now = dict(zip(map(id, messages), messages, strict=True))
         before = dict(zip(map(id, old), old, strict=True))
         return (
