@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,54 +23,52 @@ from evo_magic.probe import block_text, normalise
 from evo_magic.strategies.large_outputs import LargeOutputs
 
 _SAVED_TO = re.compile(r"saved to (\S+?)\. ")
-_WORD = re.compile(r"\w+")
 
 
-def _key_word(needle: str) -> str | None:
-    """The longest word of `needle` that does not touch its ends (None when there is none):
-    bounded by non-word characters inside the needle, it is a whole word wherever the needle
-    appears."""
-    inner = [m.group() for m in _WORD.finditer(needle) if m.start() > 0 and m.end() < len(needle)]
-    return max(inner, key=len) if inner else None
+def _automaton(needles: Iterable[tuple[int, str]]) -> Any:
+    """An Aho-Corasick automaton of the `needles` ((fact index, text) pairs), each text's
+    value the indices of the facts it stands for (None when there is no needle)."""
+    import ahocorasick
+
+    indices: dict[str, list[int]] = {}
+    for index, needle in needles:
+        indices.setdefault(needle, []).append(index)
+    if not indices:
+        return None
+    automaton = ahocorasick.Automaton()
+    for needle, of in indices.items():
+        automaton.add_word(needle, tuple(of))
+    automaton.make_automaton()
+    return automaton
 
 
 class Matcher:
-    """The facts of one conversation found in blocks and messages, each text searched once."""
+    """The facts of one conversation found in blocks and messages, each text searched once,
+    for all the facts at once (one pass of an Aho-Corasick automaton over the text, however
+    many facts there are)."""
 
     def __init__(self, facts: Sequence[Tracked]):
         self.facts = facts
-        self._always: list[int] = []
-        self._keyed: dict[str, list[int]] = {}
-        for index, fact in enumerate(facts):
-            key = _key_word(fact.needle)
-            if key is None:
-                self._always.append(index)
-            else:
-                self._keyed.setdefault(key, []).append(index)
+        self._verbatim = _automaton((i, f.needle) for i, f in enumerate(facts) if f.verbatim)
+        self._flat = _automaton((i, f.needle) for i, f in enumerate(facts) if not f.verbatim)
         self._blocks: dict[int, tuple[Mapping[str, Any], frozenset[int]]] = {}
         self._texts: dict[str, frozenset[int]] = {}
+        self.searched = 0
+        """Texts searched so far (the work: each distinct text once)."""
 
     def in_text(self, text: str) -> frozenset[int]:
-        """Indices of the facts `text` holds. Only the facts whose key word (a word inside
-        the fact, so a whole word of any text holding it) is a word of `text` are searched."""
+        """Indices of the facts `text` holds: instructions verbatim, the others in the text
+        with its whitespace normalised."""
         found = self._texts.get(text)
         if found is None:
-            words = set(_WORD.findall(text)) if self._keyed else set()
-            candidates = [
-                *self._always,
-                *(i for w in words & self._keyed.keys() for i in self._keyed[w]),
-            ]
-            flat = None
-            hits = []
-            for index in candidates:
-                fact = self.facts[index]
-                if fact.verbatim:
-                    hit = fact.needle in text
-                else:
-                    flat = normalise(text) if flat is None else flat
-                    hit = fact.needle in flat
-                if hit:
-                    hits.append(index)
+            self.searched += 1
+            hits: set[int] = set()
+            if self._verbatim is not None:
+                for _, indices in self._verbatim.iter(text):
+                    hits.update(indices)
+            if self._flat is not None:
+                for _, indices in self._flat.iter(normalise(text)):
+                    hits.update(indices)
             found = frozenset(hits)
             self._texts[text] = found
         return found
@@ -151,7 +149,6 @@ class Follow:
         k, call = self.ordinal, replayed.call
         messages = replayed.messages
         touched = self._recount(*self._diff(messages, replayed.changes))
-        self.order = list(messages)  # holds them: their ids stay theirs until the next call
         for index in touched:
             held_before = self.states[index].since is not None
             if self.counts[index] and not held_before:
@@ -193,10 +190,12 @@ class Follow:
     def _diff(
         self, messages: Sequence[Mapping[str, Any]], changes: Sequence[Any]
     ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-        """(messages gone, messages come) since the previous call. Usually only the end grew
+        """(messages gone, messages come) since the previous call, `order` brought up to date
+        (it holds them: their ids stay theirs until the next call). Usually only the end grew
         and the blocks that `MicroCompacted` events name were rewritten: then only those are
-        looked at; otherwise (a replacement, anything unexpected) the two lists are compared
-        by identity."""
+        looked at, and `order` changes in their places (a copy of the whole context per call
+        would grow with the history); otherwise (a replacement, anything unexpected) the two
+        lists are compared by identity."""
         old = self.order
         n = len(old)
         fast = (
@@ -208,9 +207,15 @@ class Follow:
         )
         if fast:
             positions = {edit.index for e in changes for edit in e.edits if edit.index < n}
-            gone = [old[i] for i in positions if messages[i] is not old[i]]
-            came = [messages[i] for i in positions if messages[i] is not old[i]]
-            return gone, came + list(messages[n:])
+            changed = [i for i in positions if messages[i] is not old[i]]
+            gone = [old[i] for i in changed]
+            came = [messages[i] for i in changed]
+            for i in changed:
+                old[i] = messages[i]
+            added = messages[n:]
+            old.extend(added)
+            return gone, came + list(added)
+        self.order = list(messages)
         now = dict(zip(map(id, messages), messages, strict=True))
         before = dict(zip(map(id, old), old, strict=True))
         return (
