@@ -16,6 +16,7 @@ from evo_magic.meter.composition import HistoryComposition, composition
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.html import meter_html
 from evo_magic.meter.log import CallPoint, Compaction, MeterLog
+from evo_magic.meter.ranges import BLOCK
 from evo_magic.meter.state import StateCache, state_of
 from evo_magic.meter.tally import Tally
 from evo_magic.meter.text import meter_text
@@ -68,6 +69,25 @@ def meter_step(log: MeterLog, n: int) -> None:
 def meter_data(log: MeterLog, scope: Any, tally: Tally | None = None) -> MeterData:
     now = ContextSize(9, 10**6, 10**5)
     return MeterData.of(log, scope, "s", 10**9, None, now, [], 0.25, tally)
+
+
+def test_a_meters_data_is_the_log_as_it_was_when_made() -> None:
+    """The data reads the log's rows in place (no copy), and later calls and compactions
+    leave it as it was: a finished cell's meter, kept as its data, shows that cell only."""
+    log = MeterLog()
+    for n in range(1, 301):
+        meter_step(log, n)
+    data = meter_data(log, log.whole())
+    page, calls, compactions = meter_html(data), list(data.calls), list(data.compactions)
+    for n in range(301, 400):
+        meter_step(log, n)
+    assert (len(data.calls), len(data.compactions)) == (300, 150)
+    assert data.calls == calls and data.compactions == compactions
+    assert list(data.calls[-2:]) == calls[-2:] and data.own_calls[-1] is calls[-1]
+    assert data.calls[10:20][2:50] == calls[12:20] and data.calls[::50] == calls[::50]
+    with pytest.raises(IndexError):
+        data.calls[300]
+    assert meter_html(data) == page
 
 
 def built_per_refresh(calls: int, cell_from: int | None = None) -> int:
@@ -210,6 +230,59 @@ def test_a_regrouping_refresh_reads_each_columns_largest_call_not_every_row(monk
     # micro-compaction's, as it is summed and listed.
     assert small[0] <= MAX_COLUMNS + 5 and large[0] <= MAX_COLUMNS + 5, (small, large)
     assert small[1] <= 10 and large[1] <= 10, (small, large)
+
+
+class CountedRows(list):  # type: ignore[type-arg]
+    """A log's list of rows that counts the rows read from it (by index, slice or loop)."""
+
+    read = 0
+
+    def __getitem__(self, index: Any) -> Any:
+        got = super().__getitem__(index)
+        self.read += len(got) if isinstance(index, slice) else 1
+        return got
+
+    def __iter__(self) -> Any:
+        for row in super().__iter__():
+            self.read += 1
+            yield row
+
+
+def work_at_a_regrouping(calls: int) -> tuple[int, int]:
+    """Rows of the log (calls and compactions) and numbers kept by the chart a live refresh
+    (the data, the HTML, the widget's state) reads where the chart's columns regroup: the
+    call after `calls` makes each column hold one call more."""
+    log = MeterLog()
+    log.calls, log.compactions = CountedRows(), CountedRows()
+    for n in range(1, calls + 1):
+        meter_step(log, n)
+    tally, states, chart = Tally(), StateCache(), ChartCache()
+    state_of(meter_data(log, log.whole(), tally), states)
+    live_and_anew(log, log.whole(), tally, chart)
+    meter_step(log, calls + 1)
+    log.calls.read = log.compactions.read = 0
+    numbers, group = chart.numbers.read, chart.window[1]
+    data = meter_data(log, log.whole(), tally)
+    page = meter_html(data, chart)
+    state_of(data, states)
+    rows, numbers = log.calls.read + log.compactions.read, chart.numbers.read - numbers
+    assert page == meter_html(meter_data(log, log.whole()))  # regrouped: as drawn anew
+    assert chart.window[1] == group + 1  # a call more a column
+    return rows, numbers
+
+
+def test_a_regrouping_refresh_reads_a_few_rows_and_numbers_a_column() -> None:
+    """Where the columns regroup, a refresh reads a few of the log's rows a column (its
+    first, last and largest call, its micro-compactions' first) besides the full compactions
+    it lists, and a few kept numbers a column (of each kind, a run within a block of calls
+    or the largest from each end of the run and of the blocks between): as many at 9,600
+    calls as at 1,120. It copied the log's calls and compactions at every refresh (some
+    14,000 rows at 9,600 calls) and read every call's numbers at a regrouping."""
+    small, large = work_at_a_regrouping(1_120), work_at_a_regrouping(9_600)
+    fulls = 9_600 // 500  # listed and marked, each read once
+    for rows, numbers in (small, large):
+        assert rows <= 4 * MAX_COLUMNS + 2 * fulls + 20, (small, large)
+        assert numbers <= (2 * BLOCK + 2) * MAX_COLUMNS, (small, large)
 
 
 def looked_up_per_refresh(calls: int) -> int:

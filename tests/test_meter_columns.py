@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evo_magic.measure import ContextSize
 from evo_magic.meter.chart import ChartCache
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.html import meter_html
 from evo_magic.meter.log import CallPoint, Compaction, MeterLog
+from evo_magic.meter.ranges import CallNumbers
 
 TOKENS = [10, 30, 30, 5, 7, 9]
 """Calls 1 to 6 (repeated): calls 2 and 3 send as much, the most of the first three."""
@@ -105,3 +110,52 @@ def test_micro_compactions_written_out_of_order_are_marked_by_their_columns() ->
     for point in log_of(490).calls[calls:]:
         log.calls.append(point)
         assert micro_marks(log, chart) == micro_marks(log, ChartCache())
+
+
+# -- a column's numbers, from what is kept as calls come ------------------------------------
+
+
+def calls_of(rows: list[tuple[int, int, int]]) -> list[CallPoint]:
+    points = []
+    for n, (tokens, removed, turn) in enumerate(rows, 1):
+        sent = ContextSize(n, 4 * tokens, tokens)
+        before = ContextSize(n, 4 * (tokens + removed), tokens + removed)
+        points.append(CallPoint(n, turn, before, sent, None, None))
+    return points
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 400), st.randoms(use_true_random=False), st.booleans())
+def test_a_runs_numbers_are_those_read_off_its_calls(count, rng, asks_grow) -> None:
+    """Every run of calls a chart makes a column of (however many calls a column holds), and
+    runs anywhere: the most tokens sent, the first call that sent them (few values: many
+    equal), the most before the strategies, the first and last ask; asks as a session makes
+    them (never going back) or in any order."""
+    rows = [(rng.randint(0, 60), rng.randint(-50, 400), rng.randint(1, 40)) for _ in range(count)]
+    if asks_grow:
+        rows = [(tokens, removed, i // 3 + 1) for i, (tokens, removed, _) in enumerate(rows)]
+    calls = calls_of(rows)
+    kept = CallNumbers()
+    kept.follow(calls[: count // 2])  # as calls come: in two refreshes
+    kept.follow(calls)
+    runs = [(0, count)] + [(rng.randrange(count), rng.randint(1, count)) for _ in range(20)]
+    for group in (1, 3, 7, 32, 33, 64, 100):
+        runs += [(start, group) for start in range(0, count, group)]
+    for start, length in runs:
+        end = min(start + length, count)
+        part = rows[start:end]
+        most = max(tokens for tokens, _, _ in part)
+        got = kept.run(start, end)
+        assert got.tokens == most
+        assert got.biggest == start + [tokens for tokens, _, _ in part].index(most)
+        assert got.before == max(tokens + max(removed, 0) for tokens, removed, _ in part)
+        assert got.asks == (min(t for _, _, t in part), max(t for _, _, t in part))
+
+
+def test_a_columns_asks_when_the_log_goes_back_to_an_earlier_ask() -> None:
+    """A log whose asks go back (not what a session writes, a log folded by hand can):
+    each column still says the first and the last ask of its calls."""
+    log = log_of(480)  # 3 calls a column
+    log.calls[4] = replace(log.calls[4], turn=1)  # call 5: ask 1 after ask 2
+    (_, second) = columns(log, ChartCache())[:2]
+    assert second["title"].startswith("calls 4-6 (asks 1-3)\n")

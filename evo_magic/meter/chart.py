@@ -21,6 +21,7 @@ from evo_magic.meter.log import CallPoint, Compaction
 from evo_magic.meter.micro_marks import MicroRows, Sums
 from evo_magic.meter.ranges import CallNumbers
 from evo_magic.meter.ranges import before_tokens as before_tokens  # where it was defined
+from evo_magic.meter.rows import Rows
 
 CONTEXT_CALLS = 40
 """A cell's chart shows its own calls and at most this many before them."""
@@ -58,11 +59,15 @@ def position(row: Compaction, calls: Sequence[CallPoint]) -> float:
 class Column:
     """One column of the chart: one call, or consecutive calls in a long session."""
 
-    calls: tuple[CallPoint, ...]
+    first: CallPoint
+    """Its first call."""
+    last: CallPoint
+    """Its last call (its first when it holds one; the calls between are not kept: a column is
+    drawn from these and its numbers, so regrouping the columns reads none of them)."""
     start: float
     """Where its slot starts on the call axis (its first call minus a half)."""
     width: float
-    """Its slot's width in calls."""
+    """Its slot's width in calls (how many calls it stands for)."""
     tokens: int
     """The prompt sent (the largest of its calls)."""
     before: int
@@ -84,7 +89,12 @@ class Column:
 class Mark:
     """A compaction where it happened: a full one on its own, micro-compactions grouped."""
 
-    rows: tuple[Compaction, ...]
+    first: Compaction
+    """The compaction it marks (of a group, the first in the log)."""
+    last: Compaction
+    """Of a group, the last in the log (else `first`)."""
+    count: int
+    """How many compactions it stands for (a group's: those between are not kept)."""
     x: float
     own: bool
     """True when one of them is the scope's own (the others are drawn faint)."""
@@ -94,7 +104,7 @@ class Mark:
     @property
     def micro(self) -> bool:
         """True for micro-compactions (a mark holds one kind only)."""
-        return self.rows[0].micro
+        return self.first.micro
 
     @property
     def label(self) -> str:
@@ -102,7 +112,7 @@ class Mark:
         micro-compactions, drawn unlabelled)."""
         if self.micro:
             return ""
-        row = self.rows[0]
+        row = self.first
         return row.label if row.success else "failed"
 
 
@@ -164,21 +174,20 @@ class ChartCache:
         if not regrouped:
             self.full, self.seen, self.micro = [], 0, MicroRows()
 
-    def columns(
-        self, calls: Sequence[CallPoint], column: Callable[[int, tuple[CallPoint, ...]], Column]
-    ) -> list[Column]:
-        """The columns of `calls`: the whole ones kept, the newest built again."""
+    def columns(self, count: int, column: Callable[[int, int, int], Column]) -> list[Column]:
+        """The columns of `count` calls, `column(number, first, end)` making column `number` of
+        the calls `first` to `end` (not included): the whole ones kept, the newest built again."""
         group = self.window[1]
-        if len(self.whole) * group > len(calls):  # not the same calls grown: afresh
+        if len(self.whole) * group > count:  # not the same calls grown: afresh
             self.follow(())
-            return self.columns(calls, column)
+            return self.columns(count, column)
         made = [
-            column(number, tuple(calls[number * group : (number + 1) * group]))
-            for number in range(len(self.whole), math.ceil(len(calls) / group))
+            column(number, number * group, min((number + 1) * group, count))
+            for number in range(len(self.whole), math.ceil(count / group))
         ]
         self.built += len(made)
-        self.whole += [c for c in made if len(c.calls) == group]
-        return self.whole + [c for c in made if len(c.calls) < group]
+        self.whole += [c for c in made if c.width == group]
+        return self.whole + [c for c in made if c.width < group]
 
     def marks(self, data: MeterData, start: int, group: int) -> list[Mark]:
         """Every compaction in the window: a full one as it is, a micro-compaction as it is
@@ -197,20 +206,20 @@ class ChartCache:
                 self.micro.add(row, own)
                 if group == 1:  # one mark each
                     sums = Sums(len(row.cleared), row.freed_chars, row.freed_tokens)
-                    mark = Mark((row,), position(row, data.calls), own, sums)
+                    mark = Mark(row, row, 1, position(row, data.calls), own, sums)
                     self.micro_marks[index] = mark
                     self.built += 1
                 else:  # in a long session one per column of calls
                     changed[(row.after_call - start) // group] = None
             else:
-                self.full.append(Mark((row,), position(row, data.calls), own))
+                self.full.append(Mark(row, row, 1, position(row, data.calls), own))
                 self.built += 1
         self.seen = len(data.compactions)
         if group > 1 and (changed or (self.micro.rows and not self.micro_marks)):
             keys = list(changed) if self.micro_marks else None  # None: regrouped, every one
             for key, run in self.micro.runs(start, group, keys).items():
-                x = position(run.rows[0], data.calls)
-                self.micro_marks[key] = Mark(run.rows, x, run.own, run.sums)
+                x = position(run.first, data.calls)
+                self.micro_marks[key] = Mark(run.first, run.last, run.count, x, run.own, run.sums)
                 self.built += 1
         return self.full + list(self.micro_marks.values())
 
@@ -225,13 +234,13 @@ class Chart:
         self.start = 0
         if data.scope.label == "cell":
             self.start = max(data.scope.first_call - CONTEXT_CALLS, 0)
-        # The data's list is its own copy: the whole session's chart reads it as it is.
-        self.calls = data.calls[self.start :] if self.start else data.calls
+        # The data's calls, read in place (a cell's chart from its start): never copied.
+        self.calls = Rows(data.calls, self.start)
         self.group = max(math.ceil(len(self.calls) / MAX_COLUMNS), 1)
         self.cache = cache = cache if cache is not None else ChartCache()
         cache.follow((self.start, self.group, data.scope.first_call, data.scope.first_compaction))
         cache.numbers.follow(data.calls)
-        self.columns = cache.columns(self.calls, self._column)
+        self.columns = cache.columns(len(self.calls), self._column)
         self.marks = cache.marks(data, self.start, self.group)
         first = self.calls[0].call if self.calls else 1
         last = self.calls[-1].call if self.calls else 1
@@ -245,7 +254,7 @@ class Chart:
         self.x1 = max([end, last + 0.5] + [m.x + 0.5 for m in self.marks if m.x > last])
         self.limit = data.limit_tokens
         sizes = [c.before for c in self.columns] + [
-            row.before.tokens for m in self.marks if not m.micro for row in m.rows
+            m.first.before.tokens for m in self.marks if not m.micro
         ]
         peak = max([*sizes, self.limit, 1]) * 1.08
         self.step = nice_step(peak, Y_TICKS)
@@ -256,14 +265,18 @@ class Chart:
         """True when there is nothing to draw: no call and no compaction yet."""
         return not self.data.calls and not self.data.compactions
 
-    def _column(self, number: int, group: tuple[CallPoint, ...]) -> Column:
+    def _column(self, number: int, first: int, end: int) -> Column:
+        """Column `number`, of the window's calls `first` to `end` (not included)."""
         own = self.start + (number + 1) * self.group > self.data.scope.first_call
-        first = self.start + number * self.group  # its calls' place in `data.calls`
-        run = self.cache.numbers.run(first, first + len(group))
+        first, end = self.start + first, self.start + end  # their places in `data.calls`
+        run = self.cache.numbers.run(first, end)
+        calls = self.data.calls
+        head = calls[first]
         return Column(
-            group,
-            group[0].call - 0.5,
-            float(len(group)),
+            head,
+            calls[end - 1],
+            head.call - 0.5,
+            float(end - first),
             run.tokens,
             run.before,
             own,

@@ -194,7 +194,7 @@ def _each_column(columns: Sequence[Column], f: Frame) -> str:
 
 
 def _column(column: Column, f: Frame) -> str:
-    first, last = column.calls[0], column.calls[-1]
+    first, last = column.first, column.last
     slot = f.slot * column.width
     width = max(min(slot * 0.6, 16.0), 1.0)
     inset = (slot - width) / 2
@@ -211,7 +211,7 @@ def _column(column: Column, f: Frame) -> str:
         f"bottom:0;height:{sent:.1f}px;background:{BLUE if column.own else LIGHT_BLUE}'></div>"
     )
     calls = f" data-call='{first.call}'"
-    if last is not first:
+    if column.width > 1:
         calls += f" data-last-call='{last.call}'"
     tip = f.chart.cache.tip(column, lambda: _column_tooltip(column))
     style = f"left:{f.x(column.start):.1f}px;width:{slot:.1f}px;bottom:0;height:{PLOT_H}px"
@@ -219,9 +219,9 @@ def _column(column: Column, f: Frame) -> str:
 
 
 def _column_tooltip(column: Column) -> str:
-    first = column.calls[0]
-    if len(column.calls) > 1:  # from the column's numbers: its calls are not read again
-        return _group_text(first, column.calls[-1], column.biggest, column.asks)
+    first = column.first
+    if column.width > 1:  # from the column's numbers: its calls are not read again
+        return _group_text(first, column.last, column.biggest, column.asks)
     if column.own:
         return point_tooltip(first)
     # Before the cell: the numbers only (the cell above has the whole story).
@@ -330,7 +330,7 @@ def _free_until(f: Frame, line: int) -> float:
 def _full_mark(mark: Mark, x: float, line: int) -> str:
     """A full compaction's line, its label on `line` of the labels (stacked, never over
     another)."""
-    (row,) = mark.rows
+    row = mark.first
     colour = RED if row.success else GREY
     style = "solid" if row.success else "dashed"
     inner = (
@@ -347,22 +347,21 @@ def _full_mark(mark: Mark, x: float, line: int) -> str:
 
 
 def _micro_mark(mark: Mark, x: float, level: int, cache: ChartCache) -> str:
-    rows = mark.rows
     style = (
         f"left:{x - 6:.1f}px;width:12px;bottom:{1 + level * 9}px;height:10px;z-index:2;"
         f"color:{PURPLE};font-size:9px;line-height:10px;text-align:center;"
     )
     tip = cache.tip(mark, lambda: _micro_tooltip(mark))
-    extra = f" data-kind='micro' data-count='{len(rows)}' data-own='{_yes(mark.own)}'"
+    extra = f" data-kind='micro' data-count='{mark.count}' data-own='{_yes(mark.own)}'"
     return _box("evo-mark", style + _faint(mark.own), "▲", tip, extra)
 
 
 def _micro_tooltip(mark: Mark) -> str:
-    if len(mark.rows) > 1:
-        return _micro_group_text(mark.rows, mark.sums or sums_of(mark.rows))
+    if mark.count > 1 and mark.sums is not None:
+        return _micro_group_text(mark.first, mark.last, mark.count, mark.sums)
     if mark.own:
-        return compaction_tooltip(mark.rows[0])
-    return f"micro-compaction before call {mark.rows[0].after_call + 1}"
+        return compaction_tooltip(mark.first)
+    return f"micro-compaction before call {mark.first.after_call + 1}"
 
 
 def _yes(value: bool) -> str:
@@ -376,13 +375,13 @@ def _faint(own: bool) -> str:
 
 def micro_group_tooltip(rows: Sequence[Compaction]) -> str:
     """The tooltip of a mark that stands for several micro-compactions (a long session)."""
-    return _micro_group_text(rows, sums_of(rows))
+    return _micro_group_text(rows[0], rows[-1], len(rows), sums_of(rows))
 
 
-def _micro_group_text(rows: Sequence[Compaction], sums: Sums) -> str:
+def _micro_group_text(first: Compaction, last: Compaction, count: int, sums: Sums) -> str:
     return (
-        f"{plural(len(rows), 'micro-compaction')} before calls {rows[0].after_call + 1}-"
-        f"{rows[-1].after_call + 1}: {plural(sums.cleared, 'tool result')} rewritten, "
+        f"{plural(count, 'micro-compaction')} before calls {first.after_call + 1}-"
+        f"{last.after_call + 1}: {plural(sums.cleared, 'tool result')} rewritten, "
         f"freed {sums.freed_chars:,} chars (~{sums.freed_tokens:,} tokens)"
     )
 

@@ -5,12 +5,14 @@ text) and `Session.context_figure()` are renderings of one `MeterData`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from evo_magic.events import ContextSize
 from evo_magic.meter.composition import Share
 from evo_magic.meter.log import CallPoint, Compaction, Followed, MeterLog, Scope
+from evo_magic.meter.rows import Rows
 from evo_magic.meter.tally import Earlier, Item, Tally
 
 MICRO_ASKS = 20
@@ -28,9 +30,9 @@ class MeterData:
     current: ContextSize
     """The context now (for a closed scope: when it closed)."""
     scope: Scope
-    calls: list[CallPoint] = field(default_factory=list)
+    calls: Sequence[CallPoint] = field(default_factory=list)
     """Every call of the session up to the scope's end (the chart shows them all)."""
-    compactions: list[Compaction] = field(default_factory=list)
+    compactions: Sequence[Compaction] = field(default_factory=list)
     """Every compaction up to the scope's end."""
     holds: list[Share] = field(default_factory=list)
     """What the context holds now, by kind."""
@@ -53,10 +55,13 @@ class MeterData:
         tokens_per_char: float = 0.25,
         tally: Tally | None = None,
     ) -> MeterData:
-        """The data of `log` through `scope` (copies of the lists: later events leave it be);
-        `tally`: a live meter's sums from its earlier refreshes, extended with the new rows."""
-        calls = log.calls[: scope.end_call]
-        compactions = log.compactions[: scope.end_compaction]
+        """The data of `log` through `scope`; `tally`: a live meter's sums from its earlier
+        refreshes, extended with the new rows. Its calls and compactions are the log's, read
+        in place up to the scope's end as it is now (`Rows`, nothing copied: a refresh costs
+        what changed, not the session's length); a log only appends, so later events leave
+        them be."""
+        calls = Rows(log.calls, 0, scope.end_call)
+        compactions = Rows(log.compactions, 0, scope.end_compaction)
         tally = (tally or Tally()).fold(calls, compactions, scope.first_compaction)
         session_cost = tally.cost((0, len(calls)), (0, len(compactions)))
         return cls(
@@ -98,14 +103,15 @@ class MeterData:
     # -- the scope's own story -----------------------------------------------------------
 
     @property
-    def own_calls(self) -> list[CallPoint]:
-        """The scope's model calls (`calls` also holds those before it)."""
-        return self.calls[self.scope.first_call :]
+    def own_calls(self) -> Sequence[CallPoint]:
+        """The scope's model calls (`calls` also holds those before it; read in place)."""
+        return Rows(self.calls, self.scope.first_call)
 
     @property
-    def own_compactions(self) -> list[Compaction]:
-        """The scope's compactions, full and micro (`compactions` also holds earlier ones)."""
-        return self.compactions[self.scope.first_compaction :]
+    def own_compactions(self) -> Sequence[Compaction]:
+        """The scope's compactions, full and micro (`compactions` also holds earlier ones;
+        read in place)."""
+        return Rows(self.compactions, self.scope.first_compaction)
 
     @cached_property
     def full(self) -> list[Compaction]:

@@ -115,7 +115,7 @@ def _marks(ax: Any, chart: Chart, lines: Sequence[int], small: float) -> list[fl
         if mark.micro:
             micro_x.append(mark.x)
             continue
-        (row,) = mark.rows
+        row = mark.first
         colour = RED if row.success else GREY
         alpha = 1.0 if mark.own else 0.45
         style = "-" if row.success else "--"

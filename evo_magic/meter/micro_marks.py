@@ -4,11 +4,13 @@ A long session's chart marks the micro-compactions of each column of calls as on
 tooltip summing what they rewrote and freed. A log writes a compaction after the calls before
 it, so the micro-compactions of a column are a run of consecutive rows: found by two binary
 searches on their calls and summed from running sums, a mark costs the same however many
-rows it holds, and regrouping the columns (every 160 calls) reads no row again.
+rows it holds, and regrouping the columns (every 160 calls) reads (or copies) no row again:
+a mark keeps its first and last row and their count.
 """
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,14 +44,15 @@ class MicroRows:
 
     rows: list[Compaction] = field(default_factory=list)
     own: list[bool] = field(default_factory=list)
-    after: list[int] = field(default_factory=list)
-    """The calls before each."""
+    after: array[int] = field(default_factory=lambda: array("q"))
+    """The calls before each (machine integers: a binary search reads a few near each other,
+    not Python objects scattered through a long session's heap)."""
     in_order: bool = True
     """False when a row came after fewer calls than the one before (then a column's rows are
     not one run, and are found row by row)."""
-    cleared: list[int] = field(default_factory=lambda: [0])
-    freed_chars: list[int] = field(default_factory=lambda: [0])
-    freed_tokens: list[int] = field(default_factory=lambda: [0])
+    cleared: array[int] = field(default_factory=lambda: array("q", [0]))
+    freed_chars: array[int] = field(default_factory=lambda: array("q", [0]))
+    freed_tokens: array[int] = field(default_factory=lambda: array("q", [0]))
 
     def add(self, row: Compaction, own: bool) -> None:
         """`row` joins, after the others."""
@@ -67,22 +70,27 @@ class MicroRows:
         from call `start`, by column (in the order of their first rows)."""
         if not self.in_order:
             return self._runs_row_by_row(start, group, keys)
-        out: dict[int, Run] = {}
-        if keys is None:
-            keys = []
+        after = self.after
+        spans: list[tuple[int, int, int]] = []  # each column's key and its rows' range
+        if keys is None:  # one search a column: each one's rows end where the next's start
             low = 0
-            while low < len(self.rows):
-                keys.append(key := (self.after[low] - start) // group)
-                low = bisect_left(self.after, start + (key + 1) * group, low)
-        for key in keys:
-            low = bisect_left(self.after, start + key * group)
-            high = bisect_left(self.after, start + (key + 1) * group, low)
+            while low < len(after):
+                key = (after[low] - start) // group
+                high = bisect_left(after, start + (key + 1) * group, low)
+                spans.append((key, low, high))
+                low = high
+        else:
+            for key in keys:
+                low = bisect_left(after, start + key * group)
+                spans.append((key, low, bisect_left(after, start + (key + 1) * group, low)))
+        rows, out = self.rows, {}
+        for key, low, high in spans:
             sums = Sums(
                 self.cleared[high] - self.cleared[low],
                 self.freed_chars[high] - self.freed_chars[low],
                 self.freed_tokens[high] - self.freed_tokens[low],
             )
-            out[key] = Run(tuple(self.rows[low:high]), self.own[high - 1], sums)
+            out[key] = Run(rows[low], rows[high - 1], high - low, self.own[high - 1], sums)
         return out
 
     def _runs_row_by_row(
@@ -94,15 +102,19 @@ class MicroRows:
         wanted = found if keys is None else {key: found[key] for key in keys}
         out: dict[int, Run] = {}
         for key, indexes in wanted.items():
-            rows = tuple(self.rows[i] for i in indexes)
-            out[key] = Run(rows, any(self.own[i] for i in indexes), sums_of(rows))
+            rows = [self.rows[i] for i in indexes]
+            own = any(self.own[i] for i in indexes)
+            out[key] = Run(rows[0], rows[-1], len(rows), own, sums_of(rows))
         return out
 
 
 @dataclass(frozen=True)
 class Run:
-    """The micro-compactions of one mark, whether one is the scope's own, and their sums."""
+    """The micro-compactions of one mark (the first and the last in the log, and how many),
+    whether one is the scope's own, and their sums."""
 
-    rows: tuple[Compaction, ...]
+    first: Compaction
+    last: Compaction
+    count: int
     own: bool
     sums: Sums
