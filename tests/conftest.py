@@ -14,6 +14,7 @@ numbers (starting one costs seconds, and they do not change it).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +28,15 @@ from evo_magic.models import AnthropicModel
 
 if TYPE_CHECKING:
     from evo_magic.analysis.engine.cluster import LocalDaskCluster
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """How many test processes `-n auto` (pyproject's addopts) starts: two for a run of the
+    whole suite (its tests wait on kernels, clusters and child processes, so two keep two cores
+    busy), one for a run of chosen files or tests (a second process costs more to start than it
+    saves there)."""
+    whole = config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    return min(2, os.cpu_count() or 1) if whole else 0
 
 
 @pytest.fixture(autouse=True)

@@ -303,12 +303,13 @@ def test_local_and_dask_engines_agree(tmp_path: Path, dask_cluster: LocalDaskClu
     pd.testing.assert_frame_equal(local.summary(), dask.summary())
 
 
-SCRIPT = """
+REPLICATES = 2  # 20 runs: an interrupt after 3 still leaves most of them to resume
+SCRIPT = f"""
 import sys
 from evo_magic import experiment, tasks
 
 if __name__ == "__main__":
-    experiment(tasks.builtin(), {"seed": "default", "none": []}, replicates=4,
+    experiment(tasks.builtin(), {{"seed": "default", "none": []}}, replicates={REPLICATES},
                workers=int(sys.argv[2]), out=sys.argv[1])
 """
 
@@ -318,6 +319,7 @@ if __name__ == "__main__":
 def test_an_interrupted_experiment_resumes_without_running_anything_twice(
     tmp_path: Path, workers: int
 ):
+    runs = len(tasks.builtin()) * 2 * REPLICATES
     out = tmp_path / "out"
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(SCRIPT))
@@ -331,15 +333,15 @@ def test_an_interrupted_experiment_resumes_without_running_anything_twice(
     _, errors = child.communicate(timeout=120)
     assert child.returncode != 0 and "KeyboardInterrupt" in errors
     stored = {p: p.stat().st_mtime_ns for p in (out / "done").glob("*.json")}
-    assert 3 <= len(stored) < 40
+    assert 3 <= len(stored) < runs
     for marker in stored:  # each stored run is whole: its row reads back
         assert (out / "runs" / f"{marker.stem}.parquet").is_file()
-    x = experiment(tasks.builtin(), {"seed": "default", "none": []}, replicates=4, workers=2,
-                   out=out)  # fmt: skip
-    assert x.reused == len(stored) and len(x.runs) == 40 and x.left == 0
+    x = experiment(tasks.builtin(), {"seed": "default", "none": []}, replicates=REPLICATES,
+                   workers=2, out=out)  # fmt: skip
+    assert x.reused == len(stored) and len(x.runs) == runs and x.left == 0
     assert {p: p.stat().st_mtime_ns for p in stored} == stored  # none of them ran again
     assert x.runs["error"].isna().all()
-    assert len(list((out / "done").glob("*.json"))) == 40
+    assert len(list((out / "done").glob("*.json"))) == runs
 
 
 @pytest.mark.slow  # a Jupyter kernel
