@@ -18,7 +18,6 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -193,7 +192,7 @@ class Engine:
     cursor of one in-memory database per process: opening a database costs more than a load
     of a small file; what a cursor registers is its own). A forked child opens its own."""
 
-    def __init__(self, *, copy_free: bool = False) -> None:
+    def __init__(self) -> None:
         pid = os.getpid()
         if pid not in _DATABASE:  # a parent's database is left alone: closing it would hang
             _DATABASE[pid] = duckdb.connect()
@@ -201,10 +200,6 @@ class Engine:
         self._links: str | None = None
         self.at_once = False
         """Whether the statements run now are over a small read (see `fetch`)."""
-        self.ahead: dict[tuple[Any, ...], Future[pa.Table]] = {}
-        """`records` of files started ahead, by `ahead_key`: `read` takes its result from here."""
-        self.copy_free = copy_free
-        """Whether every statement runs as a relation, whatever its size (see `fetch`)."""
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET enable_progress_bar = false")
         self.con.execute("SET arrow_large_buffer_size = true")  # large_string, as pandas keeps
@@ -217,8 +212,11 @@ class Engine:
         `line` and `raw` (the line's text). A row whose `key` is null is checked against its
         line and dropped, as bad, when the line is not a JSON object."""
         self._sized(sources)
-        ahead = self.ahead.pop(ahead_key(sources, select), None)
-        table = ahead.result() if ahead is not None else self.records(sources, columns, select)
+        size = max(16 << 20, max(s.longest for s in sources) + 1)
+        sql = f"""select file_index as file_id, {select} from read_json(?,
+            format = 'newline_delimited', ignore_errors = true, maximum_object_size = {size},
+            columns = {_struct(columns)})"""
+        table = self.fetch(sql, [self.names(sources)])
         files = table.column("file_id").to_numpy()
         if np.any(np.diff(files) < 0):  # files come in order; be sure
             table = table.take(np.argsort(files, kind="stable"))
@@ -245,17 +243,6 @@ class Engine:
         table = table.append_column("raw", pa.chunked_array(raws, pa.large_string()))
         return table if keep.all() else table.filter(keep)
 
-    def records(self, sources: list[SourceFile], columns: dict[str, Any], select: str) -> pa.Table:
-        """The statement of `read`: `file_index as file_id, {select}` over `read_json` reading
-        `columns` of `sources`, as DuckDB gives it (the part of a read that can run ahead, in
-        another thread: see `evo_magic.analysis.loader_ahead`)."""
-        self._sized(sources)
-        size = max(16 << 20, max(s.longest for s in sources) + 1)
-        sql = f"""select file_index as file_id, {select} from read_json(?,
-            format = 'newline_delimited', ignore_errors = true, maximum_object_size = {size},
-            columns = {_struct(columns)})"""
-        return self.fetch(sql, [self.names(sources)])
-
     def fetch(self, sql: str, params: list[Any] | None = None) -> pa.Table:
         """The result of `sql` as an Arrow table in batches (scanned in parallel later).
 
@@ -264,10 +251,8 @@ class Engine:
         to run it, and binding a `read_json` over typed columns costs about what reading a
         small batch does (a third of a small load). Arrow taken from a statement run at once
         is copied once more (DuckDB warns so), which costs more than the bind from a few MB
-        of rows on: larger reads run as relations, and so does every statement of a
-        `copy_free` engine (one that reads ahead in a thread: its rows are held beside another
-        batch's, and their copy cost a tenth more peak memory)."""
-        if self.copy_free or not self.at_once:
+        of rows on: larger reads run as relations."""
+        if not self.at_once:
             return self.con.sql(sql, params=params).to_arrow_table(BATCH)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", _ARROW_COPIED, UserWarning)
@@ -349,12 +334,6 @@ class Engine:
         if self._links is not None:
             shutil.rmtree(self._links, ignore_errors=True)
             self._links = None
-
-
-def ahead_key(sources: list[SourceFile], select: str) -> tuple[Any, ...]:
-    """What names one `records` statement: the files (their ids and sizes: a file whose deep
-    lines were dropped since is read again) and the select list."""
-    return (select, *((s.file_id, s.name, len(s.data)) for s in sources))
 
 
 def _scalar_sql(expression: str, kind: Any) -> str | None:

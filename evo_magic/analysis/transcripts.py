@@ -33,7 +33,6 @@ from evo_magic.analysis.loader import (
     warn_bad_lines,
     warn_bad_usage,
 )
-from evo_magic.analysis.loader_ahead import ReadAhead
 from evo_magic.analysis.memory import cycles_unchecked, drained, give_back, young_cycles_freed
 from evo_magic.analysis.recognition import count_skipped, format_of, recognisable
 from evo_magic.analysis.session_index import SessionRows, cut, taken
@@ -323,49 +322,24 @@ def _read_batches(
 ) -> tuple[list[SourceFile], list[Part]]:
     """Every file read, and the rows of each format together, formats in the order first met
     (as one read gives). A batch of sessions at a time, its files' bytes released once read:
-    the memory a load needs beyond its frames is that of a batch (and the next one's records,
-    parsed ahead in a thread: see `evo_magic.analysis.loader_ahead`), not of the folder."""
-    plan: list[list[int] | None] = [list(range(len(files)))] if batched else [*_batches(files)]
+    the memory a load needs beyond its frames is that of one batch, not of the folder."""
     sources: list[SourceFile] = []
     by_kind: dict[str, list[Part]] = {}
     engine = Engine()  # one for every batch: a cursor and its settings cost a batch of few files
-    ahead = ReadAhead() if len(plan) > 1 else None
-    waiting: tuple[list[SourceFile], dict[str, list[SourceFile]]] | None = None
     try:
-        for batch in [*plan, None]:  # each batch found, then the one before it read
-            found = None
-            if batch is not None:
-                read = [SourceFile.read(i, files[i]) for i in batch]
-                found = (read, _by_format(read, single, skipped))
-                del read
-                if ahead is not None:
-                    ahead.start(engine, found[1])
-            if waiting is not None:
-                sources += _read_batch(engine, *waiting, by_kind)
-            waiting = found
+        for batch in [list(range(len(files)))] if batched else _batches(files):
+            read = [SourceFile.read(i, files[i]) for i in batch]
+            engine.con.register("files", files_table(read))
+            for kind, group in _by_format(read, single, skipped).items():
+                by_kind.setdefault(kind, []).append(_read(engine, kind, group).settled())
+            engine.con.unregister("files")
+            sources += [source.release() for source in read]
+            del read
+            young_cycles_freed()
+            give_back()
     finally:
-        if ahead is not None:
-            ahead.close(engine)
         engine.close()
     return sources, [part for found in by_kind.values() for part in found]
-
-
-def _read_batch(
-    engine: Engine,
-    read: list[SourceFile],
-    by_format: dict[str, list[SourceFile]],
-    by_kind: dict[str, list[Part]],
-) -> list[SourceFile]:
-    """The parts of one batch's files added to `by_kind`; its files, their bytes released."""
-    engine.con.register("files", files_table(read))
-    for kind, group in by_format.items():
-        by_kind.setdefault(kind, []).append(_read(engine, kind, group).settled())
-    engine.con.unregister("files")
-    released = [source.release() for source in read]
-    del read, by_format
-    young_cycles_freed()
-    give_back()
-    return released
 
 
 def _by_format(

@@ -98,10 +98,6 @@ class Format:
     suffixes: tuple[str, ...] = (".jsonl",)
     group_hook: Callable[[Sniff], str | None] | None = None
     """Optional: which files are one session (see `group_of`)."""
-    ahead: tuple[dict[str, Any], str] | None = None
-    """Optional: the `columns` and `select` that `read` gives `Engine.read` first; the loader
-    then runs that statement over a batch's files in a thread while the batch before is read
-    (see `evo_magic.analysis.loader_ahead`)."""
 
     def detect(self, sniff: Sniff) -> bool:
         return self.detect_hook(sniff)

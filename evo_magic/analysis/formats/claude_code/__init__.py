@@ -153,6 +153,5 @@ FORMAT = Format(
     "file-history snapshots and queue operations",
     detect_hook=is_claude_code,
     read_hook=read,
-    ahead=(STRUCTURE, SELECT),
 )
 """The reader as registered (entry point `claude_code` of the group `evo_magic.formats`)."""
