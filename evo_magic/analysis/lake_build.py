@@ -52,12 +52,12 @@ STORED = (*FRAMES, "events")
 """The frames a lake holds for every group."""
 NO_CALLS = "no calls"
 """A group's prices mark when it has no calls to price."""
-BATCH_BYTES = 16 << 20
+BATCH_BYTES = 8 << 20
 """A build reads sessions together up to this many bytes of files (one larger is read alone):
 each batch has a fixed cost beside the parse (a DuckDB pass per format, the calls priced and
 every frame typed, a wait for the writer), which at 4 MiB made a build of 100 MB 1.6 times a
-plain load; at 16 MiB it holds, with the batch being written, about what a plain load of
-100 MB holds."""
+plain load. 16 MiB made it 1.5 times, but a build of 1 GB then peaked at 651 MB (465 MB at
+4 MiB), over the build's 600 MB target; 8 MiB is between the two."""
 SAVE_SECONDS = 2.0
 """A build writes its manifest when it has read for this long since it last did (and at its
 end): writing the whole manifest after every batch cost more than the batches at thousands
