@@ -53,16 +53,21 @@ def shell_processes(runs: int = RUNS) -> tuple[float, float]:
     """Median wall seconds of `ipython -c` doing nothing, and loading the extension."""
     bare, loaded = [], []
     compiled()
-    for command in ("pass", "%load_ext evo_magic"):  # warm-up: bytecode written once
-        subprocess.run([sys.executable, "-m", "IPython", "-c", command],
-                       capture_output=True, check=True)  # fmt: skip
+    for command in ("pass", "%load_ext evo_magic"):  # warm-up: files read once before timing
+        _shell(command)
     for _ in range(runs):
         for command, times in (("pass", bare), ("%load_ext evo_magic", loaded)):
-            started = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "IPython", "-c", command],
-                           capture_output=True, check=True)  # fmt: skip
-            times.append(time.perf_counter() - started)
+            times.append(_shell(command))
     return statistics.median(bare), statistics.median(loaded)
+
+
+def _shell(command: str) -> float:
+    """Wall seconds of one `ipython -c command` process."""
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "IPython", "-c", command], capture_output=True, check=True
+    )
+    return time.perf_counter() - started
 
 
 def _row(figure: str, median: float, unit: str, target: str | None, met: bool | None) -> dict:

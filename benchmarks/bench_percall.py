@@ -24,9 +24,15 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from support.meter_calls import meter_call  # noqa: E402
 
 from evo_magic.compact.base import Context
 from evo_magic.events import ContextSize
@@ -34,7 +40,7 @@ from evo_magic.history import History
 from evo_magic.meter.chart import MAX_COLUMNS, ChartCache
 from evo_magic.meter.data import MeterData
 from evo_magic.meter.html import meter_html
-from evo_magic.meter.log import CallPoint, Compaction, MeterLog
+from evo_magic.meter.log import MeterLog
 from evo_magic.meter.state import StateCache, state_of
 from evo_magic.meter.tally import Tally
 from evo_magic.models.anthropic import request_params
@@ -132,17 +138,6 @@ def outside_times(size: int) -> tuple[float, float]:
 
 
 # -- 3. the live meter's refresh -----------------------------------------------------------
-
-
-def meter_call(log: MeterLog, n: int) -> None:
-    """A call as the log folds it; a micro-compaction before every other call."""
-    size = ContextSize(2 * n, 1_000 + 90 * n, 250 + 22 * n)
-    log.calls.append(CallPoint(n, n // 10 + 1, size, size, None, 0.001, ("tool results",)))
-    if n % 2:
-        log.compactions.append(
-            Compaction(0, True, "micro", "micro", "every_call", None, size, size, True, n,
-                       n // 10 + 1, cleared=("read_file",))
-        )  # fmt: skip
 
 
 def columns_group(calls: int) -> int:

@@ -69,12 +69,17 @@ def _row(figure: str, median: float, unit: str, target: str | None = None, met: 
     return {"figure": figure, "median": median, "unit": unit, "target": target, "met": met}
 
 
+def _ratio_row(figure: str, ratio: float, most: float) -> dict:
+    """A ratio row whose target is at most `most`."""
+    return _row(figure, ratio, "ratio", f"<= {most:g}", ratio <= most)
+
+
 def _growth_row(figure: str, now: float, before: float | None) -> list[dict]:
     """The row comparing a cost per unit with the size before's (none at the first size)."""
     if before is None or before <= 0:
         return []
     ratio = now / before
-    return [_row(figure, ratio, "ratio", f"<= {GROWTH:g}", ratio <= GROWTH)]
+    return [_ratio_row(figure, ratio, GROWTH)]
 
 
 @dataclass(frozen=True)
@@ -141,13 +146,8 @@ def claude_rows(folder: Path, lake: Path, tag: str, previous: Previous, runs: in
     rows = [
         _row(f"{tag}: load_transcripts ({sessions:,} sessions)", load.wall, "s"),
         _row(f"{tag}: after_compaction over the loaded folder ({what})", after.wall, "s"),
-        _row(
-            f"{tag}: after_compaction vs the folder's load",
-            after.wall / load.wall,
-            "ratio",
-            f"<= {AFTER_VS_LOAD:g}",
-            after.wall / load.wall <= AFTER_VS_LOAD,
-        ),
+        _ratio_row(f"{tag}: after_compaction vs the folder's load", after.wall / load.wall,
+                   AFTER_VS_LOAD),  # fmt: skip
         *previous.rows(
             "after", f"{tag}: after_compaction, CPU time per session vs the size before",
             after.cpu / sessions,
@@ -157,12 +157,10 @@ def claude_rows(folder: Path, lake: Path, tag: str, previous: Previous, runs: in
             f"{tag}: after_compaction over the folder's lake, reopened unchanged",
             on_lake.wall, "s",
         ),
-        _row(
+        _ratio_row(
             f"{tag}: after_compaction over the lake vs the folder's plain load",
             on_lake.wall / load.wall,
-            "ratio",
-            f"<= {LAKE_AFTER_VS_LOAD:g}",
-            on_lake.wall / load.wall <= LAKE_AFTER_VS_LOAD,
+            LAKE_AFTER_VS_LOAD,
         ),
         *previous.rows(
             "lake",

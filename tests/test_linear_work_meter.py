@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from support.counted_history import SLACK, TOUCHED, ask, batch, compactor_for, grown, step
+from support.meter_calls import meter_call
 
 from evo_magic.history import History
 from evo_magic.measure import ContextSize
@@ -50,14 +51,9 @@ def test_the_meter_composition_measures_only_what_changed() -> None:
 def meter_step(log: MeterLog, n: int) -> None:
     """Call `n` of a long session as the log folds it: a call, and every other call a
     micro-compaction before it; a full compaction every 500 calls."""
-    size = ContextSize(2 * n, 1_000 + 90 * n, 250 + 22 * n)
-    log.calls.append(CallPoint(n, n // 10 + 1, size, size, None, 0.001, ("tool results",)))
-    if n % 2:
-        log.compactions.append(
-            Compaction(0, True, "micro", "micro", "every_call", None, size, size, True, n,
-                       n // 10 + 1, cleared=("read_file",))
-        )  # fmt: skip
+    meter_call(log, n)
     if n % 500 == 0:
+        size = ContextSize(2 * n, 1_000 + 90 * n, 250 + 22 * n)  # as meter_call made it
         after = ContextSize(4, 2_000, 500)
         number = n // 500
         log.compactions.append(
